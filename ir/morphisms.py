@@ -1,0 +1,308 @@
+"""Morphisms of both categories and their typing (dom/cod).
+
+Stride-category morphisms (index maps between tuples of axes) and broadcasted-category morphisms
+(functions between tuples of arrays) share the structural kinds ``Rearrangement``, ``Composed``,
+``ProductOfMorphisms`` and ``Block``: their ``dom``/``cod`` are tuples of :class:`Axis` in the
+first case and of :class:`Array` in the second. Typing never checks joins; that is validation.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import sympy
+
+from .arrays import Array, Weave
+from .axes import Axis
+from .errors import SpecTypeError, TruncatedError
+from .names import Name
+from .tags import BlockTag, TapeSlot
+
+
+@dataclass(frozen=True, eq=False)
+class Morphism:
+    """Base class: every morphism knows the JSON path it was decoded from."""
+
+    @property
+    def dom(self) -> tuple:
+        raise NotImplementedError
+
+    @property
+    def cod(self) -> tuple:
+        raise NotImplementedError
+
+    def children(self) -> tuple[tuple[str, Morphism], ...]:
+        """Sub-morphisms with the relative path step to each (for traversal)."""
+        return ()
+
+
+def _path_field():
+    return field(default="", compare=False, repr=False, kw_only=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Rearrangement(Morphism):
+    """Copy/discard/permute: ``cod[j] = dom[mapping[j]]``. dom holds axes or arrays."""
+
+    mapping: tuple[int, ...]
+    dom_: tuple
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        return self.dom_
+
+    @cached_property
+    def cod(self):
+        n = len(self.dom_)
+        bad = [m for m in self.mapping if not 0 <= m < n]
+        if bad:
+            raise SpecTypeError(f"rearrangement index {bad[0]} out of range for a domain of "
+                                f"{n}", self.path, node_type="Rearrangement", field_name="mapping")
+        return tuple(self.dom_[m] for m in self.mapping)
+
+
+@dataclass(frozen=True)
+class StrideRow:
+    """``cod_axis <- sum(strides[i] * dom[i]) + shift``."""
+
+    axis: Axis
+    strides: tuple[sympy.Expr, ...]
+    shift: sympy.Expr
+
+
+@dataclass(frozen=True, eq=False)
+class StrideMorphism(Morphism):
+    """An affine index map: one row per codomain axis."""
+
+    dom_: tuple[Axis, ...]
+    rows: tuple[StrideRow, ...]
+    name: Name | None = None
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        return self.dom_
+
+    @cached_property
+    def cod(self):
+        return tuple(r.axis for r in self.rows)
+
+
+@dataclass(frozen=True, eq=False)
+class Composed(Morphism):
+    """Sequential composition, left to right."""
+
+    content: tuple[Morphism, ...]
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        if not self.content:
+            raise SpecTypeError("empty composition", self.path, node_type="Composed")
+        return self.content[0].dom
+
+    @property
+    def cod(self):
+        if not self.content:
+            raise SpecTypeError("empty composition", self.path, node_type="Composed")
+        return self.content[-1].cod
+
+    def children(self):
+        return tuple((f".content[{i}]", m) for i, m in enumerate(self.content))
+
+
+@dataclass(frozen=True, eq=False)
+class ProductOfMorphisms(Morphism):
+    """Parallel composition: domains and codomains concatenate."""
+
+    content: tuple[Morphism, ...]
+    path: str = _path_field()
+
+    @cached_property
+    def dom(self):
+        return tuple(x for m in self.content for x in m.dom)
+
+    @cached_property
+    def cod(self):
+        return tuple(x for m in self.content for x in m.cod)
+
+    def children(self):
+        return tuple((f".content[{i}]", m) for i, m in enumerate(self.content))
+
+
+@dataclass(frozen=True, eq=False)
+class Block(Morphism):
+    """A titled sub-diagram; its body runs ``tag.repetition`` times in sequence."""
+
+    body: Morphism
+    tag: BlockTag
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        return self.body.dom
+
+    @property
+    def cod(self):
+        return self.body.cod
+
+    @property
+    def title(self) -> str:
+        return self.tag.plain_title
+
+    def children(self):
+        return ((".body", self.body),)
+
+
+@dataclass(frozen=True, eq=False)
+class Broadcasted(Morphism):
+    """An operator applied at every index of the degree (FORMAT.md §9)."""
+
+    operator: object
+    input_weaves: tuple[Weave, ...]
+    output_weaves: tuple[Weave, ...]
+    reindexings: tuple[Morphism, ...]
+    backup_degree: tuple[Axis, ...] | None = None
+    path: str = _path_field()
+
+    @cached_property
+    def degree(self) -> tuple[Axis, ...]:
+        if self.reindexings:
+            return tuple(self.reindexings[0].dom)
+        return tuple(self.backup_degree or ())
+
+    @cached_property
+    def dom(self):
+        if len(self.reindexings) != len(self.input_weaves):
+            raise SpecTypeError(f"{len(self.input_weaves)} input weaves but "
+                                f"{len(self.reindexings)} reindexings", self.path,
+                                node_type="Broadcasted", field_name="reindexings")
+        out = []
+        for k, (w, rx) in enumerate(zip(self.input_weaves, self.reindexings)):
+            cod = tuple(rx.cod)
+            if len(cod) != w.tiled_count:
+                raise SpecTypeError(
+                    f"input {k}: weave has {w.tiled_count} TILED slots but its reindexing "
+                    f"has {len(cod)} codomain axes", self.path + f".input_weaves[{k}]",
+                    node_type="Broadcasted")
+            out.append(w.fill(cod))
+        return tuple(out)
+
+    @cached_property
+    def cod(self):
+        deg = self.degree
+        out = []
+        for j, w in enumerate(self.output_weaves):
+            if w.tiled_count != len(deg):
+                raise SpecTypeError(
+                    f"output {j}: weave has {w.tiled_count} TILED slots but the degree has "
+                    f"{len(deg)} axes", self.path + f".output_weaves[{j}]",
+                    node_type="Broadcasted")
+            out.append(w.fill(deg))
+        return tuple(out)
+
+    def children(self):
+        from .operators import BlockOperator, ParaBlockOperator
+
+        if isinstance(self.operator, (BlockOperator, ParaBlockOperator)):
+            return ((".operator.block", self.operator.block),)
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class Grab(Morphism):
+    """Read a tape slot: () -> (size,)."""
+
+    tape: TapeSlot
+    size: Array
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        return ()
+
+    @property
+    def cod(self):
+        return (self.size,)
+
+
+@dataclass(frozen=True, eq=False)
+class Drop(Morphism):
+    """Write a tape slot: (size,) -> ()."""
+
+    tape: TapeSlot
+    size: Array
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        return (self.size,)
+
+    @property
+    def cod(self):
+        return ()
+
+
+@dataclass(frozen=True, eq=False)
+class ParaWrap(Morphism):
+    """``grabs ; body ; drops`` in one box: operands with a slot come from the tape, results
+    with a slot go to it; the others stay on wires."""
+
+    body: Morphism
+    grabs: tuple[TapeSlot | None, ...]
+    drops: tuple[TapeSlot | None, ...]
+    path: str = _path_field()
+
+    @cached_property
+    def dom(self):
+        bd = self.body.dom
+        if len(bd) != len(self.grabs):
+            raise SpecTypeError(f"{len(self.grabs)} grab entries for a body with {len(bd)} "
+                                "operands", self.path, node_type="ParaWrap", field_name="grabs")
+        return tuple(a for a, g in zip(bd, self.grabs) if g is None)
+
+    @cached_property
+    def cod(self):
+        bc = self.body.cod
+        if len(bc) != len(self.drops):
+            raise SpecTypeError(f"{len(self.drops)} drop entries for a body with {len(bc)} "
+                                "results", self.path, node_type="ParaWrap", field_name="drops")
+        return tuple(a for a, d in zip(bc, self.drops) if d is None)
+
+    def children(self):
+        return ((".body", self.body),)
+
+
+@dataclass(frozen=True, eq=False)
+class Truncated(Morphism):
+    """A term cut off by truncation of the file. ``expected`` is its ``__type__`` (or None if
+    unknown); ``partial`` holds the fields that were recovered complete (decoded)."""
+
+    expected: str | None
+    partial: dict
+    reason: str
+    path: str = _path_field()
+
+    @property
+    def dom(self):
+        raise TruncatedError(f"the {self.expected or 'term'} was cut off ({self.reason})",
+                             self.path, node_type=self.expected)
+
+    @property
+    def cod(self):
+        raise TruncatedError(f"the {self.expected or 'term'} was cut off ({self.reason})",
+                             self.path, node_type=self.expected)
+
+    def children(self):
+        out = []
+        op = self.partial.get("operator")
+        if isinstance(getattr(op, "block", None), Morphism):
+            out.append((".operator.block", op.block))
+        for key, val in self.partial.items():
+            if isinstance(val, Morphism):
+                out.append((f".{key}", val))
+            elif isinstance(val, tuple):
+                out.extend((f".{key}[{i}]", v) for i, v in enumerate(val)
+                           if isinstance(v, Morphism))
+        return tuple(out)

@@ -1,0 +1,189 @@
+"""The decoding machinery: references with identity kept, typed field access, truncation.
+
+A :class:`Builder` turns JSON values into IR terms through the decoder functions registered by
+``__type__`` (see :mod:`spec.terms`). Repository records are decoded once and memoised by id, so
+identity is preserved. Every failure is a :class:`~ir.errors.SpecDecodeError` naming the type,
+the field and the JSON path. In salvage mode, values the file lost to truncation
+(:class:`spec.jsontext.Incomplete`) become explicit :class:`~ir.Truncated` morphisms.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ir.errors import SpecDecodeError
+from ir.morphisms import Morphism, Truncated
+
+from .jsontext import Incomplete
+
+DECODERS: dict[str, Callable] = {}
+"""``__type__`` -> decoder(builder, obj, path)."""
+
+MORPHISM_TYPES: set[str] = set()
+MAX_DEPTH = 600
+
+
+def decoder(*type_names: str, morphism: bool = False):
+    """Register a decoder function for one or more ``__type__`` names."""
+
+    def wrap(fn):
+        for t in type_names:
+            DECODERS[t] = fn
+            if morphism:
+                MORPHISM_TYPES.add(t)
+        return fn
+
+    return wrap
+
+
+class Builder:
+    def __init__(self, repository: dict, salvage: bool = False):
+        if not isinstance(repository, dict):
+            raise SpecDecodeError("uid_repository must be an object", "uid_repository")
+        self.repo = repository
+        self.salvage = salvage
+        self.cache: dict[int, object] = {}
+        self.in_progress: set[int] = set()
+        self.depth = 0
+        self.truncated: list[Truncated] = []
+        self.records_by_type: dict[str, list[int]] = {}
+
+    # ------------------------------------------------------------------ values
+    def term(self, value, path: str, expect: str | None = None):
+        """Decode any JSON value: a ref, a typed object, an enum, a list or a scalar."""
+        if isinstance(value, Incomplete):
+            return self.incomplete(value, path)
+        if isinstance(value, dict):
+            if "__ref__" in value:
+                return self.ref(value, path)
+            if "__registered__" in value:
+                return self.registered(value, path)
+            if "__type__" in value:
+                return self.typed(value, path)
+            raise SpecDecodeError("an object without __type__, __ref__ or __registered__",
+                                  path, node_type=expect)
+        if isinstance(value, list):
+            return tuple(self.term(v, f"{path}[{i}]", expect) for i, v in enumerate(value))
+        return value
+
+    def typed(self, obj: dict, path: str):
+        t = obj.get("__type__")
+        if not isinstance(t, str):
+            raise SpecDecodeError("__type__ must be a string", path)
+        fn = DECODERS.get(t)
+        if fn is None:
+            raise SpecDecodeError(f"unknown __type__ {t!r}", path, node_type=t)
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise SpecDecodeError(f"terms nested deeper than {MAX_DEPTH} levels", path,
+                                      node_type=t)
+            return fn(self, obj, path)
+        finally:
+            self.depth -= 1
+
+    def ref(self, value: dict, path: str):
+        rid = value.get("__ref__")
+        if not isinstance(rid, int) or isinstance(rid, bool):
+            raise SpecDecodeError(f"__ref__ must be an integer, not {rid!r}", path)
+        if rid in self.cache:
+            return self.cache[rid]
+        key = str(rid)
+        if key not in self.repo:
+            raise SpecDecodeError(f"reference to {rid}, which is not in uid_repository", path)
+        if rid in self.in_progress:
+            raise SpecDecodeError(f"reference cycle through record {rid}", path)
+        record = self.repo[key]
+        if isinstance(record, Incomplete):
+            raise SpecDecodeError(f"record {rid} was cut off by truncation", path)
+        self.in_progress.add(rid)
+        try:
+            out = self.term(record, f"uid_repository.{key}")
+        finally:
+            self.in_progress.discard(rid)
+        self.cache[rid] = out
+        return out
+
+    def registered(self, value: dict, path: str):
+        from .enums import decode_registered
+
+        return decode_registered(value, path)
+
+    # ------------------------------------------------------------------ fields
+    def field(self, obj: dict, name: str, path: str, default=..., kind: str | None = None):
+        """The decoded field ``name`` of ``obj``; missing -> SpecDecodeError unless a
+        default is given."""
+        if name not in obj:
+            if default is not ...:
+                return default
+            raise SpecDecodeError(f"{obj.get('__type__')} lacks field {name!r}", path,
+                                  node_type=obj.get("__type__"), field_name=name)
+        return self.term(obj[name], f"{path}.{name}", kind)
+
+    def raw(self, obj: dict, name: str, path: str, types, default=...):
+        """A plain JSON field checked against ``types``."""
+        if name not in obj:
+            if default is not ...:
+                return default
+            raise SpecDecodeError(f"{obj.get('__type__')} lacks field {name!r}", path,
+                                  node_type=obj.get("__type__"), field_name=name)
+        val = obj[name]
+        if not isinstance(val, types) or (isinstance(val, bool) and bool not in _tuple(types)):
+            raise SpecDecodeError(f"field {name!r} of {obj.get('__type__')} has the wrong type "
+                                  f"({type(val).__name__})", f"{path}.{name}",
+                                  node_type=obj.get("__type__"), field_name=name)
+        return val
+
+    def check(self, value, cls, obj: dict, name: str, path: str, allow_none: bool = False):
+        """Assert a decoded field is an instance of ``cls``."""
+        if value is None and allow_none:
+            return value
+        if not isinstance(value, cls):
+            got = type(value).__name__
+            want = cls.__name__ if isinstance(cls, type) else "/".join(c.__name__ for c in cls)
+            raise SpecDecodeError(f"field {name!r} of {obj.get('__type__')} should be {want}, "
+                                  f"got {got}", f"{path}.{name}", node_type=obj.get("__type__"),
+                                  field_name=name)
+        return value
+
+    # ------------------------------------------------------------------ truncation
+    def incomplete(self, inc: Incomplete, path: str):
+        """A value the truncation cut: a Truncated morphism (salvage) or an error (strict)."""
+        if not self.salvage:
+            raise SpecDecodeError("value cut off by truncation", path)
+        if inc.kind == "array":
+            items = []
+            for i, v in enumerate(inc.partial or []):
+                try:
+                    items.append(self.term(v, f"{path}[{i}]"))
+                except SpecDecodeError:
+                    if isinstance(v, Incomplete):
+                        items.append(self._truncated(None, {}, f"{path}[{i}]", "cut"))
+                    else:
+                        raise
+            return tuple(items)
+        if inc.kind != "object":
+            return self._truncated(None, {}, path, f"{inc.kind} cut off")
+        partial = inc.partial or {}
+        t = partial.get("__type__") if isinstance(partial.get("__type__"), str) else None
+        fields = {}
+        for key, val in partial.items():
+            if key == "__type__":
+                continue
+            try:
+                fields[key] = self.term(val, f"{path}.{key}")
+            except SpecDecodeError as exc:
+                fields[key] = self._truncated(None, {}, f"{path}.{key}", str(exc.message))
+        return self._truncated(t, fields, path, "cut off by the end of the file")
+
+    def _truncated(self, t, fields, path, reason):
+        node = Truncated(t, fields, reason, path=path)
+        self.truncated.append(node)
+        return node
+
+
+def _tuple(types):
+    return types if isinstance(types, tuple) else (types,)
+
+
+def is_morphism(value) -> bool:
+    return isinstance(value, Morphism)

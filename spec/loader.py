@@ -1,0 +1,125 @@
+"""Reading a spec file: text -> JSON (strict or salvaged) -> plain document -> IR."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from ir.axes import Axis
+from ir.errors import SpecDecodeError, SpecError, SpecFormatError
+from ir.morphisms import Morphism, Truncated
+from ir.numeric import FreeNumeric
+from ir.tags import BlockTag, TapeSlot
+
+from . import terms_morphisms, terms_numeric, terms_operators, terms_types  # noqa: F401
+from .builder import Builder
+from .envelope import unwrap
+from .jsontext import Incomplete, JsonTextError, parse_salvage, parse_strict
+
+
+@dataclass
+class Document:
+    """What the loader produces: the model term, the repository's named records, and what (if
+    anything) was lost to truncation."""
+
+    data: Morphism
+    source: str
+    envelope: str
+    axes: dict[int, Axis] = field(default_factory=dict)
+    symbols: dict[int, FreeNumeric] = field(default_factory=dict)
+    tags: dict[int, BlockTag] = field(default_factory=dict)
+    tape_slots: dict[int, TapeSlot] = field(default_factory=dict)
+    truncated: list[Truncated] = field(default_factory=list)
+    salvage: object | None = None  # spec.jsontext.SalvageReport when salvaged and incomplete
+    text_length: int = 0
+
+
+def read_text(source: str | os.PathLike) -> str:
+    try:
+        with open(source, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise SpecFormatError(f"cannot read {os.fspath(source)!r}: {exc.strerror}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecFormatError(f"{os.fspath(source)!r} is not UTF-8 text (byte {exc.start})",
+                              offset=exc.start) from None
+
+
+def load_text(text: str, source: str = "<text>", salvage: bool = False) -> Document:
+    """Decode a spec from its text. Strict unless ``salvage``: then every complete term is
+    kept and cut ones become :class:`~ir.Truncated` nodes."""
+    report = None
+    if salvage:
+        value, report = parse_salvage(text)
+        if report.complete:
+            report = None
+    else:
+        try:
+            value = parse_strict(text)
+        except JsonTextError as exc:
+            raise SpecFormatError(
+                f"{source}: JSON text is broken: {exc.reason} at offset {exc.offset} (line "
+                f"{exc.line}, column {exc.column}); innermost open value: "
+                f"{exc.json_path or '<root>'}. The file looks truncated or corrupted; "
+                "--salvage recovers every complete term.", exc.json_path, exc.offset, exc.line,
+                exc.column) from None
+    if isinstance(value, Incomplete):
+        if value.kind != "object" or not isinstance(value.partial, dict):
+            raise SpecFormatError(f"{source}: too little of the document survived to salvage")
+        doc, envelope = value.partial, "plain (salvaged)"
+        for key in ("uid_repository", "data"):
+            if key not in doc:
+                raise SpecFormatError(f"{source}: the salvaged document has no {key!r}", key)
+    else:
+        doc, envelope = unwrap(value)
+    repo = doc["uid_repository"]
+    if isinstance(repo, Incomplete):
+        repo = repo.partial or {}
+    b = Builder(repo, salvage=salvage)
+    out = Document(data=None, source=source, envelope=envelope, salvage=report,
+                   text_length=len(text))
+    problems: list[SpecError] = []
+    for key in repo:
+        if not key.lstrip("-").isdigit():
+            problems.append(SpecDecodeError(f"repository key {key!r} is not an integer id",
+                                            f"uid_repository.{key}"))
+            continue
+        try:
+            rec = b.ref({"__ref__": int(key)}, f"uid_repository.{key}")
+        except SpecDecodeError as exc:
+            problems.append(exc)
+            continue
+        _index(out, int(key), rec)
+    try:
+        data = b.term(doc["data"], "data")
+    except SpecDecodeError as exc:
+        problems.append(exc)
+        data = None
+    if problems:
+        first = problems[0]
+        if len(problems) > 1:
+            first.message += f" (and {len(problems) - 1} more problem(s))"
+            first.args = (str(first),)
+        first.problems = problems
+        raise first
+    if not isinstance(data, Morphism):
+        raise SpecDecodeError("data must be a morphism", "data")
+    out.data = data
+    out.truncated = list(b.truncated)
+    return out
+
+
+def load_path(path: str | os.PathLike, salvage: bool = False) -> Document:
+    return load_text(read_text(path), os.fspath(path), salvage)
+
+
+def _index(doc: Document, uid: int, rec) -> None:
+    if isinstance(rec, Axis):
+        doc.axes[uid] = rec
+    elif isinstance(rec, FreeNumeric):
+        doc.symbols[uid] = rec
+    elif isinstance(rec, BlockTag):
+        doc.tags[uid] = rec
+    elif isinstance(rec, TapeSlot):
+        doc.tape_slots[uid] = rec

@@ -1,0 +1,169 @@
+"""Decoders for names, uids and numerics (sizes, constants, formulas)."""
+from __future__ import annotations
+
+import sympy
+
+from ir.errors import SpecDecodeError
+from ir.names import Name
+from ir.numeric import FREE_INPUT, FreeNumeric, IsPositive, Sigmoid
+
+from .builder import decoder
+
+
+def _num(b, obj, name, path, default=...):
+    val = b.field(obj, name, path, default)
+    if val is default and default is not ...:
+        return val
+    if not isinstance(val, sympy.Basic):
+        raise SpecDecodeError(f"field {name!r} of {obj.get('__type__')} should be a numeric, "
+                              f"got {type(val).__name__}", f"{path}.{name}",
+                              node_type=obj.get("__type__"), field_name=name)
+    return val
+
+
+numeric = _num
+
+
+@decoder("DynamicName")
+def dynamic_name(b, obj, path):
+    body = b.raw(obj, "body", path, str)
+    sub = b.field(obj, "subscript", path, None)
+    exp = b.field(obj, "exponent", path, None)
+    settings = obj.get("settings")
+    absolute = bool(isinstance(settings, dict) and settings.get("absolute"))
+    code_form = b.raw(obj, "code_form", path, (str, type(None)), None)
+    for nm, v in (("subscript", sub), ("exponent", exp)):
+        b.check(v, Name, obj, nm, path, allow_none=True)
+    return Name(body, sub, exp, code_form, absolute)
+
+
+@decoder("DynamicNameSettings")
+def name_settings(b, obj, path):
+    return dict(obj)
+
+
+@decoder("UID")
+def uid(b, obj, path):
+    uid_ = b.raw(obj, "_id", path, int)
+    name = b.field(obj, "_name", path, None)
+    if isinstance(name, str):
+        name = Name(name)
+    b.check(name, Name, obj, "_name", path, allow_none=True)
+    return uid_, name
+
+
+def name_field(b, obj, path, field="name"):
+    """An operator/morphism name: a DynamicName, a plain string or null."""
+    val = b.field(obj, field, path, None)
+    if isinstance(val, str):
+        return Name(val)
+    return b.check(val, Name, obj, field, path, allow_none=True)
+
+
+def uid_field(b, obj, path):
+    val = b.field(obj, "uid", path)
+    if not (isinstance(val, tuple) and len(val) == 2):
+        raise SpecDecodeError(f"field 'uid' of {obj.get('__type__')} should be a UID", path,
+                              node_type=obj.get("__type__"), field_name="uid")
+    return val
+
+
+@decoder("Integer")
+def integer(b, obj, path):
+    return sympy.Integer(b.raw(obj, "_value", path, int))
+
+
+@decoder("FreeNumeric")
+def free_numeric(b, obj, path):
+    uid_, name = uid_field(b, obj, path)
+    return FreeNumeric(uid_, name, path)
+
+
+def _parts(b, obj, path):
+    parts = b.field(obj, "content", path)
+    if not isinstance(parts, tuple) or not all(isinstance(p, sympy.Basic) for p in parts):
+        raise SpecDecodeError(f"{obj['__type__']}.content must be a list of numerics", path,
+                              node_type=obj["__type__"], field_name="content")
+    return parts
+
+
+@decoder("Addition")
+def addition(b, obj, path):
+    return sympy.Add(*_parts(b, obj, path))
+
+
+@decoder("Multiplication")
+def multiplication(b, obj, path):
+    return sympy.Mul(*_parts(b, obj, path))
+
+
+@decoder("Power")
+def power(b, obj, path):
+    return sympy.Pow(_num(b, obj, "base", path), _num(b, obj, "exponent", path))
+
+
+@decoder("FreeInput")
+def free_input(b, obj, path):
+    return FREE_INPUT
+
+
+@decoder("Constant")
+def constant(b, obj, path):
+    sym = b.field(obj, "symbol", path, None)
+    if sym is None and "value" in obj:  # pyncd's nullary Constant operator carries a value
+        from .terms_operators import constant_operator
+
+        return constant_operator(b, obj, path)
+    table = {"EULER": sympy.E, "PI": sympy.pi, "IMAGINARY_UNIT": sympy.I,
+             "INFINITY": sympy.oo}
+    if sym not in table:
+        raise SpecDecodeError(f"unknown constant symbol {sym!r}", path, node_type="Constant",
+                              field_name="symbol")
+    return table[sym]
+
+
+@decoder("Logarithm")
+def logarithm(b, obj, path):
+    base = _num(b, obj, "base", path)
+    arg = _num(b, obj, "argument", path)
+    if base == sympy.E:
+        return sympy.log(arg)
+    return sympy.log(arg) / sympy.log(base)
+
+
+def _unary(fn):
+    def dec(b, obj, path):
+        return fn(_num(b, obj, "argument", path))
+
+    return dec
+
+
+decoder("Sigmoid")(_unary(Sigmoid))
+decoder("SquareRoot")(_unary(sympy.sqrt))
+decoder("AbsoluteValue")(_unary(sympy.Abs))
+decoder("Sign")(_unary(sympy.sign))
+decoder("IsPositive")(_unary(IsPositive))
+decoder("RectifiedLinear")(_unary(lambda a: sympy.Max(a, 0)))
+decoder("Conjugate")(_unary(sympy.conjugate))
+decoder("Exponential")(_unary(sympy.exp))
+decoder("NaturalLogarithm")(_unary(sympy.log))
+
+
+@decoder("Clamp")
+def clamp(b, obj, path):
+    arg = _num(b, obj, "argument", path)
+    lo = _num(b, obj, "lower", path, None)
+    hi = _num(b, obj, "upper", path, None)
+    lo = sympy.Integer(0) if lo is None else lo
+    hi = sympy.Integer(1) if hi is None else hi
+    return sympy.Min(sympy.Max(arg, lo), hi)
+
+
+@decoder("LargerOf")
+def larger_of(b, obj, path):
+    return sympy.Max(_num(b, obj, "first", path), _num(b, obj, "second", path))
+
+
+@decoder("SmallerOf")
+def smaller_of(b, obj, path):
+    return sympy.Min(_num(b, obj, "first", path), _num(b, obj, "second", path))
