@@ -21,7 +21,8 @@ class Name:
     def latex(self) -> str:
         out = self.body
         if self.subscript is not None:
-            out += "_{" + self.subscript.latex + "}"
+            sub = self.subscript.latex
+            out += "_" + (sub if sub.startswith("{") and sub.endswith("}") else "{" + sub + "}")
         return out
 
     @property

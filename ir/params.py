@@ -1,0 +1,193 @@
+"""The arrays a spec needs but does not hold: learned parameters and fixed arrays.
+
+Keys are per occurrence (FORMAT.md §13.2): the titles of the enclosing blocks, relative to the
+root being enumerated, joined by ``/``, then the operator's label and a role suffix::
+
+    Sliding Window Layer/Single-Pass mHC/Mixing Coefficients/H_{0}.weight
+
+A block title that occurs again under the same parent gets ``~k`` (k-th repeat, from 1); a block
+repeated r > 1 times gets ``@i`` per iteration (parameters are per iteration); an operator label
+that occurs again inside one block gets ``~k``. Keys are therefore readable, unique and depend
+only on the spec's structure, so they are stable across runs and machines. The JSON path of the
+operator is kept alongside.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from .arrays import Weave
+from .datatypes import Datatype, Natural, Reals, kind, strip
+from .env import Env
+from .errors import SpecError
+from .morphisms import Block, Broadcasted, Morphism, Truncated
+from .operators import BlockOperator, Embedding, FixedArray, Linear, Normalize, ParaBlockOperator
+
+ROLE_SUFFIX = {"weight": "weight", "bias": "bias", "gain": "gain", "shift": "shift",
+               "table": "table", "fixed": "value"}
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """One array an occurrence of an operator needs."""
+
+    key: str
+    role: str  # weight | bias | gain | shift | table | fixed
+    operator: object
+    site: Broadcasted
+    shape: tuple[sympy.Expr, ...]
+    axis_labels: tuple[str, ...]
+    datatype: Datatype
+    learned: bool
+    titles: tuple[str, ...]
+
+    @property
+    def json_path(self) -> str:
+        return self.site.path + ".operator"
+
+    @property
+    def value_kind(self) -> str:
+        """'real', 'natural' or 'complex': what the array's elements are."""
+        return kind(self.datatype)
+
+
+def _label(op) -> str:
+    if op.name is not None and op.name.text:
+        return op.name.text
+    return type(op).__name__
+
+
+def param_roles(b: Broadcasted) -> list[tuple[str, tuple, tuple, Datatype, bool]]:
+    """(role, shape, axis labels, datatype, learned) for each array ``b``'s operator needs."""
+    op = b.operator
+    out = []
+    if isinstance(op, Linear):
+        w_axes = []
+        for w in b.input_weaves:
+            if isinstance(strip(w.datatype), Natural):
+                raise SpecError("a Linear with a natural (selecting) input is not supported",
+                                b.path, node_type="Linear")
+            w_axes.extend(w.target)
+        outw: Weave = b.output_weaves[0]
+        w_axes.extend(outw.target)
+        out.append(("weight", tuple(a.size for a in w_axes), tuple(a.label for a in w_axes),
+                    outw.datatype, True))
+        if op.bias:
+            out.append(("bias", tuple(a.size for a in outw.target),
+                        tuple(a.label for a in outw.target), outw.datatype, True))
+    elif isinstance(op, Normalize):
+        tgt = b.input_weaves[0].target
+        shape, labels = tuple(a.size for a in tgt), tuple(a.label for a in tgt)
+        if op.gain:
+            out.append(("gain", shape, labels, Reals(), True))
+        if op.bias:
+            out.append(("shift", shape, labels, Reals(), True))
+    elif isinstance(op, Embedding):
+        dt = strip(b.input_weaves[0].datatype)
+        if not isinstance(dt, Natural):
+            raise SpecError("an Embedding's input must be a natural index", b.path,
+                            node_type="Embedding")
+        tgt = b.output_weaves[0].target
+        out.append(("table", (dt.max_value,) + tuple(a.size for a in tgt),
+                    ("index",) + tuple(a.label for a in tgt), b.output_weaves[0].datatype,
+                    kind(b.output_weaves[0].datatype) != "natural"))
+    elif isinstance(op, FixedArray):
+        tgt = b.output_weaves[0].target
+        out.append(("fixed", tuple(a.size for a in tgt), tuple(a.label for a in tgt),
+                    b.output_weaves[0].datatype, False))
+    return out
+
+
+def param_specs(root: Morphism, env: Env | None = None) -> list[ParamSpec]:
+    """Every parameter occurrence below ``root``, in pre-order. ``env`` is needed only when a
+    repeated block's repetition count is symbolic."""
+    found: list[ParamSpec] = []
+    _collect(root, (), env, found)
+    seen: dict[str, int] = {}
+    out = []
+    for p in found:
+        n = seen.get(p.key, 0)
+        seen[p.key] = n + 1
+        if n:
+            stem, _, suffix = p.key.rpartition(".")
+            p = ParamSpec(f"{stem}~{n}.{suffix}", p.role, p.operator, p.site, p.shape,
+                          p.axis_labels, p.datatype, p.learned, p.titles)
+        out.append(p)
+    return out
+
+
+def repetitions(block: Block, env: Env | None) -> int:
+    rep = block.tag.repetition
+    if isinstance(rep, sympy.Integer):
+        return int(rep)
+    if env is None:
+        raise SpecError(f"block {block.title!r} repeats a symbolic number of times "
+                        f"({sympy.sstr(rep)}); bind it first", block.path)
+    return env.size(rep)
+
+
+def block_segments(children: list[Morphism]) -> dict[int, str]:
+    """Key segment of each titled block among siblings: the title plus ``~k`` for repeats."""
+    counts: dict[str, int] = {}
+    seg = {}
+    for m in children:
+        if isinstance(m, Block):
+            t = m.title
+            k = counts.get(t, 0)
+            counts[t] = k + 1
+            seg[id(m)] = t if k == 0 else f"{t}~{k}"
+    return seg
+
+
+def _titled_children(node: Morphism) -> list[Morphism]:
+    """The nearest Blocks below ``node`` (not descending into them), in pre-order."""
+    out, stack = [], list(reversed([c for _, c in node.children()]))
+    while stack:
+        m = stack.pop()
+        if isinstance(m, Block):
+            out.append(m)
+            continue
+        stack.extend(reversed([c for _, c in m.children()]))
+    return out
+
+
+def _collect(node: Morphism, titles: tuple[str, ...], env, found: list) -> None:
+    segs = block_segments(_titled_children(node)) if not isinstance(node, Block) else {}
+    if isinstance(node, Block):
+        _collect_body(node, titles + (node.title,), env, found)
+        return
+    _walk_level(node, titles, env, found, segs)
+
+
+def _collect_body(block: Block, titles: tuple[str, ...], env, found) -> None:
+    reps = repetitions(block, env)
+    segs = block_segments(_titled_children(block.body) if not isinstance(block.body, Block)
+                          else [block.body])
+    if reps <= 1:
+        _walk_level(block.body, titles, env, found, segs)
+        return
+    base = titles[:-1]
+    last = titles[-1] if titles else block.title
+    for i in range(reps):
+        _walk_level(block.body, base + (f"{last}@{i}",), env, found, segs)
+
+
+def _walk_level(node: Morphism, titles, env, found, segs) -> None:
+    stack = [node]
+    while stack:
+        m = stack.pop()
+        if isinstance(m, Block):
+            seg = segs.get(id(m), m.title)
+            _collect_body(m, titles + (seg,), env, found)
+            continue
+        if isinstance(m, Truncated):
+            stack.extend(reversed([c for _, c in m.children()]))
+            continue
+        if isinstance(m, Broadcasted):
+            if not isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
+                for role, shape, labels, dt, learned in param_roles(m):
+                    key = "/".join(titles + (_label(m.operator),)) + "." + ROLE_SUFFIX[role]
+                    found.append(ParamSpec(key, role, m.operator, m, shape, labels, dt,
+                                           learned, titles))
+        stack.extend(reversed([c for _, c in m.children()]))
