@@ -1,0 +1,5 @@
+import sys
+
+from ncdc.cli import main
+
+sys.exit(main())

@@ -1,0 +1,82 @@
+"""The small public API: load a spec, inspect it, bind its sizes."""
+from __future__ import annotations
+
+import os
+from importlib import resources
+from typing import Mapping
+
+from ir.errors import Diagnostic
+from ir.morphisms import Block, Morphism
+from ir.params import ParamSpec, param_specs
+from ir.walk import Site, blocks, find_block
+from spec.bindings import Binding, bind
+from spec.loader import Document, load_path
+
+BUNDLED_NAME = "deepseek_v41_flash.json"
+
+
+def bundled_spec_path() -> str:
+    """Path of the bundled default spec (DeepSeek-V4.1-Flash, truncated as delivered)."""
+    return os.fspath(resources.files("ncdc").joinpath("data", BUNDLED_NAME))
+
+
+class Spec:
+    """A loaded diagram spec: the model term plus its repository records."""
+
+    def __init__(self, doc: Document):
+        self.doc = doc
+
+    @property
+    def data(self) -> Morphism:
+        return self.doc.data
+
+    @property
+    def source(self) -> str:
+        return self.doc.source
+
+    @property
+    def truncated(self):
+        return self.doc.truncated
+
+    @property
+    def symbols(self):
+        return self.doc.symbols
+
+    def validate(self, binding: Binding | None = None) -> list[Diagnostic]:
+        """Every problem found, in one pass (see :mod:`spec.validate`)."""
+        from spec.validate import validate
+
+        return validate(self.doc, binding)
+
+    def block(self, title_or_path: str) -> Morphism:
+        """A block (or any morphism) by JSON path or by plain title."""
+        return find_block(self.doc.data, title_or_path).node
+
+    def site(self, title_or_path: str) -> Site:
+        return find_block(self.doc.data, title_or_path)
+
+    def blocks(self) -> list[Site]:
+        return blocks(self.doc.data)
+
+    def bind(self, preset: str | None = "released", sizes: Mapping[str, object] | None = None,
+             constants: Mapping[str, object] | None = None) -> Binding:
+        return bind(self.doc.symbols.values(), preset, sizes, constants)
+
+    def params(self, root: Morphism | None = None, binding: Binding | None = None
+               ) -> list[ParamSpec]:
+        return param_specs(root if root is not None else self.doc.data,
+                           binding.env if binding is not None else None)
+
+    def __repr__(self):
+        kind = "salvaged" if self.doc.salvage is not None else "complete"
+        return f"<Spec {os.path.basename(self.source)} ({kind}, {len(self.blocks())} blocks)>"
+
+
+def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
+    """Load a spec. ``path=None`` loads the bundled spec (salvaged, since it is truncated)."""
+    if path is None:
+        return Spec(load_path(bundled_spec_path(), salvage=True))
+    return Spec(load_path(path, salvage=salvage))
+
+
+__all__ = ["Spec", "load", "bundled_spec_path", "Block"]
