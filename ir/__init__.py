@@ -5,15 +5,46 @@ symbols, bound late. Nothing here knows about JSON, numpy or torch.
 """
 from .arrays import TILED, Array, ProdObject, Weave, WeaveMode
 from .axes import AffineSparseAxis, Axis, ConcatenatedAxis, RawAxis, SparseAxis
-from .datatypes import (BlockScale, Complex, Datatype, Encoding, Natural, Quantified, Reals,
-                        compatible, kind, storage_encoding, strip)
-from .errors import (BindingError, Diagnostic, EvaluationError, SpecDecodeError, SpecError,
-                     SpecFormatError, SpecTypeError, TruncatedError)
-from .morphisms import (Block, Broadcasted, Composed, Drop, Grab, Morphism, ParaWrap,
-                        ProductOfMorphisms, Rearrangement, StrideMorphism, StrideRow, Truncated)
+from .datatypes import (
+                        BlockScale,
+                        Complex,
+                        Datatype,
+                        Encoding,
+                        Natural,
+                        Quantified,
+                        Reals,
+                        compatible,
+                        kind,
+                        storage_encoding,
+                        strip,
+)
+from .errors import (
+                        BindingError,
+                        Diagnostic,
+                        EvaluationError,
+                        SpecDecodeError,
+                        SpecError,
+                        SpecFormatError,
+                        SpecTypeError,
+                        TruncatedError,
+)
+from .morphisms import (
+                        Block,
+                        Broadcasted,
+                        Composed,
+                        Drop,
+                        Grab,
+                        Morphism,
+                        ParaWrap,
+                        ProductOfMorphisms,
+                        Rearrangement,
+                        StrideMorphism,
+                        StrideRow,
+                        Truncated,
+)
 from .names import Name, plain_title
 from .numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid, as_int, free_symbols
-from .operators import *  # noqa: F401,F403
+from .operators import *
 from .operators import ALL_OPERATORS, Operator, SelectionForm
 from .tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
 from .walk import Site, blocks, find_block, walk

@@ -1,7 +1,7 @@
 """Late binding: the values of free numerics, and exact evaluation of sizes under them."""
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 import sympy
 

@@ -15,7 +15,7 @@ from .names import Name
 class FreeNumeric(sympy.Symbol):
     """A free size or constant symbol, identified by its pyncd uid."""
 
-    __slots__ = ("uid", "display", "path")
+    __slots__ = ("display", "path", "uid")
 
     def __new__(cls, uid: int, display: Name | None = None, path: str = ""):
         label = display.text if display is not None else f"s{uid}"

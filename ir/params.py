@@ -184,10 +184,10 @@ def _walk_level(node: Morphism, titles, env, found, segs) -> None:
         if isinstance(m, Truncated):
             stack.extend(reversed([c for _, c in m.children()]))
             continue
-        if isinstance(m, Broadcasted):
-            if not isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
-                for role, shape, labels, dt, learned in param_roles(m):
-                    key = "/".join(titles + (_label(m.operator),)) + "." + ROLE_SUFFIX[role]
-                    found.append(ParamSpec(key, role, m.operator, m, shape, labels, dt,
-                                           learned, titles))
+        if isinstance(m, Broadcasted) and not isinstance(m.operator, (BlockOperator,
+                                                                      ParaBlockOperator)):
+            for role, shape, labels, dt, learned in param_roles(m):
+                key = "/".join(titles + (_label(m.operator),)) + "." + ROLE_SUFFIX[role]
+                found.append(ParamSpec(key, role, m.operator, m, shape, labels, dt, learned,
+                                       titles))
         stack.extend(reversed([c for _, c in m.children()]))

@@ -20,4 +20,4 @@ def compile_torch(block, **kwargs):
     return _compile(block, **kwargs)
 
 
-__all__ = ["Spec", "load", "bundled_spec_path", "interpret", "compile_torch"]
+__all__ = ["Spec", "bundled_spec_path", "compile_torch", "interpret", "load"]

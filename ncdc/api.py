@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from importlib import resources
-from typing import Mapping
 
 from ir.errors import Diagnostic
 from ir.morphisms import Block, Morphism
@@ -79,4 +79,4 @@ def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
     return Spec(load_path(path, salvage=salvage))
 
 
-__all__ = ["Spec", "load", "bundled_spec_path", "Block"]
+__all__ = ["Block", "Spec", "bundled_spec_path", "load"]

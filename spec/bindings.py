@@ -9,9 +9,9 @@ symbols binds all of them (the seed's two ``v`` are both the vocabulary size). P
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Iterable, Mapping
 
 from ir.env import Env
 from ir.errors import BindingError
@@ -37,8 +37,7 @@ def match(symbols: Iterable[FreeNumeric], key: str) -> list[FreeNumeric]:
     """Symbols a user-given key names (id, code_form, or label)."""
     syms = list(symbols)
     k = key.strip()
-    if k.startswith("id:"):
-        k = k[3:]
+    k = k.removeprefix("id:")
     if k.lstrip("-").isdigit():
         return [s for s in syms if s.uid == int(k)]
     hits = [s for s in syms if s.code_form and (s.code_form == k or s.code_form == k + "_size"

@@ -8,7 +8,7 @@ the field and the JSON path. In salvage mode, values the file lost to truncation
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ir.errors import SpecDecodeError
 from ir.morphisms import Morphism, Truncated

@@ -6,8 +6,19 @@ import sympy
 from ir.arrays import Array, ProdObject, Weave
 from ir.axes import Axis
 from ir.errors import SpecDecodeError
-from ir.morphisms import (Block, Broadcasted, Composed, Drop, Grab, Morphism, ParaWrap,
-                          ProductOfMorphisms, Rearrangement, StrideMorphism, StrideRow)
+from ir.morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    Morphism,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    StrideRow,
+)
 from ir.operators import Operator
 from ir.tags import BlockTag, TapeSlot
 

@@ -2,8 +2,16 @@
 from .base import Operator
 from .boxes import BlockOperator, ParaBlockOperator
 from .contraction import Einops, Embedding, Linear
-from .elementwise import (Arithmetic, Cast, Decomplex, Elementwise, GenericOperator, Identity,
-                          PairsAsComplex, TypeConvert)
+from .elementwise import (
+                          Arithmetic,
+                          Cast,
+                          Decomplex,
+                          Elementwise,
+                          GenericOperator,
+                          Identity,
+                          PairsAsComplex,
+                          TypeConvert,
+)
 from .folds import AdditionOp, BitwiseXor, Maximum, Modulo
 from .legacy import WeightedTriangularLower
 from .normalisation import L1Norm, Normalize, SoftMax

@@ -72,5 +72,12 @@ def emit_json(obj) -> None:
     sys.stdout.write("\n")
 
 
-__all__ = ["add_spec_args", "add_size_args", "load_spec", "bind_from_args", "emit_json",
-           "bundled_spec_path", "parse_assignments"]
+__all__ = [
+    "add_size_args",
+    "add_spec_args",
+    "bind_from_args",
+    "bundled_spec_path",
+    "emit_json",
+    "load_spec",
+    "parse_assignments",
+]
