@@ -1,0 +1,198 @@
+"""Benchmark of the numpy reference interpreter; prints ratios measured in one run.
+
+1. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
+2. the sliding-window read (View<win> then the score contraction of the attention core) vs a
+   strided view (``sliding_window_view``) + einsum: time and tracemalloc peak (memory must not
+   grow as tokens x window x width);
+3. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at the ``tiny`` preset
+   (goal <= 1 s) and at the ``medium`` preset, exact and emulate.
+
+    python bench/interp.py [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import tracemalloc
+
+import numpy as np
+import sympy
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import interpreter
+import ncdc
+from ir import (
+    FREE_INPUT,
+    TILED,
+    Arithmetic,
+    Block,
+    BlockTag,
+    Broadcasted,
+    Composed,
+    Einops,
+    Linear,
+    Normalize,
+    ProductOfMorphisms,
+    RawAxis,
+    Reals,
+    Rearrangement,
+    StrideMorphism,
+    StrideRow,
+    View,
+    Weave,
+)
+from ir.env import Env
+from ir.names import Name
+
+R = Reals()
+_uid = iter(range(800_000, 900_000))
+
+
+def axis(label, n):
+    return RawAxis(next(_uid), Name(label), sympy.Integer(n))
+
+
+def w(*shape):
+    return Weave(R, tuple(TILED if s == "*" else s for s in shape))
+
+
+def best(fn, repeat=5, number=1):
+    out = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        for _ in range(number):
+            fn()
+        out.append((time.perf_counter() - t) / number)
+    return min(out)
+
+
+def peak(fn):
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    fn()
+    _, p = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return p
+
+
+def operator_overhead(n_tok, width):
+    x, m, o = axis("x", n_tok), axis("m", width), axis("o", width)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n_tok, width))
+    W = rng.standard_normal((width, width))
+    cases = {
+        "Linear  (x @ W)": (
+            Broadcasted(Linear(Name("W")), (w("*", m),), (w("*", o),),
+                        (Rearrangement((0,), (x,)),)),
+            {"W.weight": W}, lambda: X @ W),
+        "Arithmetic exp": (
+            Broadcasted(Arithmetic(Name("e"), formula=sympy.exp(FREE_INPUT)), (w("*", "*"),),
+                        (w("*", "*"),), (Rearrangement((0, 1), (x, m)),)),
+            {}, lambda: np.exp(X)),
+        "Normalize (RMS)": (
+            Broadcasted(Normalize(Name("n"), epsilon=sympy.Float(1e-6)), (w("*", m),),
+                        (w("*", m),), (Rearrangement((0,), (x,)),)),
+            {}, lambda: X / np.sqrt(np.mean(X * X, -1, keepdims=True) + 1e-6)),
+        "Einops dot (x,m)->x": (
+            Broadcasted(Einops(Name("e"), signature=((0,), (0,))), (w("*", m), w("*", m)),
+                        (w("*"),), (Rearrangement((0,), (x,)), Rearrangement((0,), (x,)))),
+            {}, lambda: np.einsum("xm,xm->x", X, X)),
+    }
+    rows = []
+    for name, (b, params, direct) in cases.items():
+        run = interpreter.interpret(b, Env(), params=params)
+        args = [X] * len(b.input_weaves)
+        run(*args)
+        t_i = best(lambda: run(*args), number=20)      # noqa: B023
+        t_n = best(direct, number=20)
+        rows.append((name, t_i, t_n))
+    return rows
+
+
+def window_scores(n_tok, n_win, width):
+    """Composed[View<win>, Einops dot]: s[x, j] = sum_c q[x, c] k[x - j, c]."""
+    x, j, c = axis("x", n_tok), axis("w", n_win), axis("c", width)
+    tag = BlockTag(next(_uid), None, sympy.Integer(1), "win")
+    win = ProductOfMorphisms((Block(StrideMorphism(
+        (x, j), (StrideRow(x, (sympy.Integer(1), sympy.Integer(-1)), sympy.Integer(0)),)),
+        tag), Rearrangement((0,), (c,))))
+    from ir import Array
+
+    view = Broadcasted(View(Name("win")), (w("*", "*"),), (w("*", "*", "*"),), (win,))
+    dot = Broadcasted(Einops(Name("e"), signature=((0,), (0,))), (w("*", c), w("*", "*", c)),
+                      (w("*", "*"),), (Rearrangement((0,), (x, j)),
+                                       Rearrangement((0, 1), (x, j))))
+    pair = ProductOfMorphisms((Rearrangement((0,), (Array(R, (x, c)),)), view))
+    return Composed((pair, dot))
+
+
+def window_bench(n_tok, n_win, width):
+    m = window_scores(n_tok, n_win, width)
+    run = interpreter.interpret(m, Env())
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((n_tok, width))
+    k = rng.standard_normal((n_tok, width))
+
+    def direct():
+        kp = np.pad(k, ((n_win - 1, 0), (0, 0)))
+        K = np.lib.stride_tricks.sliding_window_view(kp, n_win, axis=0)[:, :, ::-1]
+        s = np.einsum("xc,xcj->xj", q, K)
+        live = (np.arange(n_tok)[:, None] - np.arange(n_win)[None, :]) >= 0
+        return np.where(live, s, 0.0)
+
+    got = run(q, k)[0]
+    assert np.allclose(got, direct(), rtol=1e-12, atol=1e-9)
+    t_i, t_n = best(lambda: run(q, k), repeat=3), best(direct, repeat=3)
+    m_i, m_n = peak(lambda: run(q, k)), peak(direct)
+    full = n_tok * n_win * width * 8
+    return t_i, t_n, m_i, m_n, full
+
+
+def prefix_bench(preset, quant):
+    spec = ncdc.load()
+    env = spec.bind(preset).env
+    pre = interpreter.prefix(spec.data)
+    t0 = time.perf_counter()
+    run = interpreter.interpret(pre, env, stand_in=True, quant=quant)
+    ids = interpreter.random_inputs(pre, env, 0)
+    t_prep = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    out = run(*ids)
+    t_first = time.perf_counter() - t0
+    t_steady = best(lambda: run(*ids), repeat=3)
+    assert all(np.isfinite(o).all() for o in out)
+    return t_prep, t_first, t_steady
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, no medium preset")
+    args = ap.parse_args(argv)
+    print("== per-operator overhead (interpreter / direct numpy)")
+    for n_tok, width in ((12, 64), (256, 512)):
+        for name, t_i, t_n in operator_overhead(n_tok, width):
+            print(f"  {name:22s} x={n_tok:4d} m={width:4d}: interp {t_i * 1e6:8.1f} us, numpy "
+                  f"{t_n * 1e6:8.1f} us, ratio {t_i / t_n:6.1f}")
+    print("== sliding-window read + scores (interpreter / sliding_window_view + einsum)")
+    sizes = ((512, 64, 128),) if args.quick else ((512, 64, 128), (2048, 128, 512))
+    for n_tok, n_win, width in sizes:
+        t_i, t_n, m_i, m_n, full = window_bench(n_tok, n_win, width)
+        print(f"  x={n_tok} w={n_win} c={width}: time {t_i * 1e3:.1f} ms vs {t_n * 1e3:.1f} ms "
+              f"(ratio {t_i / t_n:.2f}); peak memory {m_i / 2**20:.1f} MiB vs "
+              f"{m_n / 2**20:.1f} MiB (ratio {m_i / max(m_n, 1):.2f}); a materialised window "
+              f"would be {full / 2**20:.0f} MiB")
+    print("== salvaged prefix (ids -> Engram of layer 1)")
+    presets = ("tiny",) if args.quick else ("tiny", "medium")
+    for preset in presets:
+        for quant in ("exact", "emulate"):
+            t_prep, t_first, t_steady = prefix_bench(preset, quant)
+            goal = "  (goal <= 1 s)" if preset == "tiny" else ""
+            print(f"  {preset:6s} {quant:7s}: prepare {t_prep * 1e3:7.1f} ms, first run "
+                  f"{t_first * 1e3:7.1f} ms, steady {t_steady * 1e3:7.1f} ms{goal}")
+
+
+if __name__ == "__main__":
+    main()

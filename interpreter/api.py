@@ -1,0 +1,188 @@
+"""The public entry points: :func:`interpret`, :class:`Interpreted`, :func:`prefix`."""
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ir.env import Env
+from ir.errors import EvaluationError, SpecError
+from ir.morphisms import Composed, Truncated
+
+from .evaluate import Evaluator
+from .inputs import coerce, tape_needs, tape_slots
+from .params import ParamTable, build_params
+from .symbols import free_numerics
+from .values import Value, materialise
+
+RECURSION_LIMIT = 20_000
+"""Evaluation recurses a few frames per nesting level of the term; decoded terms nest at most
+``spec.builder.MAX_DEPTH`` levels, well inside this limit."""
+
+
+@contextmanager
+def deep_recursion(morphism):
+    """Raise the recursion limit for walking a deeply nested term; a term still too deep is an
+    :class:`EvaluationError`, never a bare ``RecursionError``."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, RECURSION_LIMIT))
+    try:
+        yield
+    except RecursionError:
+        raise EvaluationError("the morphism is nested too deeply to evaluate",
+                              getattr(morphism, "path", "")) from None
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+@dataclass
+class Evaluation:
+    """The result of one evaluation: ``outputs`` as ``Value(values, live)`` pairs (full
+    shape, dead positions 0, ``live`` None when all live) in cod order, and the final ``tape``
+    (slot uid -> Value)."""
+
+    outputs: list[Value]
+    tape: dict[int, Value] = field(default_factory=dict)
+
+    @property
+    def arrays(self) -> tuple[np.ndarray, ...]:
+        return tuple(v.values for v in self.outputs)
+
+
+def bind_for(morphism, sizes=None, constants=None, preset: str | None = None) -> Env:
+    """An env for a morphism given alone: the constants file, then ``preset`` (default
+    ``tiny``), then ``sizes`` / ``constants`` by name, code form or id."""
+    from spec.bindings import bind
+
+    return bind(free_numerics(morphism), preset or "tiny", sizes, constants).env
+
+
+class Interpreted:
+    """A morphism ready to evaluate under one env, parameters and quantisation mode.
+
+    ``run(*inputs)`` returns a tuple of numpy arrays (dead positions 0) in cod order;
+    ``run.evaluate(*inputs, tape=...)`` returns an :class:`Evaluation` with liveness and the
+    tape. Inputs are arrays (all live) or ``(values, live)`` pairs, in dom order."""
+
+    def __init__(self, morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
+                 stand_in: bool = False, seed: int = 0, fuse: bool = True):
+        if quant not in ("exact", "emulate"):
+            raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
+        if isinstance(morphism, Truncated):
+            raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
+                            "complete leading part of a truncated composition", morphism.path)
+        self.morphism, self.env, self.quant = morphism, env, quant
+        with deep_recursion(morphism):
+            self.table = ParamTable(morphism, env)
+            self.tape_needs = tape_needs(morphism)
+            self.tape_slots = tape_slots(morphism)
+            self._dom, self._cod = tuple(morphism.dom), tuple(morphism.cod)
+        self.params = build_params(self.table.specs, env, params, seed, stand_in)
+        self.stand_ins: list[str] = list(self.params.stand_ins)
+        self.default_tape = dict(tape or {})
+        self.seed = seed
+        self._evaluator = Evaluator(morphism, env, quant=quant, table=self.table,
+                                    params=self.params, fuse=fuse, seed=seed)
+
+    @property
+    def param_specs(self):
+        return self.table.specs
+
+    @property
+    def dom(self):
+        return self._dom
+
+    @property
+    def cod(self):
+        return self._cod
+
+    def dom_shapes(self) -> list[tuple[int, ...]]:
+        return [self.env.sizes(a.shape) for a in self.dom]
+
+    def cod_shapes(self) -> list[tuple[int, ...]]:
+        return [self.env.sizes(a.shape) for a in self.cod]
+
+    def __call__(self, *inputs, tape=None) -> tuple[np.ndarray, ...]:
+        return self.evaluate(*inputs, tape=tape).arrays
+
+    def evaluate(self, *inputs, tape=None, observer=None) -> Evaluation:
+        dom = self.dom
+        if len(inputs) != len(dom):
+            raise EvaluationError(f"{len(inputs)} input(s) given; the morphism takes "
+                                  f"{len(dom)}: {', '.join(str(a) for a in dom)}",
+                                  self.morphism.path)
+        values = [coerce(x, a, self.env, f"input {k}") for k, (x, a) in
+                  enumerate(zip(inputs, dom))]
+        start = self._tape_in({**self.default_tape, **(tape or {})})
+        with deep_recursion(self.morphism):
+            outs = self._evaluator.run(values, start, observer)
+        cod = self.cod
+        if len(outs) != len(cod):
+            raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "
+                                  f"{len(cod)}", self.morphism.path)
+        result = [materialise(v, self.env.sizes(a.shape)) for v, a in zip(outs, cod)]
+        final = {uid: materialise(v, shape)
+                 for uid, (v, _nb, shape) in self._evaluator.tape.items()}
+        return Evaluation(result, final)
+
+    def _tape_in(self, given: dict) -> dict:
+        slots = {slot.uid: (slot, arr) for slot, arr in self.tape_needs}
+        by_label = {slot.label: uid for uid, (slot, _) in slots.items()}
+        out = {}
+        for key, x in given.items():
+            uid = getattr(key, "uid", key)
+            if isinstance(uid, str):
+                if uid not in by_label:
+                    raise EvaluationError(f"tape slot {key!r} is not read by this morphism "
+                                          f"(it reads: {', '.join(sorted(by_label)) or 'none'})")
+                uid = by_label[uid]
+            if uid not in slots:
+                continue
+            slot, arr = slots[uid]
+            v = coerce(x, arr, self.env, f"tape slot {slot.label!r}")
+            out[uid] = (v, 0, self.env.sizes(arr.shape))
+        return out
+
+
+def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
+              preset: str | None = None, params=None, quant: str = "exact", tape=None,
+              stand_in: bool = False, seed: int = 0, fuse: bool = True) -> Interpreted:
+    """Prepare ``morphism`` for evaluation (FORMAT.md semantics).
+
+    ``env``: an :class:`~ir.env.Env` (e.g. ``spec.bind("tiny").env``); without one the sizes
+    are bound from ``preset`` (default ``tiny``) plus ``sizes``/``constants``. ``params``: key
+    -> array, keys as :func:`ir.params.param_specs` gives them relative to ``morphism``;
+    ``None`` initialises every parameter (seeded). Fixed arrays the spec defines by rule are
+    computed when absent; user data (``E_cmp``, ``alpha``) must be given unless ``stand_in``
+    (seeded stand-ins, listed in ``.stand_ins``). ``quant``: ``exact`` or ``emulate``
+    (``QUANT_POLICY.md``). ``tape``: default tape slots (uid or label -> array). ``fuse``:
+    evaluate bank Linear + diagonal View pairs as one contraction (:mod:`interpreter.fusion`).
+    """
+    if env is None:
+        env = bind_for(morphism, sizes, constants, preset)
+    elif sizes or constants:
+        raise ValueError("give either env or sizes/constants, not both")
+    return Interpreted(morphism, env, params=params, quant=quant, tape=tape,
+                       stand_in=stand_in, seed=seed, fuse=fuse)
+
+
+def prefix(spec_data):
+    """The complete leading part of a (possibly truncated) top-level composition: the complete
+    items before the first cut one, as a ``Composed`` at the same JSON path (parameter keys are
+    those of the same items under the whole data). A complete morphism is returned as is."""
+    if not isinstance(spec_data, Truncated):
+        return spec_data
+    content = spec_data.partial.get("content")
+    if spec_data.expected != "Composed" or not isinstance(content, tuple):
+        raise SpecError("the truncated data is not a composition with recovered items",
+                        spec_data.path)
+    items = []
+    for item in content:
+        if isinstance(item, Truncated):
+            break
+        items.append(item)
+    if not items:
+        raise SpecError("no complete leading item survived the truncation", spec_data.path)
+    return Composed(tuple(items), path=spec_data.path)

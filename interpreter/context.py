@@ -1,0 +1,82 @@
+"""What a rule may consult besides its inputs: :class:`RuleContext`."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ir.errors import EvaluationError
+from ir.morphisms import Broadcasted
+
+
+@dataclass
+class RuleContext:
+    """Everything one evaluation of one ``Broadcasted`` can see.
+
+    ``batch`` are the logical sizes of the enclosing lifted blocks' dimensions, ``degree`` those
+    of this Broadcasted's degree; inputs and outputs lead with ``(*batch, *degree)``."""
+
+    site: Broadcasted
+    evaluator: object
+    scope: object
+    batch: tuple[int, ...]
+    degree: tuple[int, ...]
+    params: dict = field(default_factory=dict)
+    param_keys: dict = field(default_factory=dict)
+
+    @property
+    def env(self):
+        return self.evaluator.env
+
+    @property
+    def quant(self) -> str:
+        return self.evaluator.quant
+
+    @property
+    def lead(self) -> tuple[int, ...]:
+        return self.batch + self.degree
+
+    @property
+    def nlead(self) -> int:
+        return len(self.batch) + len(self.degree)
+
+    @property
+    def titles(self) -> tuple[str, ...]:
+        return self.scope.titles
+
+    @property
+    def rng(self) -> np.random.Generator:
+        return self.evaluator.rng
+
+    def size(self, expr) -> int:
+        return self.env.size(expr)
+
+    def number(self, expr):
+        return self.env.number(expr)
+
+    def sizes(self, axes) -> tuple[int, ...]:
+        return self.env.sizes(axes)
+
+    def param(self, role: str) -> np.ndarray:
+        try:
+            return self.params[role]
+        except KeyError:
+            raise self.error(f"no {role} array for this occurrence") from None
+
+    def error(self, message: str) -> EvaluationError:
+        return EvaluationError(message, self.site.path, self.titles,
+                               node_type=type(self.site.operator).__name__)
+
+    def formula(self, op):
+        """The lowered (vectorised) function of an ``Arithmetic`` formula, cached."""
+        return self.evaluator.formula(op)
+
+    def run_block(self, block, inputs):
+        """Evaluate ``block`` lifted over ``(*batch, *degree)`` (a box's body)."""
+        return self.evaluator.eval(block, list(inputs), self.scope, self.lead)
+
+    def tape_write(self, slot, value, shape) -> None:
+        self.evaluator.tape_write(slot, value, self.lead, shape)
+
+    def tape_read(self, slot):
+        return self.evaluator.tape_read(slot, self.lead)

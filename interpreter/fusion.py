@@ -1,0 +1,108 @@
+"""One fusion the interpreter applies so that expert and group banks stay linear in size.
+
+A ``Linear`` whose output target repeats an axis of its own degree (a bank: ``W^{D}`` has input
+``[*, f]`` over degree ``(k/e)`` and output ``[*, k/e, m]``; ``W^{Oa}`` likewise over ``(g)``)
+is followed in the seed by a ``View<diag>`` keeping the diagonal. Evaluated literally the Linear
+produces an ``|e|^2``-sized intermediate; fused, one ``einsum`` with the View's index labels
+computes only the diagonal: ``y[e, m] = sum_f x[e, f] W[f, e, m]``. Values, liveness (the fold
+over the Linear's input targets) and emulate-mode rounding (to the Linear's output format, then
+none for the View) are the same as the unfused pair; ``interpret(..., fuse=False)`` evaluates
+literally and the tests compare the two.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ir.datatypes import Natural, strip
+from ir.morphisms import Broadcasted, Rearrangement
+from ir.operators import Linear, View
+
+from .reindex import gather
+from .rounding import output_format, round_values
+from .values import Value, any_over, land, zero_dead
+
+
+def matches(a, b, ev) -> bool:
+    """Whether ``a ; b`` is a bank Linear followed by a diagonal View over its one result."""
+    if not (isinstance(a, Broadcasted) and isinstance(b, Broadcasted)):
+        return False
+    if not (isinstance(a.operator, Linear) and isinstance(b.operator, View)):
+        return False
+    if len(a.output_weaves) != 1 or not a.input_weaves or len(b.input_weaves) != 1:
+        return False
+    if any(isinstance(strip(w.datatype), Natural) for w in a.input_weaves):
+        return False
+    wl = a.output_weaves[0]
+    if not any(ax in a.degree for ax in wl.target):
+        return False
+    rx = b.reindexings[0]
+    wv = b.input_weaves[0]
+    if not isinstance(rx, Rearrangement) or wv.target or len(rx.mapping) != len(wl.shape):
+        return False
+    if len(set(rx.mapping)) == len(rx.mapping):
+        return False
+    if ev.quant == "emulate":
+        dt = output_format(a, 0)
+        if dt is not None and getattr(dt, "scale", None) is not None:
+            return False
+    return True
+
+
+def _to_out(arr, sub: list, out_labels: list[int]):
+    """``arr`` (leading Ellipsis + ``sub`` labels) rearranged to ``out_labels`` (diagonals taken
+    for repeated labels), with size-1 dims for labels it lacks."""
+    present = [lab for lab in out_labels if lab in sub]
+    got = np.einsum(arr, [Ellipsis] + sub, [Ellipsis] + present)
+    nlead = got.ndim - len(present)
+    shape = list(got.shape[:nlead])
+    it = iter(got.shape[nlead:])
+    for lab in out_labels:
+        shape.append(next(it) if lab in present else 1)
+    return got.reshape(shape)
+
+
+def linear_then_diagonal(ev, lin: Broadcasted, view: Broadcasted, ins, scope, batch):
+    """Evaluate ``lin ; view`` as one contraction (see the module docstring)."""
+    def compute():
+        nb = len(batch)
+        deg_v = ev.degree_sizes(view)
+        mapping = view.reindexings[0].mapping
+        wl = lin.output_weaves[0]
+        if len(ins) != len(lin.input_weaves):
+            raise ValueError(f"the operator takes {len(lin.input_weaves)} arrays, got {len(ins)}")
+        lifted = [gather(v, ev.plan(lin, k), nb) for k, v in enumerate(ins)]
+        params, _ = ev._take_params(lin, scope)
+        W = params["weight"]
+        deg_labels = [mapping[p] for p in wl.tiled_positions]
+        out_labels = list(range(len(deg_v)))
+        nxt = len(deg_v)
+        operands, w_sub, lives = [], [], []
+        for k, v in enumerate(lifted):
+            nin = len(lin.input_weaves[k].target)
+            in_labels = list(range(nxt, nxt + nin))
+            nxt += nin
+            operands += [v.values, [Ellipsis] + deg_labels + in_labels]
+            w_sub += in_labels
+            if v.live is not None:
+                folded = any_over(v.live, tuple(range(v.live.ndim - nin, v.live.ndim)))
+                folded = folded.reshape(folded.shape[:folded.ndim - nin])
+                lives.append(_to_out(folded, deg_labels, out_labels))
+        w_sub += [mapping[p] for p in wl.target_positions]
+        present = [lab for lab in out_labels if lab in deg_labels or lab in w_sub]
+        y = np.einsum(*operands, W, w_sub, [Ellipsis] + present)
+        nlead = y.ndim - len(present)
+        shape, it = list(y.shape[:nlead]), iter(y.shape[nlead:])
+        shape += [next(it) if lab in present else 1 for lab in out_labels]
+        y = y.reshape(shape)
+        live = land(*lives)
+        if lin.operator.bias:
+            b_sub = [mapping[p] for p in wl.target_positions]
+            y = y + _to_out(params["bias"], b_sub, out_labels)
+        y = zero_dead(y, live)
+        if ev.quant == "emulate":
+            dt = output_format(lin, 0)
+            if dt is not None:
+                y = zero_dead(round_values(y, dt, y.shape[-1], ev.env), live)
+        return [ev.place(view, 0, Value(y, live), batch, deg_v)]
+
+    return ev.guarded(lin, scope, compute)

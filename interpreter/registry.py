@@ -1,0 +1,45 @@
+"""The evaluation rule of every operator kind, registered by IR class.
+
+A rule is ``rule(b, inputs, ctx) -> list[Value]``:
+
+* ``b`` is the :class:`~ir.morphisms.Broadcasted` being evaluated;
+* ``inputs[k]`` is input ``k`` already *lifted* (FORMAT.md §9.2): read through its reindexing
+  into shape ``(*lead, *target_k)`` where ``lead = (*batch, *degree)`` — ``batch`` are the
+  dimensions of enclosing lifted blocks — and any lead dimension may be 1 (broadcast);
+* ``ctx`` is a :class:`~interpreter.context.RuleContext` (env, quant mode, the occurrence's
+  parameters, the tape, the evaluator for boxed blocks).
+
+It returns one ``Value`` per output weave shaped ``(*lead', *target_j)`` (``lead'``
+broadcastable to ``lead``; a rule may return just the target shape) with dead positions
+holding 0. The evaluator moves the degree dimensions into each output weave's TILED positions
+and applies the quantisation policy (``interpreter/QUANT_POLICY.md``).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+RULES: dict[type, Callable] = {}
+"""Operator class -> evaluation rule. Covers every class of ``ir.operators.ALL_OPERATORS``
+once ``interpreter`` is imported."""
+
+
+def rule(*classes: type):
+    """Register the decorated function as the rule of ``classes``."""
+
+    def deco(fn):
+        for cls in classes:
+            if cls in RULES:
+                raise RuntimeError(f"two evaluation rules for {cls.__name__}")
+            RULES[cls] = fn
+        return fn
+
+    return deco
+
+
+def rule_for(op) -> Callable:
+    """The rule of an operator instance (most specific registered class first)."""
+    for cls in type(op).__mro__:
+        fn = RULES.get(cls)
+        if fn is not None:
+            return fn
+    raise KeyError(type(op).__name__)

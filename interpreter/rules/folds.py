@@ -1,0 +1,68 @@
+"""Sums of wires and folds over one axis (FORMAT.md §11.6, §11.8–§11.10).
+
+* ``AdditionOp``: pointwise sum; a dead operand counts as 0 (its stored value), the result is
+  dead only if every operand is (§16 item 1). Naturals sum exactly.
+* ``Maximum``: max over the live entries of the one target axis (identity -inf).
+* ``BitwiseXor``: XOR of the live naturals of the one target axis (identity 0).
+* ``Modulo``: ``a mod b`` of two rank-0 naturals (dead if either is); a zero divisor is an error.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
+
+from ..registry import rule
+from ..values import any_over, as_kind, finished, land, lor
+
+
+@rule(AdditionOp)
+def addition(b, inputs, ctx):
+    if not inputs:
+        raise ctx.error("a sum of no operands")
+    total = inputs[0].values
+    for v in inputs[1:]:
+        total = total + v.values
+    out = as_kind(np.asarray(total), b.output_weaves[0].datatype)
+    return [finished(out, lor(*(v.live for v in inputs)))]
+
+
+def _one_axis(b, ctx):
+    if len(b.input_weaves[0].target) != 1:
+        raise ctx.error("this fold acts on exactly one target axis")
+
+
+@rule(Maximum)
+def maximum(b, inputs, ctx):
+    _one_axis(b, ctx)
+    (v,) = inputs
+    x = v.values
+    if v.live is not None:
+        low = -np.inf if x.dtype.kind in "fc" else np.iinfo(x.dtype).min
+        x = np.where(v.live, x, low)
+    out = np.max(x, axis=-1, keepdims=True)
+    live = any_over(v.live, (x.ndim - 1,))
+    return [finished(out[..., 0], None if live is None else live[..., 0])]
+
+
+@rule(BitwiseXor)
+def bitwise_xor(b, inputs, ctx):
+    _one_axis(b, ctx)
+    (v,) = inputs
+    x = as_kind(v.values, b.input_weaves[0].datatype)
+    out = np.bitwise_xor.reduce(x, axis=-1)
+    live = None if v.live is None else np.any(v.live, axis=-1)
+    return [finished(out, live)]
+
+
+@rule(Modulo)
+def modulo(b, inputs, ctx):
+    a, d = inputs
+    x = as_kind(a.values, b.input_weaves[0].datatype)
+    y = as_kind(d.values, b.input_weaves[1].datatype)
+    live = land(a.live, d.live)
+    zero = (y == 0) if live is None else ((y == 0) & live)
+    if np.any(zero):
+        raise ctx.error("modulo by zero at a live position")
+    y = np.where(y == 0, 1, y)
+    return [finished(np.mod(x, y), live)]

@@ -1,0 +1,52 @@
+"""``Linear`` (FORMAT.md §11.2): ``y[o] = sum_in x[in] W[in, o] (+ b[o])``, the same ``W`` at
+every degree index; with no input the output *is* ``W``. Weight layout ``[in targets..., out
+target...]`` (several inputs: all their targets, in input order). The fold over the input
+targets skips dead terms; a result is dead iff all its terms are, and gets no bias."""
+from __future__ import annotations
+
+import numpy as np
+
+from ir.operators import Linear
+
+from ..registry import rule
+from ..values import any_over, finished, land
+
+
+@rule(Linear)
+def linear(b, inputs, ctx):
+    W = ctx.param("weight")
+    nout = len(b.output_weaves[0].target)
+    if not inputs:
+        y, live = W, None
+    elif len(inputs) == 1:
+        v = inputs[0]
+        nin = len(b.input_weaves[0].target)
+        x = v.values
+        lead = x.shape[:x.ndim - nin]
+        n_in = int(np.prod(W.shape[:nin], dtype=np.int64))
+        y = (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(lead + W.shape[nin:])
+        live = _folded(v.live, nin, nout)
+    else:
+        operands, w_sub, lives, nxt = [], [], [], 0
+        for k, v in enumerate(inputs):
+            nin = len(b.input_weaves[k].target)
+            sub = list(range(nxt, nxt + nin))
+            nxt += nin
+            operands += [v.values, [Ellipsis] + sub]
+            w_sub += sub
+            lives.append(_folded(v.live, nin, nout))
+        out_sub = list(range(nxt, nxt + nout))
+        y = np.einsum(*operands, W, w_sub + out_sub, [Ellipsis] + out_sub)
+        live = land(*lives)
+    if b.operator.bias:
+        y = y + ctx.param("bias")
+    return [finished(np.asarray(y), live)]
+
+
+def _folded(mask, nin: int, nout: int):
+    """Liveness after folding the last ``nin`` dims, broadcast over ``nout`` output dims."""
+    if mask is None:
+        return None
+    folded = any_over(mask, tuple(range(mask.ndim - nin, mask.ndim)))
+    folded = folded.reshape(folded.shape[:folded.ndim - nin])
+    return folded.reshape(folded.shape + (1,) * nout)

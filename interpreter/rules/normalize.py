@@ -1,0 +1,76 @@
+"""Normalisations over target axes (FORMAT.md §11.4, §11.5; older ``SoftMax``).
+
+* ``Normalize``: ``y = x (mean(x^2) + eps)^(-1/2)`` over **all target axes jointly**, the mean
+  over live positions only (divided by the live count); then ``* gain``, ``+ shift``. The
+  older field-less form (``epsilon`` None) is RMSNorm without gain, ``eps = 1e-5``.
+* ``L1Norm``: ``y = x / (sum x + eps)`` over its one target axis (live terms; dead stay dead).
+* ``SoftMax`` (older generation): stable softmax over all target axes jointly; dead positions
+  stand for -inf before the exponential (0 after it).
+
+A slice whose positions are all dead is dead.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ir.operators import L1Norm, Normalize, SoftMax
+
+from ..registry import rule
+from ..values import any_over, finished, land, live_count
+
+LEGACY_RMS_EPSILON = 1e-5
+
+
+def _ntarget(b, k=0):
+    nt = len(b.input_weaves[k].target)
+    return nt
+
+
+@rule(Normalize)
+def normalize(b, inputs, ctx):
+    op = b.operator
+    (v,) = inputs
+    x = np.asarray(v.values, dtype=np.complex128 if np.iscomplexobj(v.values) else np.float64)
+    nt = _ntarget(b)
+    axes = tuple(range(x.ndim - nt, x.ndim))
+    count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
+    sq = np.square(np.abs(x)) if np.iscomplexobj(x) else x * x
+    eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean = np.sum(sq, axis=axes, keepdims=True) / np.maximum(count, 1)
+        y = x / np.sqrt(mean + eps)
+    if op.gain:
+        y = y * ctx.param("gain")
+    if op.bias:
+        y = y + ctx.param("shift")
+    live = v.live if v.live is None else land(v.live, count > 0)
+    return [finished(y, live)]
+
+
+@rule(L1Norm)
+def l1norm(b, inputs, ctx):
+    op = b.operator
+    (v,) = inputs
+    nt = _ntarget(b)
+    if nt != 1:
+        raise ctx.error(f"L1Norm acts on one target axis, not {nt}")
+    eps = ctx.number(op.epsilon)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = v.values / (np.sum(v.values, axis=-1, keepdims=True) + eps)
+    return [finished(y, v.live)]
+
+
+@rule(SoftMax)
+def softmax(b, inputs, ctx):
+    (v,) = inputs
+    x = np.asarray(v.values, dtype=np.float64)
+    nt = _ntarget(b)
+    axes = tuple(range(x.ndim - nt, x.ndim))
+    xm = x if v.live is None else np.where(v.live, x, -np.inf)
+    m = np.max(xm, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        e = np.exp(xm - m)
+        y = e / np.sum(e, axis=axes, keepdims=True)
+    live = None if v.live is None else land(v.live, any_over(v.live, axes))
+    return [finished(y, live)]

@@ -1,0 +1,48 @@
+"""Nullary sources that are not learned (FORMAT.md §11.12, §11.19).
+
+* ``FixedArray``: its value (computed by rule or supplied; :mod:`interpreter.fixed`).
+* ``Rotary``: ``F[i_x, i_t] = exp(i * position_stride * i_x * theta[i_t])`` with
+  ``theta[i_t] = base^(-i_t / |t|)``, positions from 0, over the target ``[x, t]``.
+* ``YarnRotary``: ``theta'[t] = theta[t] (1 - r[t] + r[t] / factor)`` with
+  ``r[t] = clamp((t - ramp_start) / (ramp_end - ramp_start), 0, 1)`` (FORMAT.md §11.19 as
+  stated).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ir.operators import FixedArray, Rotary, YarnRotary
+
+from ..registry import rule
+from ..values import Value
+
+
+@rule(FixedArray)
+def fixed_array(b, inputs, ctx):
+    return [Value(ctx.param("fixed"), None)]
+
+
+def rotary_table(n_pos: int, n_pairs: int, base: float, stride: float, yarn=None):
+    t = np.arange(n_pairs, dtype=np.float64)
+    theta = base ** (-t / n_pairs)
+    if yarn is not None:
+        factor, lo, hi = yarn
+        r = np.clip((t - lo) / (hi - lo), 0.0, 1.0)
+        theta = theta * (1.0 - r + r / factor)
+    x = np.arange(n_pos, dtype=np.float64)
+    return np.exp(1j * stride * x[:, None] * theta[None, :])
+
+
+@rule(Rotary, YarnRotary)
+def rotary(b, inputs, ctx):
+    op = b.operator
+    tgt = b.output_weaves[0].target
+    if len(tgt) != 2:
+        raise ctx.error("a rotary table has the target [positions, pairs]")
+    n_pos, n_pairs = ctx.sizes(tgt)
+    yarn = None
+    if isinstance(op, YarnRotary):
+        yarn = (ctx.number(op.factor), ctx.number(op.ramp_start), ctx.number(op.ramp_end))
+    table = rotary_table(n_pos, n_pairs, ctx.number(op.base), ctx.number(op.position_stride),
+                         yarn)
+    return [Value(table, None)]

@@ -1,0 +1,175 @@
+"""``ncdc eval``: evaluate a block (or the whole model) with the numpy reference interpreter.
+
+Random inputs of the right shapes and datatypes are drawn when none are given (naturals below
+their bound), as are the tape slots the block reads before writing. Prints each output's
+array type, shape, dtype, live fraction and mean/std/min/max over its live positions, the time,
+and every seeded stand-in used.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from ir.errors import EvaluationError
+
+from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("eval", help="evaluate a block with the numpy interpreter",
+                              description=__doc__)
+    add_spec_args(p)
+    add_size_args(p, default_preset="tiny")
+    p.add_argument("--block", default=None, metavar="B",
+                   help="block title or JSON path (default: the whole model; for a truncated "
+                        "spec its complete leading part)")
+    p.add_argument("--quant", choices=("exact", "emulate"), default="exact",
+                   help="exact: no rounding; emulate: round per interpreter/QUANT_POLICY.md")
+    p.add_argument("--params", metavar="FILE",
+                   help="parameters (.npz or .safetensors, keys as `ncdc params` lists them); "
+                        "default: seeded initialisation")
+    p.add_argument("--save-params", metavar="FILE", help="write the parameters used")
+    p.add_argument("--inputs", metavar="FILE.npz",
+                   help="inputs in dom order: in0, in1, ... (or arr_0, ...); optional bool "
+                        "masks live0, live1, ...")
+    p.add_argument("--tape", metavar="FILE.npz",
+                   help="tape slots read before written, keyed by slot label or uid")
+    p.add_argument("--seed", type=int, default=0, help="seed of inputs and initialisation")
+    p.add_argument("--stand-in", action="store_true",
+                   help="use seeded stand-ins for data the spec leaves to the user (E_cmp, "
+                        "alpha)")
+    p.add_argument("--out", metavar="FILE.npz",
+                   help="write outputs (out0, live0, ...) and the final tape (tape/<label>)")
+    p.add_argument("--rms", action="store_true",
+                   help="also print the activation RMS of every block's outputs")
+    p.set_defaults(run=run)
+
+
+def _read_npz(path) -> dict:
+    try:
+        with np.load(path, allow_pickle=False) as f:
+            return {k: f[k] for k in f.files}
+    except (OSError, ValueError) as exc:
+        raise EvaluationError(f"cannot read {path!r}: {exc}") from None
+
+
+def _inputs(path, n: int) -> list:
+    data = _read_npz(path)
+    out = []
+    for k in range(n):
+        for name in (f"in{k}", f"arr_{k}"):
+            if name in data:
+                x = data[name]
+                break
+        else:
+            raise EvaluationError(f"{path}: no array in{k} (input {k} of {n})")
+        live = data.get(f"live{k}")
+        out.append(x if live is None else (x, live.astype(bool)))
+    return out
+
+
+def _stats(v, arr) -> dict:
+    vals, live = v.values, v.live
+    sel = vals if live is None else vals[live]
+    frac = 1.0 if live is None else float(live.mean()) if live.size else 1.0
+    row = {"type": str(arr), "shape": list(vals.shape), "dtype": str(vals.dtype),
+           "live": frac}
+    if sel.size:
+        s = sel.astype(np.complex128 if np.iscomplexobj(sel) else np.float64)
+        mag = np.abs(s) if np.iscomplexobj(s) else s
+        row.update(mean=complex(s.mean()) if np.iscomplexobj(s) else float(s.mean()),
+                   std=float(mag.std()), min=float(mag.min()), max=float(mag.max()),
+                   finite=bool(np.isfinite(s).all()))
+    return row
+
+
+def _fmt(x) -> str:
+    if isinstance(x, complex):
+        return f"{x.real:.4g}{x.imag:+.4g}j"
+    return f"{x:.4g}"
+
+
+def run(args) -> int:
+    import interpreter
+    from interpreter.weights import load_params, save_params
+
+    spec = load_spec(args)
+    binding = bind_from_args(spec, args, default_preset="tiny")
+    env = binding.env
+    if args.block:
+        site = spec.site(args.block)
+        morphism, where = site.node, " / ".join(site.titles) or site.path
+    else:
+        morphism = interpreter.prefix(spec.data)
+        where = "the whole model" if morphism is spec.data else \
+            f"the complete leading part of the model ({len(morphism.content)} items)"
+    params = load_params(args.params) if args.params else None
+    run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
+                                 stand_in=args.stand_in, seed=args.seed)
+    if args.save_params:
+        save_params(run_.params, args.save_params)
+    if args.inputs:
+        inputs = _inputs(args.inputs, len(run_.dom))
+    else:
+        inputs = interpreter.random_inputs(morphism, env, args.seed)
+    tape = interpreter.random_tape(morphism, env, args.seed)
+    if args.tape:
+        given = _read_npz(args.tape)
+        tape = {int(k) if k.isdigit() else k: v for k, v in given.items()}
+    rms = []
+
+    def observe(block, titles, outs, batch):
+        vals = []
+        for v in outs:
+            if v.live is None:
+                vals.append(v.values)
+            else:
+                x, live = np.broadcast_arrays(v.values, v.live)
+                vals.append(x[live])
+        flat = np.concatenate([np.abs(np.asarray(x, dtype=np.complex128)).ravel()
+                               for x in vals]) if vals else np.zeros(0)
+        rms.append((" / ".join(titles), float(np.sqrt(np.mean(flat ** 2))) if flat.size
+                    else None))
+
+    t0 = time.perf_counter()
+    res = run_.evaluate(*inputs, tape=tape, observer=observe if args.rms else None)
+    elapsed = time.perf_counter() - t0
+    rows = [_stats(v, a) for v, a in zip(res.outputs, run_.cod)]
+    if args.out:
+        payload = {}
+        for k, v in enumerate(res.outputs):
+            payload[f"out{k}"] = v.values
+            payload[f"live{k}"] = np.ones(v.values.shape, bool) if v.live is None else v.live
+        labels = {uid: s.label for uid, s in run_.tape_slots.items()}
+        for uid, v in res.tape.items():
+            payload[f"tape/{labels.get(uid, uid)}"] = v.values
+        np.savez(args.out, **payload)
+    if args.json:
+        emit_json({"block": where, "quant": args.quant, "seconds": elapsed, "outputs": rows,
+                   "stand_ins": run_.stand_ins, "computed": run_.params.computed,
+                   "rms": [{"block": t, "rms": r} for t, r in rms]})
+        return 0
+    print(f"{where}: {len(run_.dom)} input(s), {len(rows)} output(s), quant={args.quant}, "
+          f"{len(run_.params)} parameter array(s)")
+    for k, row in enumerate(rows):
+        stats = ""
+        if "mean" in row:
+            stats = "  ".join(f"{n}={_fmt(row[n])}" for n in ("mean", "std", "min", "max"))
+            if not row["finite"]:
+                stats += "  NON-FINITE"
+        print(f"  out{k}: {row['type']} shape={tuple(row['shape'])} {row['dtype']} "
+              f"live={row['live']:.3f}  {stats}")
+    print(f"  time: {elapsed * 1e3:.1f} ms")
+    for key in run_.params.computed:
+        print(f"  computed by rule: {key}")
+    for key in run_.stand_ins:
+        print(f"  stand-in (seeded, not real data): {key}")
+    if args.rms:
+        print("  activation RMS of each block's outputs:")
+        for title, r in rms:
+            print(f"    {'-' if r is None else format(r, '10.4g'):>10}  {title}")
+    if any(not row.get("finite", True) for row in rows):
+        print("warning: non-finite outputs", file=sys.stderr)
+    return 0
