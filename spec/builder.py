@@ -50,7 +50,10 @@ class Builder:
     # ------------------------------------------------------------------ values
     def term(self, value, path: str, expect: str | None = None):
         """Decode any JSON value: a ref, a typed object, an enum, a list or a scalar."""
-        if isinstance(value, Incomplete):
+        cls = value.__class__
+        if cls is str or cls is int or cls is float or cls is bool or value is None:
+            return value
+        if cls is Incomplete:
             return self.incomplete(value, path)
         if isinstance(value, dict):
             if "__ref__" in value:
@@ -62,7 +65,8 @@ class Builder:
             raise SpecDecodeError("an object without __type__, __ref__ or __registered__",
                                   path, node_type=expect)
         if isinstance(value, list):
-            return tuple(self.term(v, f"{path}[{i}]", expect) for i, v in enumerate(value))
+            term = self.term
+            return tuple([term(v, f"{path}[{i}]", expect) for i, v in enumerate(value)])
         return value
 
     def typed(self, obj: dict, path: str):
@@ -104,9 +108,23 @@ class Builder:
         return out
 
     def registered(self, value: dict, path: str):
+        """An enum member or class object. Decoded values are memoised by their (string)
+        fields: there are few distinct ones and thousands of uses."""
+        key = (value.get("__registered__"), value.get("type"), value.get("name"),
+               value.get("repr"))
+        hit = _REGISTERED.get(key) if all(k is None or k.__class__ is str for k in key) else None
+        if hit is not None:
+            return hit
         from .enums import decode_registered
 
-        return decode_registered(value, path)
+        for name in ("__registered__", "type", "name", "repr"):
+            if name in value and not isinstance(value[name], str):
+                raise SpecDecodeError(f"field {name!r} of a registered value must be a string",
+                                      f"{path}.{name}", field_name=name)
+        out = decode_registered(value, path)
+        if len(value) == sum(k is not None for k in key):  # no other fields: safe to reuse
+            _REGISTERED[key] = out
+        return out
 
     # ------------------------------------------------------------------ fields
     def field(self, obj: dict, name: str, path: str, default=..., kind: str | None = None):
@@ -179,6 +197,10 @@ class Builder:
         node = Truncated(t, fields, reason, path=path)
         self.truncated.append(node)
         return node
+
+
+_REGISTERED: dict[tuple, object] = {}
+"""Memo of decoded registered values (enum members and class names are immutable)."""
 
 
 def _tuple(types):

@@ -68,9 +68,20 @@ def uid_field(b, obj, path):
     return val
 
 
+_INTEGERS: dict[int, sympy.Integer] = {}
+
+
 @decoder("Integer")
 def integer(b, obj, path):
-    return sympy.Integer(b.raw(obj, "_value", path, int))
+    v = obj.get("_value")
+    if v.__class__ is not int:
+        v = b.raw(obj, "_value", path, int)  # raises, naming the field
+    hit = _INTEGERS.get(v)
+    if hit is None:
+        hit = sympy.Integer(v)
+        if len(_INTEGERS) < 4096:
+            _INTEGERS[v] = hit
+    return hit
 
 
 @decoder("FreeNumeric")
@@ -143,7 +154,31 @@ decoder("SquareRoot")(_unary(sympy.sqrt))
 decoder("AbsoluteValue")(_unary(sympy.Abs))
 decoder("Sign")(_unary(sympy.sign))
 decoder("IsPositive")(_unary(IsPositive))
-decoder("RectifiedLinear")(_unary(lambda a: sympy.Max(a, 0)))
+_MINMAX: dict[tuple, sympy.Expr] = {}
+
+
+def _max(*args):
+    return _minmax(sympy.Max, args)
+
+
+def _min(*args):
+    return _minmax(sympy.Min, args)
+
+
+def _minmax(fn, args):
+    """``fn(*args)`` memoised: sympy's Max/Min simplify their arguments on construction, which
+    costs milliseconds per symbolic call; specs repeat the same few formulas. The result is
+    the very same expression ``fn(*args)`` gives."""
+    key = (fn, tuple(sympy.sympify(a) for a in args))
+    hit = _MINMAX.get(key)
+    if hit is None:
+        hit = fn(*key[1])
+        if len(_MINMAX) < 1024:
+            _MINMAX[key] = hit
+    return hit
+
+
+decoder("RectifiedLinear")(_unary(lambda a: _max(a, 0)))
 decoder("Conjugate")(_unary(sympy.conjugate))
 decoder("Exponential")(_unary(sympy.exp))
 decoder("NaturalLogarithm")(_unary(sympy.log))
@@ -156,14 +191,14 @@ def clamp(b, obj, path):
     hi = _num(b, obj, "upper", path, None)
     lo = sympy.Integer(0) if lo is None else lo
     hi = sympy.Integer(1) if hi is None else hi
-    return sympy.Min(sympy.Max(arg, lo), hi)
+    return _min(_max(arg, lo), hi)
 
 
 @decoder("LargerOf")
 def larger_of(b, obj, path):
-    return sympy.Max(_num(b, obj, "first", path), _num(b, obj, "second", path))
+    return _max(_num(b, obj, "first", path), _num(b, obj, "second", path))
 
 
 @decoder("SmallerOf")
 def smaller_of(b, obj, path):
-    return sympy.Min(_num(b, obj, "first", path), _num(b, obj, "second", path))
+    return _min(_num(b, obj, "first", path), _num(b, obj, "second", path))

@@ -72,7 +72,10 @@ def concatenated_axis(b, obj, path):
 
 @decoder("Reals")
 def reals(b, obj, path):
-    return Reals()
+    return _REALS
+
+
+_REALS = Reals()
 
 
 @decoder("Natural")
@@ -131,13 +134,19 @@ def prod_object(b, obj, path):
     return ProdObject(axes_field(b, obj, "content", path))
 
 
+_REFERENCE_FIELDS = (("label", str), ("url", str), ("path", str), ("line", int),
+                     ("end_line", int))
+
+
 @decoder("CodeReference")
 def code_reference(b, obj, path):
-    def opt(k, t):
-        return b.raw(obj, k, path, (t, type(None)), None)
-
-    return CodeReference(opt("label", str), opt("url", str), opt("path", str), opt("line", int),
-                         opt("end_line", int))
+    vals = []
+    for k, t in _REFERENCE_FIELDS:  # fast path: plain optional fields, checked in place
+        v = obj.get(k)
+        if v is not None and (v.__class__ is not t):
+            v = b.raw(obj, k, path, (t, type(None)), None)  # raises, naming the field
+        vals.append(v)
+    return CodeReference(*vals)
 
 
 @decoder("BlockAesthetics")

@@ -49,16 +49,19 @@ def load_spec(args) -> Spec:
         spec = load(None)
         rep = spec.doc.salvage
         if rep is not None and not getattr(args, "json", False):
-            print(f"note: bundled spec is truncated at offset {rep.cut_offset}; salvaged "
+            print(f"note: bundled spec is truncated at offset {rep.cut_offset}; "
                   f"{_recovered(spec)}", file=sys.stderr)
         return spec
     return load(args.spec, salvage=args.salvage)
 
 
 def _recovered(spec: Spec) -> str:
-    complete = [s for s in spec.blocks()]
-    return (f"{len(complete)} complete blocks, {len(spec.truncated)} truncated terms "
-            f"(see `ncdc validate`)")
+    """One line on what salvage kept, e.g. ``salvaged 117 complete blocks: Embedding, Model
+    Inputs → Sliding Window Layer → Engram of Layer 1; cut inside Sliding Window Layer #2 (tag
+    lost, inferred)``."""
+    from spec.summary import salvage_summary
+
+    return salvage_summary(spec.doc).one_line() + " (`ncdc validate` lists what was cut)"
 
 
 def bind_from_args(spec: Spec, args, default_preset: str = "released"):

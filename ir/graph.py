@@ -1,0 +1,238 @@
+"""The wiring of a broadcasted-category morphism as a networkx graph.
+
+Nodes are the *boxes* — every ``Broadcasted`` (an operator; a ``BlockOperator`` box is one node
+labelled with its block's title), every tape slot (one node per slot: ``Drop``s and ``ParaWrap``
+drop entries write into it, ``Grab``s and grab entries read from it), every cut (``Truncated``)
+term — plus one node per input and output wire of the root. ``Rearrangement``s are pure wiring
+(copy, discard, permute) and ``Block``s are transparent (their nodes carry the chain of block
+titles), so neither makes nodes. Edges are wires: ``MultiDiGraph`` edges from the producing port
+to the consuming port, labelled with the array they carry (``shape``: ``Q(BF16)[x, n, m]``, or
+numbers with an environment). Joins are compared with :func:`ir.shapes.compare_objects` — the
+same rule validation uses — and a disagreeing wire carries ``mismatch``.
+
+Node ids are the JSON paths of the boxes (``in:0``, ``out:0``, ``tape:<uid>`` for the others),
+so they are unique and stable. Node attributes: ``kind`` (input | output | box | tape |
+truncated), ``label``, ``operator``, ``titles`` (joined by `` / ``), ``path``. Nothing here
+knows about JSON files, numpy or torch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import networkx as nx
+
+from .env import Env
+from .errors import SpecError
+from .morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    Morphism,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    Truncated,
+)
+from .operators import BlockOperator, ParaBlockOperator
+from .shapes import array_text, compare_objects
+
+
+@dataclass(frozen=True)
+class Port:
+    """One output end of a wire: the node, its port number and the array it carries."""
+
+    node: str
+    index: int
+    obj: object
+
+
+class _Builder:
+    def __init__(self, env: Env | None):
+        self.g = nx.MultiDiGraph()
+        self.env = env
+
+    def node(self, nid: str, kind: str, label: str, titles=(), path: str = "", operator=""):
+        if nid not in self.g:
+            self.g.add_node(nid, kind=kind, label=label, titles=" / ".join(titles), path=path,
+                            operator=operator)
+        return nid
+
+    def wire(self, src: Port, dst: str, dst_index: int, expected=None) -> None:
+        attrs = {"src_port": src.index, "dst_port": dst_index,
+                 "shape": array_text(src.obj, self.env) if src.obj is not None else "?"}
+        if expected is not None and src.obj is not None:
+            probs = [p for p in compare_objects((src.obj,), (expected,)) if p.is_error]
+            if probs:
+                attrs["mismatch"] = probs[0].describe("producer", "consumer")
+        self.g.add_edge(src.node, dst, **attrs)
+
+    # ------------------------------------------------------------------ morphisms
+    def build(self, m: Morphism, inputs: list[Port], path: str, titles: tuple) -> list[Port]:
+        if isinstance(m, Block):
+            return self.build(m.body, inputs, path + ".body", titles + (m.title,))
+        if isinstance(m, Composed):
+            return self.sequence(m.content, inputs, path, titles)
+        if isinstance(m, ProductOfMorphisms):
+            return self.parallel(m.content, inputs, path, titles)
+        if isinstance(m, Rearrangement):
+            return [inputs[j] for j in m.mapping if 0 <= j < len(inputs)]
+        if isinstance(m, Broadcasted):
+            return self.box(m, inputs, path, titles)
+        if isinstance(m, ParaWrap):
+            return self.para_wrap(m, inputs, path, titles)
+        if isinstance(m, Grab):
+            return [Port(self.tape(m.tape), 0, m.size)]
+        if isinstance(m, Drop):
+            for k, p in enumerate(inputs[:1]):
+                self.wire(p, self.tape(m.tape), k, m.size)
+            return []
+        if isinstance(m, Truncated):
+            return self.truncated(m, inputs, path, titles)
+        nid = self.node(path, "box", type(m).__name__, titles, path)
+        for k, p in enumerate(inputs):
+            self.wire(p, nid, k)
+        return []
+
+    def sequence(self, content, inputs, path, titles):
+        ports = inputs
+        for i, item in enumerate(content):
+            if not isinstance(item, Morphism):
+                return []
+            ports = self.build(item, ports, f"{path}.content[{i}]", titles)
+        return ports
+
+    def parallel(self, content, inputs, path, titles):
+        out, at = [], 0
+        for i, part in enumerate(content):
+            n = _arity(part)
+            out.extend(self.build(part, inputs[at:at + n], f"{path}.content[{i}]", titles))
+            at += n
+        return out
+
+    def box(self, b: Broadcasted, inputs, path, titles):
+        op = b.operator
+        kind_name = type(op).__name__
+        if isinstance(op, (BlockOperator, ParaBlockOperator)):
+            title = getattr(op.block, "title", None) or "(block)"
+            label = f"{title} [{op.label}]" if op.label else title
+        else:
+            label = f"{kind_name} {op.label}".strip() if op.label else kind_name
+        nid = self.node(path, "box", label, titles, path, kind_name)
+        try:
+            expected = tuple(b.dom)
+        except SpecError:
+            expected = ()
+        for k, p in enumerate(inputs):
+            self.wire(p, nid, k, expected[k] if k < len(expected) else None)
+        try:
+            cod = tuple(b.cod)
+        except SpecError:
+            cod = tuple(None for _ in b.output_weaves)
+        return [Port(nid, j, a) for j, a in enumerate(cod)]
+
+    def para_wrap(self, w: ParaWrap, inputs, path, titles):
+        try:
+            body_dom = tuple(w.body.dom)
+        except SpecError:
+            body_dom = tuple(None for _ in w.grabs)
+        body_in, it = [], iter(inputs)
+        for i, slot in enumerate(w.grabs):
+            if slot is None:
+                p = next(it, None)
+                if p is not None:
+                    body_in.append(p)
+            else:
+                obj = body_dom[i] if i < len(body_dom) else None
+                body_in.append(Port(self.tape(slot), 0, obj))
+        results = self.build(w.body, body_in, path + ".body", titles)
+        out = []
+        for j, p in enumerate(results):
+            slot = w.drops[j] if j < len(w.drops) else None
+            if slot is None:
+                out.append(p)
+            else:
+                self.wire(p, self.tape(slot), 0)
+        return out
+
+    def tape(self, slot) -> str:
+        return self.node(f"tape:{slot.uid}", "tape", f"tape {slot.label}", (), slot.path)
+
+    def truncated(self, t: Truncated, inputs, path, titles):
+        content = t.partial.get("content")
+        body = t.partial.get("body")
+        if t.expected == "Composed" and isinstance(content, tuple) and content:
+            kept = [m for m in content if isinstance(m, Morphism)]
+            return self.sequence(kept, inputs, path, titles)
+        if t.expected == "Block" and isinstance(body, Morphism):
+            return self.build(body, inputs, path + ".body", titles + ("(truncated block)",))
+        nid = self.node(path, "truncated", f"cut: {t.expected or 'term'}", titles, path)
+        for k, p in enumerate(inputs):
+            self.wire(p, nid, k)
+        return []
+
+
+def _arity(m: Morphism) -> int:
+    try:
+        return len(m.dom)
+    except (SpecError, RecursionError):
+        if isinstance(m, Truncated):
+            content = m.partial.get("content") or ()
+            first = next((x for x in content if isinstance(x, Morphism)), None)
+            return _arity(first) if first is not None and m.expected == "Composed" else 0
+        return 0
+
+
+def wiring_graph(root: Morphism, env: Env | None = None, root_path: str | None = None
+                 ) -> nx.MultiDiGraph:
+    """The wiring graph of ``root`` (see the module docstring). ``env`` prints bound sizes."""
+    b = _Builder(env)
+    path = root.path if root_path is None else root_path
+    title = root.title if isinstance(root, Block) else path
+    b.g.graph["name"] = title
+    try:
+        dom = tuple(root.dom)
+    except (SpecError, RecursionError):
+        dom = tuple(None for _ in range(_arity(root)))
+    inputs = []
+    for k, obj in enumerate(dom):
+        nid = b.node(f"in:{k}", "input", f"input {k}")
+        inputs.append(Port(nid, 0, obj))
+    try:
+        results = b.build(root, inputs, path, ())
+    except RecursionError:
+        raise SpecError("the morphism is nested too deeply to draw", path) from None
+    for j, p in enumerate(results):
+        nid = b.node(f"out:{j}", "output", f"output {j}")
+        b.wire(p, nid, 0)
+    return b.g
+
+
+def _dot_quote(text: str) -> str:
+    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+_SHAPES = {"input": "invhouse", "output": "house", "tape": "cylinder", "truncated": "octagon",
+           "box": "box"}
+
+
+def to_dot(g: nx.MultiDiGraph) -> str:
+    """Graphviz text for a wiring graph (written by hand: no pydot dependency)."""
+    lines = [f"digraph {_dot_quote(g.graph.get('name', 'wiring'))} {{", "  rankdir=LR;",
+             "  node [fontname=\"Helvetica\"];", "  edge [fontname=\"Helvetica\", fontsize=10];"]
+    for nid, attrs in g.nodes(data=True):
+        label = attrs.get("label", nid)
+        if attrs.get("titles"):
+            label += "\n" + attrs["titles"]
+        shape = _SHAPES.get(attrs.get("kind"), "box")
+        lines.append(f"  {_dot_quote(nid)} [label={_dot_quote(label)}, shape={shape}];")
+    for u, v, attrs in g.edges(data=True):
+        extra = ", color=red" if "mismatch" in attrs else ""
+        lines.append(f"  {_dot_quote(u)} -> {_dot_quote(v)} "
+                     f"[label={_dot_quote(attrs.get('shape', ''))}{extra}];")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["Port", "to_dot", "wiring_graph"]

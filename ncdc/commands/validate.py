@@ -1,0 +1,123 @@
+"""``ncdc validate``: every problem of a spec in one pass.
+
+Exit status: 0 valid (no error; warnings and info allowed), 1 invalid (errors, including a spec
+that does not decode), 2 unreadable (not a JSON document / not a spec envelope, or a bad
+command-line binding). A truncated file is unreadable unless ``--salvage`` (the bundled default
+is always salvaged); salvaged, it is valid when what was recovered is.
+"""
+from __future__ import annotations
+
+import sys
+
+from ir.errors import BindingError, Diagnostic, SpecError, SpecFormatError
+from spec.summary import salvage_summary
+from spec.validate import counts, counts_by_code
+
+from ..api import load
+from .common import add_size_args, add_spec_args, emit_json, parse_assignments
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("validate", help="check a spec and list every problem",
+                       description=__doc__.split("\n\n")[0])
+    add_spec_args(p)
+    add_size_args(p, default_preset="none")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="also print the info diagnostics (listed by count otherwise)")
+    p.set_defaults(run=run)
+
+
+def _decode_problems(exc: SpecError) -> list[Diagnostic]:
+    problems = getattr(exc, "problems", None) or [exc]
+    out = []
+    for p in problems:
+        msg = p.message
+        if p is exc and len(problems) > 1:
+            msg = msg.split(" (and ")[0]
+        out.append(Diagnostic("error", "decode", msg, p.json_path, p.titles,
+                              ()))
+    return out
+
+
+def _binding(spec, args):
+    if args.preset in (None, "none") and not args.size and not args.constant:
+        return None
+    preset = None if args.preset in (None, "none") else args.preset
+    if preset is None and args.size:
+        preset = "released"  # sizes given alone complete the values the spec states
+    return spec.bind(preset,
+                     parse_assignments(args.size, "--size"),
+                     parse_assignments(args.constant, "--constant"))
+
+
+def _unreadable(args, source: str, exc: SpecError) -> int:
+    if args.json:
+        emit_json({"source": source, "readable": False, "valid": False,
+                   "error": {"message": str(exc), "json_path": exc.json_path,
+                             "offset": getattr(exc, "offset", None),
+                             "line": getattr(exc, "line", None),
+                             "column": getattr(exc, "column", None)}})
+    else:
+        print(f"error: {exc}", file=sys.stderr)
+    return 2
+
+
+def run(args) -> int:
+    source = args.spec or "(bundled spec)"
+    try:
+        spec = load(args.spec, salvage=args.salvage or args.spec is None)
+    except SpecFormatError as exc:
+        return _unreadable(args, source, exc)
+    except SpecError as exc:
+        diags = _decode_problems(exc)
+        if args.json:
+            emit_json({"source": source, "readable": True, "valid": False,
+                       "counts": counts(diags), "diagnostics": [d.as_dict() for d in diags],
+                       "salvage": None})
+        else:
+            for d in diags:
+                print(d)
+            print(f"{source}: invalid: the spec does not decode ({len(diags)} problem(s))")
+        return 1
+    try:
+        binding = _binding(spec, args)
+    except (BindingError, SpecError) as exc:
+        return _unreadable(args, source, exc)
+    diags = spec.validate(binding)
+    summary = salvage_summary(spec.doc)
+    n = counts(diags)
+    valid = n["error"] == 0
+    if args.json:
+        emit_json({"source": spec.source, "readable": True, "envelope": spec.doc.envelope,
+                   "valid": valid, "counts": n, "by_code": counts_by_code(diags),
+                   "diagnostics": [d.as_dict() for d in diags],
+                   "salvage": summary.as_dict() if summary.salvaged else None})
+        return 0 if valid else 1
+    print(f"{spec.source} ({spec.doc.envelope})")
+    for d in diags:
+        if d.severity != "info" or args.verbose:
+            print(d)
+    if summary.salvaged:
+        _print_salvage(summary)
+    hidden = "" if args.verbose or not n["info"] else " (-v lists the info)"
+    verdict = "valid" if valid else "INVALID"
+    print(f"{verdict}: {n['error']} error(s), {n['warning']} warning(s), {n['info']} info"
+          f"{hidden}")
+    return 0 if valid else 1
+
+
+def _print_salvage(s) -> None:
+    if s.cut_offset is not None:
+        print(f"salvage: the text is cut at offset {s.cut_offset} (line {s.cut_line}, column "
+              f"{s.cut_column}), inside {s.cut_path or '<root>'}")
+        if s.trailing_garbage:
+            print(f"  trailing text ignored: {s.trailing_garbage!r}")
+    print(f"  {s.one_line()}")
+    if s.cut:
+        print(f"  blocks cut ({len(s.cut)}):")
+        for c in s.cut:
+            print(f"    - {c.describe()}")
+    if s.repository_only:
+        print(f"  block titles with no body in the data, only tags in the repository "
+              f"({len(s.repository_only)}):")
+        print("    " + "; ".join(e.title for e in s.repository_only))

@@ -1,0 +1,238 @@
+"""Validation: every problem of a loaded spec, in one pass, as :class:`~ir.errors.Diagnostic`s.
+
+``validate(doc, binding=None)`` walks every morphism occurrence (both categories, see
+:mod:`spec.checks_sites`) and runs the checks of
+
+* :mod:`spec.checks_structure` — composition joins (``compose-mismatch``, ``product-arity``),
+  rearrangement bounds, repeated blocks, ParaWrap entry counts, truncation (``truncated``);
+* :mod:`spec.checks_broadcast` — weave/reindexing invariants, box ports, operator rules,
+  datatype leniency (FORMAT.md §2.5: a warning, never an error);
+* :mod:`spec.checks_tape` — tape balance;
+* :mod:`spec.checks_binding` — with a binding only: stride rows reading past an axis, unbound
+  symbols.
+
+Each diagnostic has a severity (``error`` | ``warning`` | ``info``), a stable code, the JSON
+path, the chain of block titles (a block that lost its tag to truncation appears as its
+inferred title with ``? (tag lost)``) and the axes involved. The codes:
+
+==========================  ========  ======================================================
+code                        severity  meaning
+==========================  ========  ======================================================
+``compose-mismatch``        error     ``cod(content[i]) != dom(content[i+1])`` (wire count,
+                                      axes by uid, or incompatible datatypes); at ``i+1``
+``product-arity``           error     the same, when a product's parts do not split the
+                                      wires; or a product mixing index and array maps
+``datatype-leniency``       warning   datatypes equal only after stripping quantisation
+                                      (FORMAT.md §2.5): box ports, TypeConvert fields, joins
+``rearrangement-bounds``    error     a mapping entry outside the domain
+``block-repetition``        error     a repeated block whose cod is not its dom
+``parawrap-entries``        error     grab/drop entries vs the body's operands/results
+``weave-degree``            error     TILED slot counts vs the degree / a reindexing's cod;
+                                      one reindexing per input
+``reindexing-domain``       error     reindexings not sharing one domain (or not index maps)
+``backup-degree``           error     backup_degree given with inputs (warning: missing
+                                      without inputs, the degree is then ``()``)
+``box-arity``, ``box-port`` error     a box's weaves vs its block's dom/cod
+``operator-arity``          error     operand/result counts (Einops signature length, ...)
+``operator-rank``           error     target ranks (one axis for L1Norm/Maximum/BitwiseXor,
+                                      all TILED for Arithmetic, Einops entry lengths, ...)
+``operator-type``           error     datatype kinds (Embedding index natural, ...)
+``einops-group``            error     one Einops group over axes of provably different sizes
+``unknown-elementwise``     warning   an older-generation function no evaluator knows
+``tape-unbalanced``         warning   a Grab of a slot no earlier Drop wrote
+``truncated``               warning   a block cut by truncation (info: any other cut term)
+``stride-out-of-range``     warning   (with a binding) see :mod:`spec.checks_binding`
+``unbound-symbol``          warning   (with a binding) a size ``data`` uses has no value
+                                      (info: only the repository uses it)
+``type-error``              error     any other typing failure (``SpecTypeError``)
+``too-deep``                error     nesting beyond Python's recursion limit
+``internal-error``          error     a bug in ncdc's checks (never expected)
+==========================  ========  ======================================================
+ Validation never raises: a typing
+exception (``SpecTypeError``) becomes a ``type-error`` diagnostic, nesting too deep for Python a
+``too-deep`` one, and anything else an ``internal-error`` one (a bug in ncdc, never expected).
+Joins next to a truncated term are skipped. Output order is the traversal order (pre-order),
+so it is deterministic.
+"""
+from __future__ import annotations
+
+from ir.errors import Diagnostic, SpecError, SpecTypeError, TruncatedError
+from ir.morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Morphism,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    Truncated,
+)
+from ir.operators import ConcatenateAxes, CovariantView
+
+from .checks_binding import check_stride_rows, check_unbound
+from .checks_broadcast import check_broadcasted
+from .checks_sites import all_sites, held_index_maps
+from .checks_structure import (
+    check_block,
+    check_composed,
+    check_parawrap,
+    check_product,
+    check_rearrangement,
+    check_truncated,
+)
+from .checks_tape import check_tape
+from .summary import cut_blocks
+
+SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+
+class Checker:
+    """Collects diagnostics; gives the checks safe typing (``typed``) and the environment."""
+
+    def __init__(self, binding=None, cuts: dict | None = None):
+        self.binding = binding
+        self.cuts = cuts or {}
+        self.env = binding.env if binding is not None else None
+        self.out: list[Diagnostic] = []
+        self._typing_failed: set[int] = set()
+
+    def add(self, severity: str, code: str, message: str, path: str = "", titles=(),
+            axes=()) -> None:
+        self.out.append(Diagnostic(severity, code, message, path, self.name_cut(path, titles),
+                                   tuple(axes)))
+
+    def name_cut(self, path: str, titles) -> tuple[str, ...]:
+        """The title chain with each "(truncated block)" replaced by its inferred title."""
+        titles = tuple(titles)
+        if "(truncated block)" not in titles or not self.cuts:
+            return titles
+        names = [c.inferred_title or c.title for p, c in sorted(self.cuts.items(),
+                                                                  key=lambda kv: len(kv[0]))
+                 if path == p or path.startswith((p + ".", p + "["))]
+        out, it = [], iter(names)
+        for t in titles:
+            if t == "(truncated block)":
+                name = next(it, None)
+                t = f"{name}? (tag lost)" if name else t
+            out.append(t)
+        return tuple(out)
+
+    def error(self, code, message, path="", titles=(), axes=()):
+        self.add("error", code, message, path, titles, axes)
+
+    def warning(self, code, message, path="", titles=(), axes=()):
+        self.add("warning", code, message, path, titles, axes)
+
+    def info(self, code, message, path="", titles=(), axes=()):
+        self.add("info", code, message, path, titles, axes)
+
+    def typed(self, node: Morphism, attr: str):
+        """``node.dom`` / ``node.cod``, or None when it cannot be computed (cut off, ill-typed:
+        reported where the problem is)."""
+        try:
+            return tuple(getattr(node, attr))
+        except TruncatedError:
+            return None
+        except SpecTypeError:
+            self._typing_failed.add(id(node))
+            return None
+        except RecursionError:
+            return None
+        except SpecError:
+            return None
+
+
+def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:
+    """Run one check; what it raises becomes a diagnostic."""
+    try:
+        fn(ck, *args)
+    except TruncatedError:
+        pass
+    except SpecTypeError as exc:
+        ck.error("type-error", exc.message, exc.json_path or path, exc.titles or titles)
+    except SpecError as exc:
+        ck.error("type-error", exc.message, exc.json_path or path, exc.titles or titles)
+    except RecursionError:
+        ck.error("too-deep", "terms nested too deeply to check", path, titles)
+    except Exception as exc:  # noqa: BLE001 - validation never raises; report the bug instead
+        ck.error("internal-error", f"{type(exc).__name__}: {exc} (a bug in ncdc's checks)",
+                 path, titles)
+
+
+def _check_site(ck: Checker, s, cuts: dict, writes: set) -> None:
+    node, path, titles = s.node, s.path, s.titles
+    if isinstance(node, Truncated):
+        _run(ck, check_truncated, node, path, titles, cuts.get(path), path=path, titles=titles)
+    elif isinstance(node, Composed):
+        _run(ck, check_composed, node, path, titles, path=path, titles=titles)
+    elif isinstance(node, ProductOfMorphisms):
+        _run(ck, check_product, node, path, titles, path=path, titles=titles)
+    elif isinstance(node, Rearrangement):
+        _run(ck, check_rearrangement, node, path, titles, path=path, titles=titles)
+    elif isinstance(node, Block):
+        _run(ck, check_block, node, path, titles, path=path, titles=titles)
+    elif isinstance(node, Broadcasted):
+        _run(ck, check_broadcasted, node, path, titles, path=path, titles=titles)
+    elif isinstance(node, ParaWrap):
+        _run(ck, check_parawrap, node, path, titles, path=path, titles=titles)
+    if isinstance(node, StrideMorphism) and ck.env is not None:
+        _run(ck, check_stride_rows, node, path, titles, path in writes, path=path,
+             titles=titles)
+
+
+def _written_maps(b: Broadcasted, path: str) -> list[str]:
+    """Paths of the index maps ``b``'s operator writes through (scatters), not reads."""
+    if isinstance(b.operator, (CovariantView, ConcatenateAxes)):
+        return [p for p, _ in held_index_maps(b, path) if ".operator." in p]
+    return []
+
+
+def validate(doc, binding=None) -> list[Diagnostic]:
+    """Every problem of ``doc`` (a loaded :class:`~spec.loader.Document`, or any morphism),
+    in one pass. ``binding`` (a :class:`~spec.bindings.Binding`) enables the checks that need
+    sizes: stride rows past an axis, unbound symbols."""
+    root = doc if isinstance(doc, Morphism) else doc.data
+    sites, cuts, problem = [], {}, None
+    try:
+        sites = list(all_sites(root))
+    except (SpecError, RecursionError) as exc:
+        problem = exc
+    if not isinstance(doc, Morphism) and sites:
+        try:
+            cuts = {c.path: c for c in cut_blocks(doc, root, sites)}
+        except (SpecError, RecursionError):
+            cuts = {}
+    ck = Checker(binding, cuts)
+    if problem is not None:
+        ck.error("too-deep", f"cannot traverse the spec: {problem}", getattr(root, "path", ""))
+    writes: set[str] = set()
+    for s in sites:
+        if isinstance(s.node, Broadcasted):
+            writes.update(_written_maps(s.node, s.path))
+        _check_site(ck, s, cuts, writes)
+    _run(ck, check_tape, root, path=getattr(root, "path", ""))
+    if binding is not None:
+        _run(ck, check_unbound, sites, list(binding.unbound))
+    return ck.out
+
+
+def counts(diagnostics) -> dict[str, int]:
+    """Number of diagnostics by severity, in severity order (for summaries)."""
+    out = {"error": 0, "warning": 0, "info": 0}
+    for d in diagnostics:
+        out[d.severity] = out.get(d.severity, 0) + 1
+    return out
+
+
+def counts_by_code(diagnostics) -> dict[str, int]:
+    """Number of diagnostics per ``severity:code``, sorted."""
+    out: dict[str, int] = {}
+    for d in diagnostics:
+        key = f"{d.severity}:{d.code}"
+        out[key] = out.get(key, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: (SEVERITY_ORDER.get(kv[0].split(":")[0], 9),
+                                                    kv[0])))
+
+
+__all__ = ["Checker", "counts", "counts_by_code", "validate"]
