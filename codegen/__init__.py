@@ -1,0 +1,72 @@
+"""PyTorch code generation: any morphism of the IR becomes a standalone ``nn.Module`` source.
+
+    >>> import ncdc, codegen
+    >>> spec = ncdc.load(); env = spec.bind("tiny").env
+    >>> source, module = codegen.compile_torch(spec.block("Mixing Coefficients"), env)
+
+One class per distinct block body (same tag and structure), a submodule per occurrence, a
+``ModuleList`` loop per repeated block; tape slots travel in a ``tape`` dict; liveness masks
+(``<name>_live``) exist only where a position can be dead. ``quant="emulate"`` rounds exactly as
+the reference interpreter does (``interpreter/QUANT_POLICY.md``).
+"""
+from __future__ import annotations
+
+import sys
+
+from .generate import DTYPES, Generated, generate, instantiate, load_module
+
+
+def _env_for(morphism, env, sizes, preset="tiny"):
+    if env is not None:
+        if sizes:
+            raise ValueError("give either env or sizes, not both")
+        return env
+    from spec.bindings import bind
+
+    from .generate import collect_symbols
+
+    return bind(collect_symbols(morphism), preset, sizes or None, None).env
+
+
+def generate_source(morphism, env=None, *, sizes=None, quant: str = "exact",
+                    dtype: str = "float64", module_name: str | None = None,
+                    source_name: str | None = None) -> str:
+    """The generated Python source for ``morphism`` (sizes bound by ``env``, or by the tiny
+    preset plus ``sizes``)."""
+    env = _env_for(morphism, env, sizes)
+    return generate(morphism, env, quant=quant, module_name=module_name,
+                    source_name=source_name).source
+
+
+def compile_torch(morphism, env=None, *, sizes=None, quant: str = "exact",
+                  dtype: str = "float64", module_name: str | None = None):
+    """``(source, module)``: the generated source and an instance of its root class (in
+    ``dtype``, constructed with the binding's sizes as defaults)."""
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
+    env = _env_for(morphism, env, sizes)
+    g = generate(morphism, env, quant=quant, module_name=module_name)
+    mod = load_module(g.source)
+    kwargs = {"quant": quant} if g.root.needs_quant else {}
+    return g.source, instantiate(mod, g.class_name, DTYPES[dtype], **kwargs)
+
+
+def param_keys_of(module) -> dict[str, str]:
+    """The ``PARAM_KEYS`` table of the file ``module``'s class was generated in."""
+    return sys.modules[type(module).__module__].PARAM_KEYS
+
+
+def load_interpreter_params(module, params):
+    """Load interpreter-keyed arrays into a generated module (see the generated file's own
+    ``load_interpreter_params``)."""
+    return sys.modules[type(module).__module__].load_interpreter_params(module, params)
+
+
+__all__ = [
+    "Generated",
+    "compile_torch",
+    "generate",
+    "generate_source",
+    "load_interpreter_params",
+    "param_keys_of",
+]

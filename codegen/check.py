@@ -1,0 +1,217 @@
+"""Checking generated modules against the reference interpreter, block by block.
+
+For each morphism: the interpreter and the generated module run on the same seeded random
+inputs, tape and parameters (the interpreter's, loaded through ``PARAM_KEYS``); outputs and
+their liveness must agree — within a relative tolerance in ``exact`` mode (1e-10 in float64,
+1e-5 in float32), bit for bit in ``emulate`` mode.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ir.datatypes import kind, storage_encoding
+from ir.env import Env
+from ir.morphisms import Block
+
+from .generate import DTYPES, generate, instantiate, load_module
+
+TOLERANCE = {"float64": 1e-10, "float32": 1e-5}
+
+
+@dataclass
+class CheckResult:
+    name: str
+    path: str
+    shapes: str
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    interp_s: float = 0.0
+    torch_s: float = 0.0
+    ok: bool = True
+    problem: str = ""
+    dims: str = ""
+    details: list = field(default_factory=list)
+
+
+class ModuleCache:
+    """Generated modules per (structure, quant, dtype): ``ncdc check`` compiles each distinct
+    block body once."""
+
+    def __init__(self):
+        self._mods: dict = {}
+
+    def get(self, morphism, env: Env, quant: str, dtype: str, key: str | None = None):
+        k = (key, quant, dtype) if key is not None else None
+        if k is not None and k in self._mods:
+            g, mod = self._mods[k]
+        else:
+            g = generate(morphism, env, quant=quant)
+            mod = load_module(g.source)
+            if k is not None:
+                self._mods[k] = (g, mod)
+        kwargs = {"quant": quant} if g.root.needs_quant else {}
+        return g, instantiate(mod, g.class_name, DTYPES[dtype], **kwargs)
+
+
+def _to_torch(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+    t = torch.from_numpy(np.array(a, copy=True, order="C"))
+    if t.is_floating_point():
+        return t.to(dtype)
+    if t.is_complex():
+        return t.to(torch.complex128 if dtype == torch.float64 else torch.complex64)
+    return t
+
+
+def run_generated(g, module, inputs, tape, dtype: str):
+    """Call a generated module with numpy inputs/tape; (values, live) numpy pairs."""
+    td = DTYPES[dtype]
+    args = [_to_torch(np.asarray(x), td) for x in inputs]
+    kwargs = {}
+    if g.root.uses_tape:
+        kwargs["tape"] = {g.slot_keys[uid]: _to_torch(np.asarray(v), td)
+                          for uid, v in tape.items() if uid in g.slot_keys}
+    with torch.no_grad():
+        out = module(*args, **kwargs)
+    if not isinstance(out, tuple):
+        out = (out,)
+    flat = list(out)
+    results = []
+    for arr, st, _ in g.root.outputs:
+        v = flat.pop(0)
+        live = flat.pop(0) if st is not None else None
+        results.append((v, live))
+    return results
+
+
+def _live_np(live, shape) -> np.ndarray:
+    if live is None:
+        return np.ones(shape, dtype=bool)
+    return np.broadcast_to(np.asarray(live, dtype=bool), shape)
+
+
+def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None) -> None:
+    """Outputs and liveness must agree: exactly for naturals and, in emulate mode, for every
+    output held in a quantised format; within the dtype's relative tolerance otherwise (a
+    bare ``R`` output is never rounded, so emulate mode computes it like exact mode)."""
+    tol = TOLERANCE.get(dtype, 1e-2)
+    for j, (ref, (v, live)) in enumerate(zip(ref_outputs, got)):
+        held = cod is not None and storage_encoding(cod[j].datatype) is not None
+        rv = np.asarray(ref.values)
+        tv = v.detach().cpu().numpy()
+        if tv.shape != rv.shape:
+            try:
+                ok = tv.ndim <= rv.ndim and np.broadcast_shapes(tv.shape, rv.shape) == rv.shape
+            except ValueError:
+                ok = False
+            if not ok:
+                res.ok = False
+                res.problem = f"output {j}: shape {tv.shape}, interpreter {rv.shape}"
+                return
+            tv = np.broadcast_to(tv, rv.shape)
+        rl = _live_np(ref.live, rv.shape)
+        tl = _live_np(None if live is None else live.cpu().numpy(), rv.shape)
+        if not np.array_equal(rl, tl):
+            res.ok = False
+            res.problem = (f"output {j}: liveness differs at {int((rl != tl).sum())} of "
+                           f"{rl.size} positions")
+            return
+        a = np.where(rl, tv.astype(rv.dtype) if rv.dtype.kind != "c" else tv, 0)
+        b = np.where(rl, rv, 0)
+        if rv.dtype.kind in "iub":
+            err = float(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)))) if a.size \
+                else 0.0
+            scale = float(np.max(np.abs(b))) if b.size else 0.0
+        else:
+            with np.errstate(invalid="ignore"):
+                diff = np.abs(a - b)
+            nan_mismatch = np.isnan(a) != np.isnan(b)
+            if nan_mismatch.any():
+                res.ok = False
+                res.problem = f"output {j}: NaN at different positions"
+                return
+            diff = np.where(np.isnan(diff), 0.0, diff)
+            err = float(diff.max()) if diff.size else 0.0
+            finite = np.abs(b[np.isfinite(b)])
+            scale = float(finite.max()) if finite.size else 0.0
+        rel = err / scale if scale > 0 else err
+        res.max_abs = max(res.max_abs, err)
+        res.max_rel = max(res.max_rel, rel)
+        if quant == "emulate" and held:
+            same = np.array_equal(a, b, equal_nan=True) if rv.dtype.kind != "i" else \
+                np.array_equal(a, b)
+            if not same and dtype == "float64":
+                res.ok = False
+                res.problem = (f"output {j}: emulate mode differs at "
+                               f"{int((a != b).sum())} positions (max abs {err:.3g})")
+        elif rv.dtype.kind in "iub":
+            if err != 0:
+                res.ok = False
+                res.problem = f"output {j}: integers differ (max {err})"
+        elif rel > tol:
+            res.ok = False
+            res.problem = f"output {j}: relative error {rel:.3g} > {tol:g}"
+
+
+def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
+                   dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
+                   key: str | None = None) -> CheckResult:
+    """Run the interpreter and the generated module on the same random data."""
+    import interpreter
+
+    path = getattr(morphism, "path", "")
+    shapes = ", ".join(f"{a}" for a in morphism.dom) + " -> " + ", ".join(
+        f"{a}" for a in morphism.cod)
+    try:
+        dims = " ".join("x".join(map(str, env.sizes(a.shape))) or "()" for a in morphism.dom)
+        dims += " -> " + " ".join("x".join(map(str, env.sizes(a.shape))) or "()"
+                                  for a in morphism.cod)
+    except Exception:  # noqa: BLE001 - an unbound size shows up as the check's problem
+        dims = "?"
+    res = CheckResult(name or (morphism.title if isinstance(morphism, Block) else path), path,
+                      shapes, dims=dims)
+    cache = cache or ModuleCache()
+    try:
+        g, module = cache.get(morphism, env, quant, dtype, key)
+    except Exception as exc:  # noqa: BLE001 - reported, the check goes on
+        res.ok = False
+        res.problem = f"code generation failed: {type(exc).__name__}: {exc}"
+        return res
+    for seed in range(seeds):
+        try:
+            t0 = time.perf_counter()
+            run = interpreter.interpret(morphism, env, quant=quant, stand_in=True, seed=seed)
+            inputs = interpreter.random_inputs(morphism, env, seed)
+            tape = interpreter.random_tape(morphism, env, seed)
+            ev = run.evaluate(*inputs, tape=tape)
+            res.interp_s += time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001
+            res.ok = False
+            res.problem = f"interpreter failed: {type(exc).__name__}: {exc}"
+            return res
+        try:
+            g.load_params(module, run.params)
+            t0 = time.perf_counter()
+            got = run_generated(g, module, inputs, tape, dtype)
+            res.torch_s += time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001
+            res.ok = False
+            res.problem = f"generated module failed: {type(exc).__name__}: {exc}"
+            return res
+        compare(ev.outputs, got, quant, dtype, res, morphism.cod)
+        if not res.ok:
+            return res
+    return res
+
+
+__all__ = [
+    "TOLERANCE",
+    "CheckResult",
+    "ModuleCache",
+    "check_morphism",
+    "kind",
+    "run_generated",
+]

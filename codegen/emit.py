@@ -1,0 +1,375 @@
+"""Small pieces of code emission: size expressions, function bodies, dim alignment.
+
+Generated tensors always carry their array dims *last*; any number of leading dims (batch dims,
+or the degree of an enclosing box) may precede them, so every dim is addressed from the right
+(negative dims, ``...`` in einsum and indexing).
+"""
+from __future__ import annotations
+
+import re
+
+import sympy
+
+from ir.errors import SpecError
+
+from .names import Namer
+
+
+class SizePrinter:
+    """Prints integer size/stride/shift expressions as Python code.
+
+    ``symbol_code(sym)`` gives the code for one symbol (``self.m``, ``m`` or a local ``b``) and
+    records its use."""
+
+    def __init__(self, symbol_code):
+        self.symbol_code = symbol_code
+
+    def __call__(self, expr) -> str:
+        return self._print(sympy.sympify(expr), 0)
+
+    def _print(self, e, prec: int) -> str:
+        if isinstance(e, sympy.Symbol):
+            return self.symbol_code(e)
+        if e.is_Integer:
+            v = int(e)
+            return f"({v})" if v < 0 and prec > 0 else str(v)
+        if e.is_Rational:
+            return self._wrap(f"{e.p} // {e.q}", 2, prec)
+        if e.is_Add:
+            terms = sorted(e.args, key=lambda t: (t.is_Number, sympy.default_sort_key(t)))
+            out = self._print(terms[0], 1)
+            for t in terms[1:]:
+                coeff, _ = t.as_coeff_Mul()
+                if coeff.is_negative:
+                    out += " - " + self._print(-t, 2)
+                else:
+                    out += " + " + self._print(t, 1)
+            return self._wrap(out, 1, prec)
+        if e.is_Mul:
+            num, den = [], []
+            for f in e.as_ordered_factors():
+                if f.is_Pow and f.exp.is_negative:
+                    den.append(f.base ** (-f.exp))
+                elif f.is_Rational and not f.is_Integer:
+                    if f.p != 1:
+                        num.append(sympy.Integer(f.p))
+                    den.append(sympy.Integer(f.q))
+                else:
+                    num.append(f)
+            if len(num) == 1 and num[0] == -1 and not den:
+                return "-1"
+            if num and num[0] == -1:
+                return self._wrap("-" + self._print(sympy.Mul(*num[1:]) if len(num) > 1
+                                                    else sympy.Integer(1), 3), 2, prec)
+            out = " * ".join(self._print(f, 2) for f in num) if num else "1"
+            for d in den:
+                out += " // " + self._print(d, 3)
+            return self._wrap(out, 2, prec)
+        if e.is_Pow and not (e.exp.is_Number and e.exp.is_negative):
+            return self._wrap(f"{self._print(e.base, 4)} ** {self._print(e.exp, 4)}", 3, prec)
+        raise SpecError(f"size expression {sympy.sstr(e)} cannot be printed as integer code")
+
+    @staticmethod
+    def _wrap(text: str, own: int, outer: int) -> str:
+        return f"({text})" if own < outer else text
+
+
+class FunctionWriter:
+    """Lines of one method body with a namespace of locals."""
+
+    def __init__(self, indent: str = "        ", taken=()):
+        self.indent = indent
+        self.lines: list[str] = []
+        self.names = Namer(taken)
+        self.bound: list[str] = []
+        self.pending: str | None = None
+
+    def emit(self, line: str, comment: str | None = None) -> None:
+        if comment:
+            line = f"{line}  # {comment}"
+        if self.pending:
+            self.lines.append(self.indent + "# " + self.pending)
+            self.pending = None
+        self.lines.append(self.indent + line)
+
+    def comment(self, text: str) -> None:
+        """A heading comment for the next statement (dropped if none follows)."""
+        self.pending = text
+
+    def bind(self, base: str, expr: str, comment: str | None = None) -> str:
+        """``name = expr`` with a fresh local name derived from ``base``; returns the name."""
+        name = self.names.fresh(base)
+        self.emit(f"{name} = {expr}", comment)
+        self.bound.append(name)
+        return name
+
+    def blank(self) -> None:
+        if self.lines and self.lines[-1].strip():
+            self.lines.append("")
+
+
+def is_atom(expr: str) -> bool:
+    """True when ``expr`` can take a method call or subscript without parentheses."""
+    depth = 0
+    for i, ch in enumerate(expr):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and ch in " +-*/%<>=&|~^@!,":
+            if ch == "-" and i == 0:
+                return False
+            return False
+    return True
+
+
+def atom(expr: str) -> str:
+    return expr if is_atom(expr) else f"({expr})"
+
+
+def align_code(expr: str, src: list, dst: list) -> str:
+    """Code rearranging the trailing dims of ``expr`` from labels ``src`` to labels ``dst``:
+    repeated labels become diagonals, order is fixed with ``transpose``/``movedim``, labels
+    missing from ``src`` become new size-1 dims. Every label of ``src`` must be in ``dst``."""
+    cur = list(src)
+    code = expr
+    extra = [lab for lab in cur if lab not in dst]
+    if extra:
+        raise AssertionError(f"align: labels {extra} would be dropped")
+    while True:
+        dup = next((lab for i, lab in enumerate(cur) if lab in cur[i + 1:]), None)
+        if dup is None:
+            break
+        i = cur.index(dup)
+        j = cur.index(dup, i + 1)
+        n = len(cur)
+        code = f"torch.diagonal({code}, dim1={i - n}, dim2={j - n})"
+        cur = [lab for k, lab in enumerate(cur) if k not in (i, j)] + [dup]
+    present = [lab for lab in dst if lab in cur]
+    if cur != present:
+        code = atom(code) + permute_suffix(cur, present)
+        cur = present
+    if len(cur) < len(dst):
+        first = next(i for i, lab in enumerate(dst) if lab not in cur)
+        idx = ["..."] + ["None" if lab not in cur else ":" for lab in dst[first:]]
+        code = atom(code) + "[" + ", ".join(idx) + "]"
+    return code
+
+
+def permute_suffix(cur: list, want: list) -> str:
+    """Method-call suffix reordering trailing dims from ``cur`` to ``want`` (same labels)."""
+    n = len(cur)
+    pos = [cur.index(lab) for lab in want]  # want[k] comes from cur[pos[k]]
+    moved = [k for k in range(n) if pos[k] != k]
+    if len(moved) == 2 and pos[moved[0]] == moved[1] and pos[moved[1]] == moved[0]:
+        return f".transpose({moved[0] - n}, {moved[1] - n})"
+    # one dim moved: remove it and the rest keep their order
+    for s in range(n):
+        rest = [i for i in range(n) if i != s]
+        for d in range(n):
+            trial = rest[:d] + [s] + rest[d:]
+            if trial == pos:
+                return f".movedim({s - n}, {d - n})"
+    srcs = ", ".join(str(p - n) for p in pos)
+    dsts = ", ".join(str(k - n) for k in range(n))
+    return f".movedim(({srcs}), ({dsts}))"
+
+
+def einsum_letters(labels_in_order: list, hint) -> dict:
+    """A distinct lowercase letter per label, preferring the first letter of ``hint(label)``."""
+    out: dict = {}
+    used: set[str] = set()
+    for lab in labels_in_order:
+        if lab in out:
+            continue
+        word = "".join(ch for ch in hint(lab).lower() if ch.isalpha())
+        pick = next((ch for ch in word if ch not in used), None)
+        if pick is None:
+            pick = next(ch for ch in "abcdefghijklmnopqrstuvwxyz" if ch not in used)
+        used.add(pick)
+        out[lab] = pick
+    return out
+
+
+_ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) = (.*)$")
+
+
+def drop_unused(lines: list[str], keep: set[str]) -> list[str]:
+    """Remove assignments whose names are never read (masks nobody consumed, a tape read whose
+    value stays on the tape, a batch shape no expand needed). Only straight-line statements at
+    the body's own indent are touched; a tuple target keeps its position with ``_``."""
+    if not lines:
+        return lines
+    base = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
+    out = list(lines)
+    changed = True
+    while changed:
+        changed = False
+        text = "\n".join(_split_comment(ln)[0] for ln in out)
+        for idx, line in enumerate(out):
+            m = _ASSIGN.match(line)
+            if not m or len(m.group(1)) != base:
+                continue
+            if idx + 1 < len(out) and out[idx + 1].startswith(m.group(1) + " "):
+                continue  # a block header's body follows (never for plain assignments)
+            names = m.group(2).split(", ")
+            used = []
+            for name in names:
+                if name == "_" or name in keep:
+                    used.append(True)
+                    continue
+                count = len(re.findall(rf"(?<![\w.'\"]){re.escape(name)}\b", text))
+                used.append(count > 1)
+            if all(used):
+                continue
+            if not any(used):
+                out.pop(idx)
+            else:
+                new = ", ".join(n if u else "_" for n, u in zip(names, used))
+                out[idx] = f"{m.group(1)}{new} = {m.group(3)}"
+            changed = True
+            break
+    return out
+
+
+def _split_comment(line: str) -> tuple[str, str]:
+    depth_q = None
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if depth_q:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == depth_q:
+                depth_q = None
+        elif ch in "'\"":
+            depth_q = ch
+        elif ch == "#" and line[i - 2:i] == "  ":
+            return line[:i - 2], line[i:]
+        i += 1
+    return line, ""
+
+
+def _scan(code: str):
+    """(index, char, depth) for every character outside string literals."""
+    depth, quote, i = 0, None, 0
+    while i < len(code):
+        ch = code[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+            i += 1
+            continue
+        if ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            yield i, ch, depth
+            depth += 1
+            i += 1
+            continue
+        elif ch in ")]}":
+            depth -= 1
+        yield i, ch, depth
+        i += 1
+
+
+def _pack(pieces: list[str], indent: str, limit: int, first_prefix: str) -> list[str]:
+    lines, cur = [], first_prefix
+    for k, piece in enumerate(pieces):
+        sep = "" if cur.endswith(("(", "[", "{")) or cur == indent else " "
+        if len(cur) + len(sep) + len(piece) > limit and cur.strip() and cur != first_prefix:
+            lines.append(cur.rstrip())
+            cur = indent + piece
+        else:
+            cur = cur + sep + piece if cur.strip() else indent + piece
+    lines.append(cur)
+    return lines
+
+
+def wrap_line(line: str, limit: int = 100) -> list[str]:
+    """PEP 8 wrapping of one generated statement: a long trailing comment moves above, a call
+    breaks after its opening bracket (hanging indent), a long expression is parenthesised and
+    breaks before its operators."""
+    if len(line) <= limit:
+        return [line]
+    indent = line[:len(line) - len(line.lstrip())]
+    code, comment = _split_comment(line)
+    code = code.rstrip()
+    if comment:
+        head = [indent + comment] if len(indent + comment) <= limit + 20 else []
+        return head + wrap_line(code, limit)
+    m = _ASSIGN.match(code)
+    lhs = m.group(2) + " = " if m else ""
+    rhs = m.group(3) if m else code.strip()
+    if m and ", " in m.group(2) and len(indent + lhs) > limit // 2:
+        # a long tuple target: parenthesise it and break after its commas
+        names = [n + "," for n in m.group(2).split(", ")]
+        names[-1] = names[-1][:-1] + ") = " + rhs
+        packed = _pack(names, indent + " ", limit, indent + "(")
+        return packed[:-1] + wrap_line(packed[-1], limit)
+    at_if = [i for i, ch, d in _scan(rhs) if d == 0 and rhs.startswith(" if ", i)]
+    at_else = [i for i, ch, d in _scan(rhs) if d == 0 and rhs.startswith(" else ", i)]
+    if m and len(at_if) == 1 and len(at_else) == 1 and at_if[0] < at_else[0]:
+        first = indent + lhs + "(" + rhs[:at_else[0]]
+        second = " " * len(indent + lhs + "(") + rhs[at_else[0] + 1:] + ")"
+        if len(first) <= limit and len(second) <= limit:
+            return [first, second]
+    # operators at depth 0 of the right-hand side
+    ops = [i for i, ch, d in _scan(rhs) if d == 0 and ch in "+-*/@&|" and i > 0
+           and rhs[i - 1] == " " and i + 1 < len(rhs) and rhs[i + 1] in " */"]
+    if ops:
+        pieces, start = [], 0
+        for i in ops:
+            pieces.append(rhs[start:i].strip())
+            start = i
+        pieces.append(rhs[start:].strip())
+        if m:
+            first = indent + lhs + "("
+            out = _pack(pieces, " " * len(first), limit - 1, first)
+            out[-1] += ")"
+        else:  # already inside brackets: break before the operators
+            out = _pack(pieces, indent, limit, indent)
+        if all(len(ln) <= limit for ln in out) or len(out) > 1:
+            return [w for ln in out for w in (wrap_line(ln, limit) if len(ln) > limit
+                                              and ln is not out[0] else [ln])]
+    # the first bracket whose contents hold top-level commas
+    for i, ch, d in _scan(rhs):
+        if ch not in "([" or d != 0:
+            continue
+        close = None
+        args, start = [], i + 1
+        for j, c2, d2 in _scan(rhs[i:]):
+            if j == 0:
+                continue
+            if d2 == 0 and c2 in ")]":
+                close = i + j
+                break
+            if d2 == 1 and c2 == ",":
+                args.append(rhs[start:i + j + 1].strip())
+                start = i + j + 1
+        if close is None or not args:
+            continue
+        args.append(rhs[start:close].strip())
+        tail = rhs[close:]
+        first = indent + lhs + rhs[:i + 1]
+        body = _pack([a for a in args if a], indent + "    ", limit - len(tail), indent + "    ")
+        return [first] + body[:-1] + [body[-1] + tail]
+    # one long argument: break after the first bracket
+    for i, ch, d in _scan(rhs):
+        if ch in "([" and d == 0:
+            close = next((i + j for j, c2, d2 in _scan(rhs[i:]) if j and d2 == 0
+                          and c2 in ")]"), None)
+            if close is None:
+                break
+            inner = indent + "    " + rhs[i + 1:close] + rhs[close:]
+            if len(inner) <= limit:
+                return [indent + lhs + rhs[:i + 1], inner]
+            deeper = wrap_line(inner, limit)
+            if len(deeper) > 1:
+                return [indent + lhs + rhs[:i + 1]] + deeper
+            break
+    return [line]

@@ -1,0 +1,308 @@
+"""Assembling a standalone PyTorch file for a morphism, and loading it as a module."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import re
+import sys
+import types
+from importlib import resources
+
+import sympy
+import torch
+
+from ir.env import Env
+from ir.errors import SpecError
+from ir.morphisms import Block, Morphism, Truncated
+from ir.names import plain_title
+from ir.numeric import FreeNumeric
+from ir.params import param_specs
+
+from .lower import INDENT, ClassBuilder, ClassInfo, Generator, Param, Sub
+from .names import comment_text, docstring
+
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+_counter = itertools.count()
+
+
+def collect_symbols(root) -> list[FreeNumeric]:
+    """Every free numeric a term mentions (sizes, strides, shifts, constants, formulas)."""
+    found: dict[int, FreeNumeric] = {}
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if isinstance(obj, sympy.Basic):
+            for s in obj.free_symbols:
+                if isinstance(s, FreeNumeric):
+                    found[s.uid] = s
+            continue
+        if obj is None or isinstance(obj, (str, int, float, bool)):
+            continue
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (tuple, list)):
+            stack.extend(obj)
+        elif isinstance(obj, dict):
+            stack.extend(obj.values())
+        elif dataclasses.is_dataclass(obj):
+            for f in dataclasses.fields(obj):
+                if f.name != "path":
+                    stack.append(getattr(obj, f.name))
+    return [found[k] for k in sorted(found)]
+
+
+def data_symbols(root: Morphism, env: Env) -> set[FreeNumeric]:
+    """Sizes fixed only by the data: symbols with no value stated in the spec that size an
+    axis of the root's inputs and no parameter (one module then serves any token count)."""
+    fixed: set = set()
+    for p in param_specs(root, env):
+        for s in p.shape:
+            fixed |= {x for x in sympy.sympify(s).free_symbols if isinstance(x, FreeNumeric)}
+    for site_tag in _repetition_symbols(root):
+        fixed |= site_tag
+    out = set()
+    for arr in root.dom:
+        for axis in arr.shape:
+            for s in sympy.sympify(axis.size).free_symbols:
+                if isinstance(s, FreeNumeric) and s.default is None and s not in fixed:
+                    out.add(s)
+    return out
+
+
+def _repetition_symbols(root):
+    from ir.walk import walk
+
+    for site in walk(root):
+        if isinstance(site.node, Block):
+            rep = sympy.sympify(site.node.tag.repetition)
+            yield {x for x in rep.free_symbols if isinstance(x, FreeNumeric)}
+
+
+def _prelude(name: str) -> tuple[list[str], str]:
+    """(import lines, code after the imports) of a prelude module, the code verbatim."""
+    text = resources.files("codegen").joinpath("prelude", f"{name}.py").read_text("utf-8")
+    tree = ast.parse(text)
+    imports, start = [], None
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            imports.append(ast.get_source_segment(text, node))
+            continue
+        if (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                and isinstance(node.value.value, str) and start is None):
+            continue
+        start = node.lineno if start is None else start
+    lines = text.splitlines()
+    body = "\n".join(lines[start - 1:]).rstrip() + "\n"
+    return imports, body
+
+
+PRELUDE_TITLES = {
+    "quant": "rounding to storage formats (emulate mode)",
+    "views": "affine reads and writes of trailing dims",
+}
+
+
+@dataclasses.dataclass
+class Generated:
+    source: str
+    root: ClassInfo
+    param_keys: dict[str, str]
+    class_name: str
+    slot_keys: dict[int, str] = dataclasses.field(default_factory=dict)
+
+    def load_params(self, module, params) -> None:
+        """Copy interpreter-keyed arrays into an instance of this file's root class."""
+        state = module.state_dict()
+        with torch.no_grad():
+            for name, key in self.param_keys.items():
+                value = torch.as_tensor(params[key])
+                target = state[name]
+                if tuple(value.shape) != tuple(target.shape):
+                    raise SpecError(f"{key}: shape {tuple(value.shape)}, expected "
+                                    f"{tuple(target.shape)}")
+                target.copy_(value.to(target.dtype))
+
+
+def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
+    if isinstance(morphism, Block):
+        return morphism.tag.title, morphism.tag.description, morphism.tag.formula
+    return module_name or "Model", None, None
+
+
+def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
+             module_name: str | None = None, source_name: str | None = None) -> Generated:
+    """Generate the source of a standalone module computing ``morphism`` under ``env``."""
+    if quant not in ("exact", "emulate"):
+        raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
+    if isinstance(morphism, Truncated):
+        raise SpecError("cannot compile a truncated term; compile a complete block or the "
+                        "salvaged prefix", morphism.path)
+    symbols = collect_symbols(morphism)
+    gen = Generator(env, data_symbols(morphism, env), quant, symbols)
+    title, description, formula = _root_title(morphism, module_name)
+    from .names import class_name as to_class_name
+
+    name = gen.class_names.fresh(to_class_name(plain_title(title), "Model"), sep="")
+    info = ClassInfo(key="root", name=name)
+    builder = ClassBuilder(gen, info, title=title, description=description, formula=formula)
+    if isinstance(morphism, Block):
+        from ir.params import repetitions
+
+        if repetitions(morphism, env) > 1:
+            builder.build(morphism, [a for a in morphism.dom], [None] * len(morphism.dom), {})
+        else:
+            builder.build(morphism.body, list(morphism.dom), [None] * len(morphism.dom), {})
+    else:
+        builder.build(morphism, list(morphism.dom), [None] * len(morphism.dom), {})
+    keys = param_keys(gen, info, morphism, env)
+    source = assemble(gen, info, keys, title, source_name)
+    check_source(source)
+    return Generated(source, info, keys, name, dict(gen.slot_keys))
+
+
+def instance_params(info: ClassInfo, prefix: str = ""):
+    """(state_dict key, site, role) of every parameter and buffer, in IR pre-order."""
+    for m in info.members:
+        if isinstance(m, Param):
+            yield prefix + m.attr, m.site, m.role
+        elif isinstance(m, Sub):
+            if m.repeat is not None:
+                for i in range(m.repeat):
+                    yield from instance_params(m.info, f"{prefix}{m.attr}.{i}.")
+            else:
+                yield from instance_params(m.info, f"{prefix}{m.attr}.")
+
+
+def param_keys(gen: Generator, info: ClassInfo, root, env: Env) -> dict[str, str]:
+    """state_dict key -> the interpreter's parameter key (ir.params.param_specs)."""
+    ours = list(instance_params(info))
+    specs = param_specs(root, env)
+    if len(ours) != len(specs):
+        raise SpecError(f"internal: the generated module holds {len(ours)} parameters but the "
+                        f"spec has {len(specs)}")
+    out = {}
+    for (name, site, role), spec in zip(ours, specs):
+        if spec.role != role or (spec.site is not site
+                                 and gen.key_of(spec.site) != gen.key_of(site)):
+            raise SpecError(f"internal: parameter {name} does not line up with {spec.key}")
+        out[name] = spec.key
+    return out
+
+
+def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
+             source_name: str | None) -> str:
+    parts = []
+    head = f"{plain_title(title)}: PyTorch code generated by ncdc"
+    if source_name:
+        head += f" from {source_name}"
+    doc = (head + ".\n\nStandalone: imports only torch and the standard library. Arrays carry "
+           "their axes last;\nany number of leading (batch) dims is allowed. "
+           "`load_interpreter_params(module, params)`\nloads weights keyed like ncdc's "
+           "reference interpreter (see PARAM_KEYS).\n")
+    parts.append(docstring(doc, ""))
+    body_parts = []
+    for name in ("quant", "views"):
+        if name in gen.prelude:
+            _, code = _prelude(name)
+            body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
+                              "verbatim ----\n\n\n" + code)
+    for info in gen.order:
+        body_parts.append(info.source)
+    body_parts.append(root.source)
+    keys_lines = ["PARAM_KEYS = {"]
+    for k, v in keys.items():
+        keys_lines.append(f"    {k!r}: {v!r},")
+    keys_lines.append("}")
+    keys_lines.append('"""state_dict key -> parameter key of the reference interpreter."""')
+    body_parts.append("\n".join(keys_lines) + "\n" if keys else
+                      "PARAM_KEYS: dict[str, str] = {}\n")
+    body_parts.append(LOADER)
+    body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
+    imports = []
+    if re.search(r"\bfunctools\.", body):
+        imports.append("import functools")
+    if re.search(r"\bmath\.", body):
+        imports.append("import math")
+    imports.append("")
+    imports.append("import torch")
+    if re.search(r"(?<![\w.])F\.", body):
+        imports.append("import torch.nn.functional as F")
+    imports.append("from torch import nn")
+    if imports[0] == "":
+        imports = imports[1:]
+    after = "\n\n" if body_parts[0].startswith("#") else "\n\n\n"
+    text = parts[0] + "\n\n" + "\n".join(imports) + after + "\n\n".join(
+        p.rstrip("\n") + "\n" for p in body_parts)
+    return re.sub(r"\n{4,}", "\n\n\n", text)
+
+
+LOADER = '''def load_interpreter_params(module, params):
+    """Copy arrays keyed like the reference interpreter (``params[key]``, any array-like) into
+    ``module``'s parameters and buffers, checking every shape."""
+    state = module.state_dict()
+    missing = [key for key in PARAM_KEYS.values() if key not in params]
+    if missing:
+        raise KeyError(f"no array for {missing[0]!r} ({len(missing)} missing)")
+    with torch.no_grad():
+        for name, key in PARAM_KEYS.items():
+            target = state[name]
+            value = torch.as_tensor(params[key])
+            if tuple(value.shape) != tuple(target.shape):
+                raise ValueError(f"{key}: shape {tuple(value.shape)}, expected "
+                                 f"{tuple(target.shape)}")
+            target.copy_(value.to(target.dtype))
+    return module
+'''
+
+
+def check_source(source: str) -> None:
+    """The emitted text must parse, and import nothing but torch and the standard library."""
+    tree = ast.parse(source)
+    allowed = {"torch", "math", "functools"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = [(node.module or "").split(".")[0]]
+        else:
+            continue
+        bad = [n for n in names if n not in allowed]
+        if bad:
+            raise AssertionError(f"generated code imports {bad[0]}")
+
+
+def load_module(source: str, name: str | None = None) -> types.ModuleType:
+    """Execute generated source as a fresh Python module (registered in ``sys.modules``)."""
+    mod_name = name or f"ncdc_generated_{next(_counter)}"
+    mod = types.ModuleType(mod_name)
+    mod.__file__ = f"<{mod_name}>"
+    sys.modules[mod_name] = mod
+    # the source is our own output, checked by check_source (spec text only in literals)
+    exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102
+    return mod
+
+
+def instantiate(module: types.ModuleType, class_name: str, dtype: torch.dtype, **kwargs):
+    """Construct the root class with ``dtype`` as the default float type (tables computed in
+    the constructor follow it), then move every floating tensor to ``dtype``."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype in (torch.float32, torch.float64) else old)
+    try:
+        obj = getattr(module, class_name)(**kwargs)
+    finally:
+        torch.set_default_dtype(old)
+    return obj.to(dtype)
+
+
+__all__ = [
+    "DTYPES",
+    "INDENT",
+    "Generated",
+    "comment_text",
+    "generate",
+    "instantiate",
+    "load_module",
+]

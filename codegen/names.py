@@ -1,0 +1,144 @@
+"""Identifiers and text for generated code: every piece of spec text that reaches the source goes
+through here, as a sanitised identifier, a single-line comment fragment, or an escaped string
+literal."""
+from __future__ import annotations
+
+import ast
+import keyword
+import re
+
+_LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|mathit|operatorname|mathbbm|mathbb|"
+                             r"mathcal|tfrac|frac|lvert|rvert|left|right)\b")
+_COMMAND = re.compile(r"\\([A-Za-z]+)")
+_NON_WORD = re.compile(r"[^0-9A-Za-z]+")
+
+# names every generated class already uses (nn.Module attributes, our own locals)
+RESERVED_ATTRIBUTES = frozenset({
+    "training", "forward", "state_dict", "parameters", "buffers", "children", "modules",
+    "register_buffer", "register_parameter", "add_module", "apply", "cuda", "cpu", "to", "type",
+    "float", "double", "half", "bfloat16", "train", "eval", "zero_grad", "extra_repr", "dump_patches",
+    "call_super_init", "quant", "emulate", "dtype", "get_submodule", "get_parameter",
+    "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
+    "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
+})
+
+
+_ABS = re.compile(r"\\lvert(.*?)\\rvert")
+
+
+def words(text: str) -> list[str]:
+    """The alphanumeric words of a (LaTeX) label: ``W^{Qa}`` -> ``['W', 'Qa']``,
+    ``\\varepsilon_{\\mathrm{hc}}`` -> ``['varepsilon', 'hc']``."""
+    text = _ABS.sub(r" abs \1 ", text or "")
+    text = text.replace("\\ulcorner", " clamp ").replace("\\lrcorner", " ")
+    text = _LATEX_WRAPPERS.sub(" ", text)
+    text = _COMMAND.sub(r" \1 ", text)
+    return [w for w in _NON_WORD.split(text) if w]
+
+
+def identifier(text: str, fallback: str = "value", lower: bool = True) -> str:
+    """A valid Python identifier (snake case) from spec text; never a keyword."""
+    parts = words(text)
+    out = "_".join(p.lower() if lower else p for p in parts) or fallback
+    if out[0].isdigit():
+        out = f"{fallback}_{out}"
+    if keyword.iskeyword(out) or keyword.issoftkeyword(out) or out in {"self", "torch", "nn",
+                                                                         "math", "F"}:
+        out += "_"
+    return out
+
+
+def class_name(title: str, fallback: str = "Block") -> str:
+    """CamelCase class name from a block title: ``Single-Pass mHC`` -> ``SinglePassMHC``."""
+    parts = words(title)
+    out = "".join(p[:1].upper() + p[1:] for p in parts) or fallback
+    if out[0].isdigit():
+        out = fallback + out
+    if keyword.iskeyword(out):
+        out += "_"
+    return out
+
+
+def snake_case(name: str) -> str:
+    """``FirstSinkhornRound`` -> ``first_sinkhorn_round``; ``SinglePassMHC`` -> ``single_pass_mhc``."""
+    out = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
+    return identifier(out, "block")
+
+
+class Namer:
+    """Deterministic deduplication within one namespace: ``name``, ``name_2``, ``name_3``..."""
+
+    def __init__(self, taken=()):
+        self.taken: set[str] = set(taken)
+
+    def fresh(self, base: str, sep: str = "_") -> str:
+        if base not in self.taken:
+            self.taken.add(base)
+            return base
+        k = 2
+        while f"{base}{sep}{k}" in self.taken:
+            k += 1
+        name = f"{base}{sep}{k}"
+        self.taken.add(name)
+        return name
+
+    def reserve(self, name: str) -> None:
+        self.taken.add(name)
+
+
+def comment_text(text: str, limit: int = 90) -> str:
+    """Spec text made safe for a one-line comment: printable ASCII only, no line breaks."""
+    flat = " ".join(str(text or "").split())
+    safe = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in flat)
+    if len(safe) > limit:
+        safe = safe[:limit - 3].rstrip() + "..."
+    return safe
+
+
+def docstring(text: str, indent: str) -> str:
+    """A triple-quoted docstring literal that evaluates exactly to ``text`` (escaped: backslashes,
+    quotes and non-printable characters), indented for a class body."""
+    out = []
+    for ch in text:
+        code = ord(ch)
+        if ch == "\\":
+            out.append("\\\\")
+        elif ch == '"':
+            out.append('\\"')
+        elif ch == "\n":
+            out.append("\n")
+        elif 32 <= code < 127:
+            out.append(ch)
+        elif code < 0x100:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    body = "".join(out)
+    lines = body.split("\n")
+    # trailing whitespace on lines would trip linters; keep it escaped instead
+    lines = [ln.rstrip(" ") + ("\\x20" * (len(ln) - len(ln.rstrip(" ")))) for ln in lines]
+    if len(lines) == 1:
+        literal = f'"""{lines[0]}"""'
+    else:
+        literal = '"""' + lines[0] + "\n" + "\n".join(
+            (indent + ln) if ln else "" for ln in lines[1:]) + "\n" + indent + '"""'
+    return literal
+
+
+def check_docstring(literal: str, indent: str, text: str) -> None:
+    """Assert the literal evaluates to the dedented text (defence in depth)."""
+    value = ast.literal_eval(literal)
+    expected_lines = text.split("\n")
+    got_lines = value.split("\n")
+    if len(text.split("\n")) > 1:
+        got_lines = [got_lines[0]] + [ln.removeprefix(indent)
+                                      for ln in got_lines[1:-1]]
+    if got_lines != expected_lines:
+        raise AssertionError("docstring escaping is not faithful")
+
+
+def string_literal(text: str) -> str:
+    """An escaped single-line string literal."""
+    return repr(str(text))

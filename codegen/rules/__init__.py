@@ -1,0 +1,1 @@
+"""Codegen rules, one module per operator family (registered in :mod:`codegen.registry`)."""

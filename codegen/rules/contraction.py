@@ -1,0 +1,245 @@
+"""Einops (products and contractions), Linear (held weights), Embedding (table lookups)."""
+from __future__ import annotations
+
+from ir.datatypes import Natural, kind, strip
+from ir.errors import SpecError
+from ir.operators import Einops, Embedding, Linear
+
+from .. import liveness
+from ..broadcast import OpResult
+from ..emit import atom
+from ..names import identifier
+from ..registry import rule
+
+
+def _contract(ctx, terms, folded, out_hint: str):
+    """Einsum over labelled terms ``(operand index | None, code, labels)``; summed labels are
+    those not in the output. Returns (code, out labels)."""
+    rel = ctx.rel
+    out = []
+    for k, code, labels in terms:
+        for lab in labels:
+            r = rel(lab)
+            if r not in out and lab not in folded and r[0] in ("d", "o", "v"):
+                out.append(r)
+    if ctx.relabel:
+        out = [lab for lab in [("v", i) for i in range(len(ctx.final.degree))] if lab in out] + \
+            [lab for lab in out if lab[0] != "v"]
+    else:
+        out = [lab for lab in ctx.deg_labels if lab in out] + [lab for lab in out
+                                                               if lab[0] == "o"]
+    rel_terms = [(code, [rel(lab) for lab in labels], k is not None and ctx.ops[k].full)
+                 for k, code, labels in terms]
+    return ctx.einsum(rel_terms, out), out
+
+
+@rule(Einops)
+def einops(ctx):
+    sig = ctx.op.signature
+    if len(sig) != len(ctx.ops):
+        raise SpecError(f"Einops signature has {len(sig)} entries for {len(ctx.ops)} inputs",
+                        ctx.b.path)
+    relabelled = []
+    for k, o in enumerate(ctx.ops):
+        groups = sig[k]
+        labs = []
+        for lab in o.labels:
+            if lab[0] == "t":
+                if lab[2] >= len(groups):
+                    raise SpecError(f"Einops signature entry {k} is shorter than the input's "
+                                    "target", ctx.b.path)
+                g = ("g", groups[lab[2]])
+                ctx.group_axes.setdefault(g, ctx.axis(lab))
+                labs.append(g)
+            else:
+                labs.append(lab)
+        relabelled.append(labs)
+    groups = [g for labs in relabelled for g in labs if g[0] == "g"]
+    groups = list(dict.fromkeys(groups))
+    out = ctx.spanned()
+    if not groups and not ctx.relabel:
+        # pointwise product of the aligned operands
+        terms = []
+        for k, o in enumerate(ctx.ops):
+            from ..emit import align_code
+
+            terms.append(align_code(o.expr, relabelled[k], out))
+        code = " * ".join(terms) if len(terms) > 1 else terms[0]
+        live, static = ctx.product_live(out)
+        name = "product"
+        var = ctx.bind(name, code, out)
+        if live is not None:
+            live_var = ctx.bind(var + "_live", live)
+            var = ctx.bind(var, ctx.where_live(live_var, var), out)
+            return [OpResult(var, out, live_var, static)]
+        return [OpResult(var, out)]
+    # contraction: every group is summed
+    if len(ctx.ops) == 1 and not ctx.relabel:
+        labs = relabelled[0]
+        dims = [i - len(labs) for i, lab in enumerate(labs) if lab[0] == "g"]
+        keep = [lab for lab in labs if lab[0] != "g"]
+        if len(set(labs)) == len(labs):
+            dim = dims[0] if len(dims) == 1 else tuple(dims)
+            code = f"{ctx.ops[0].expr}.sum(dim={dim})"
+            outl = keep
+        else:
+            code, outl = _contract(ctx, [(0, ctx.ops[0].expr, labs)], set(groups), "total")
+    else:
+        terms = [(k, o.expr, relabelled[k]) for k, o in enumerate(ctx.ops)]
+        code, outl = _contract(ctx, terms, set(groups), "contraction")
+    var = ctx.bind("total" if len(ctx.ops) == 1 else "contraction", code, outl)
+    live, static = _fold_live(ctx, relabelled, groups, outl)
+    if live is not None:
+        live = ctx.bind(var + "_live", live)
+    return [OpResult(var, outl, live, static)]
+
+
+def _fold_live(ctx, relabelled, groups, outl):
+    """Liveness of a contraction: live iff some term (all factors live) is live."""
+    ks = ctx.masked()
+    if not ks:
+        return None, None
+    if ctx.relabel:
+        raise AssertionError("fused contractions never carry masks")
+    space = outl + groups
+    pos = liveness.full(len(space))
+    sure = liveness.full(len(space))
+    codes = []
+    from ..emit import align_code
+
+    for k in ks:
+        o = ctx.ops[k]
+        p = liveness.align(o.static[0], relabelled[k], space)
+        s = liveness.align(o.static[1], relabelled[k], space)
+        pos, sure = pos & p, sure & s
+        codes.append(align_code(o.live, relabelled[k], space))
+    axes = tuple(range(len(outl), len(space)))
+    fp = pos.any(axis=axes) if axes else pos
+    fs = sure.any(axis=axes) if axes else sure
+    if liveness.make(fp, fs) is None:
+        return None, None
+    code = " & ".join(codes) if len(codes) > 1 else codes[0]
+    if axes:
+        dims = tuple(a - len(space) for a in axes)
+        code = f"{atom(code)}.any(dim={dims if len(dims) > 1 else dims[0]})"
+    return code, (fp, fs)
+
+
+def _weight_name(op) -> str:
+    return identifier(op.label, "weight") if op.label else "weight"
+
+
+@rule(Linear)
+def linear(ctx):
+    op, b = ctx.op, ctx.b
+    cb = ctx.cb
+    if len(ctx.ops) > 1:
+        raise SpecError("a Linear with more than one input is not supported", b.path)
+    for w in b.input_weaves:
+        if isinstance(strip(w.datatype), Natural):
+            raise SpecError("a Linear with a natural (selecting) input is not supported",
+                            b.path, node_type="Linear")
+    in_labels = [("t", 0, p) for p in range(len(b.input_weaves[0].target))] if ctx.ops else []
+    out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
+    in_axes = [ctx.axis(lab) for lab in in_labels]
+    shape = [cb.init_size_code(a.size) for a in in_axes + [ctx.axis(lab) for lab in out_labels]]
+    base = _weight_name(op)
+    cplx = kind(b.output_weaves[0].datatype) == "complex"
+    ctor = "torch.randn" if not cplx else "_complex_randn"
+    if cplx:
+        raise SpecError("complex Linear weights are not supported by the code generator",
+                        b.path)
+    if in_labels:
+        fan = " * ".join(cb.init_size_code(a.size) for a in in_axes)
+        fan = f"({fan})" if len(in_axes) > 1 else fan
+        init = f"{ctor}({', '.join(shape)}) * {fan} ** -0.5"
+    else:
+        init = f"torch.zeros({', '.join(shape)})"
+    weight = cb.add_param(base, b, "weight", init, True)
+    bias = None
+    if op.bias:
+        bshape = [cb.init_size_code(ctx.axis(lab).size) for lab in out_labels]
+        bias = cb.add_param(base + "_bias", b, "bias",
+                            f"torch.zeros({', '.join(bshape)})",
+                            True)
+    if not ctx.ops:
+        labels = [ctx.rel(lab) for lab in out_labels]
+        expr = weight
+        if bias is not None:
+            expr = ctx.bind(base, f"{weight} + {bias}", labels)
+        return [OpResult(expr, labels, full=False)]
+    o = ctx.ops[0]
+    name = f"{base}_out"
+    simple = (len(in_labels) == 1 and len(out_labels) == 1 and o.labels[-1:] == in_labels
+              and not ctx.relabel and o.labels.count(in_labels[0]) == 1)
+    trailing = (not ctx.relabel and len(in_labels) >= 1 and o.labels[-len(in_labels):] == in_labels
+                and len(set(o.labels)) == len(o.labels))
+    if simple:
+        code = f"{o.expr} @ {weight}"
+        labels = o.labels[:-1] + out_labels
+    elif trailing:
+        # the input's target dims are its last dims, in the weight's order: one matrix product
+        code = f"torch.tensordot({o.expr}, {weight}, dims={len(in_labels)})"
+        labels = o.labels[:-len(in_labels)] + out_labels
+    else:
+        from .contraction import _contract as contract
+
+        code, labels = contract(ctx, [(0, o.expr, o.labels), (None, weight,
+                                                               in_labels + out_labels)],
+                                set(in_labels), name)
+    if bias is not None:
+        from ..emit import align_code
+
+        code = f"{code} + {align_code(bias, [ctx.rel(lab) for lab in out_labels], labels)}"
+    var = ctx.bind(name, code, labels)
+    if o.live is None:
+        return [OpResult(var, labels)]
+    keep = [lab for lab in o.labels if lab not in in_labels]
+    fs = ctx.fold_static(o.static, o.labels, in_labels, keep)
+    if liveness.make(*fs) is None:
+        return [OpResult(var, labels)]
+    dims = tuple(i - len(o.labels) for i, lab in enumerate(o.labels) if lab in in_labels)
+    from ..emit import align_code
+
+    live = ctx.bind(var + "_live", align_code(
+        f"{o.live}.any(dim={dims if len(dims) > 1 else dims[0]})", keep, labels))
+    var = ctx.bind(var, ctx.where_live(live, var), labels)
+    st = (liveness.align(fs[0], keep, labels), liveness.align(fs[1], keep, labels))
+    return [OpResult(var, labels, live, st)]
+
+
+@rule(Embedding)
+def embedding(ctx):
+    b, cb = ctx.b, ctx.cb
+    if len(ctx.ops) != 1:
+        raise SpecError("an Embedding takes one index input", b.path)
+    dt = strip(b.input_weaves[0].datatype)
+    if not isinstance(dt, Natural):
+        raise SpecError("an Embedding's input must be a natural index", b.path,
+                        node_type="Embedding")
+    if b.input_weaves[0].target:
+        raise SpecError("an Embedding's index must be rank 0 (all TILED)", b.path)
+    out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
+    shape = [cb.init_size_code(dt.max_value)] + [cb.init_size_code(ctx.axis(lab).size)
+                                                  for lab in out_labels]
+    base = (identifier(ctx.op.label, "embedding") if ctx.op.label else "embedding") + "_table"
+    out_kind = kind(b.output_weaves[0].datatype)
+    if out_kind == "natural":
+        init = f"torch.zeros({', '.join(shape)}, dtype=torch.long)"
+        table = cb.add_param(base, b, "table", init, False)
+    else:
+        init = f"torch.randn({', '.join(shape)})"
+        table = cb.add_param(base, b, "table", init, True)
+    o = ctx.ops[0]
+    labels = o.labels + out_labels
+    var = ctx.bind(f"{base[:-6]}_rows", f"{table}[{o.expr}]", labels)
+    if o.live is None:
+        return [OpResult(var, labels)]
+    from ..emit import align_code
+
+    live = align_code(o.live, o.labels, labels)
+    live_var = ctx.bind(var + "_live", live)
+    var = ctx.bind(var, ctx.where_live(live_var, var), labels)
+    pos = liveness.align(o.static[0], o.labels, labels)
+    sure = liveness.align(o.static[1], o.labels, labels)
+    return [OpResult(var, labels, live_var, (pos, sure))]

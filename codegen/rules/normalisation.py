@@ -1,0 +1,113 @@
+"""Normalisations over the target axes: RMSNorm, L1 normalisation, (older) softmax."""
+from __future__ import annotations
+
+from ir.errors import SpecError
+from ir.operators import L1Norm, Normalize, SoftMax
+
+from .. import liveness
+from ..broadcast import OpResult
+from ..registry import rule
+
+LEGACY_RMS_EPSILON = 1e-5
+"""Older-generation ``Normalize`` (no epsilon field): RMSNorm with epsilon 1e-5, no gain."""
+
+
+def _target(ctx, what):
+    """The operand as it lies (normalising over its target dims wherever they are), unless a
+    repeated label needs a diagonal first."""
+    if len(ctx.ops) != 1:
+        raise SpecError(f"{what} takes one input", ctx.b.path)
+    o = ctx.ops[0]
+    tl = [lab for lab in o.labels if lab[0] == "t"]
+    keep = [lab for lab in o.labels if lab[0] != "t"]
+    if not tl:
+        raise SpecError(f"{what} needs target axes to normalise over", ctx.b.path)
+    labels = list(o.labels) if len(set(o.labels)) == len(o.labels) else keep + tl
+    src = ctx.aligned(0, labels)
+    live = ctx.aligned_live(0, labels)
+    dims = tuple(i - len(labels) for i, lab in enumerate(labels) if lab[0] == "t")
+    dim = dims[0] if len(dims) == 1 else dims
+    out = [("o", 0, lab[2]) if lab[0] == "t" else lab for lab in labels]
+    return o, keep, tl, labels, src, live, dim, out
+
+
+def _out_live(ctx, o, keep, tl, labels, live, var, out, fold: bool):
+    """Dead positions stay dead (re-zeroed); with ``fold`` a row with no live entry is dead
+    too (its statistic is undefined)."""
+    if live is None:
+        return [OpResult(var, out)]
+    p = liveness.align(o.static[0], o.labels, labels)
+    s = liveness.align(o.static[1], o.labels, labels)
+    var = ctx.bind(var, ctx.where_live(live, var), out)
+    return [OpResult(var, out, live, (p, s))]
+
+
+@rule(Normalize)
+def normalize(ctx):
+    op, cb = ctx.op, ctx.cb
+    o, keep, tl, labels, src, live, dim, out = _target(ctx, "Normalize")
+    if op.epsilon is None:
+        eps = repr(LEGACY_RMS_EPSILON)
+    else:
+        eps = cb.size_code(op.epsilon) if _integral(op.epsilon) else _constant(cb, op.epsilon)
+    if live is None:
+        mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
+    else:
+        count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
+        mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
+    code = f"{src} / torch.sqrt({mean} + {eps})"
+    shape = [cb.init_size_code(ctx.axis(lab).size) for lab in tl]
+    shape_code = ", ".join(shape)
+    if op.gain:
+        gain = cb.add_param("rms_norm_gain", ctx.b, "gain", f"torch.ones({shape_code})", True)
+        code = f"{code} * {gain}"
+    if op.bias:
+        shift = cb.add_param("rms_norm_shift", ctx.b, "shift", f"torch.zeros({shape_code})",
+                             True)
+        code = f"{code} + {shift}"
+    var = ctx.bind("normed", code, out)
+    return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
+
+
+def _integral(expr) -> bool:
+    import sympy
+
+    return sympy.sympify(expr).is_Integer is True
+
+
+def _constant(cb, expr) -> str:
+    from ..formula import FormulaPrinter
+
+    return FormulaPrinter("x", cb._fwd_symbol)(expr)
+
+
+@rule(L1Norm)
+def l1_norm(ctx):
+    o, keep, tl, labels, src, live, dim, out = _target(ctx, "L1Norm")
+    if len(tl) != 1:
+        raise SpecError("L1Norm normalises exactly one target axis", ctx.b.path)
+    total = f"{src}.sum(dim={dim}, keepdim=True)"
+    eps = ctx.op.epsilon
+    if eps is not None and not (_integral(eps) and int(eps) == 0):
+        total = f"{total} + {_constant(ctx.cb, eps)}"
+        code = f"{src} / ({total})"
+    else:
+        code = f"{src} / {total}"
+    var = ctx.bind("l1_normed", code, out)
+    return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
+
+
+@rule(SoftMax)
+def softmax(ctx):
+    o, keep, tl, labels, src, live, dim, out = _target(ctx, "SoftMax")
+    if live is not None:
+        src = ctx.bind("logits", ctx.where_live(live, src, "-math.inf"), labels)
+    if len(tl) == 1:
+        code = f"torch.softmax({src}, dim={dim})"
+    else:
+        n = len(tl)
+        src = ctx.aligned(0, keep + tl)
+        out = keep + [("o", 0, lab[2]) for lab in tl]
+        code = f"torch.softmax({src}.flatten({-n}), dim=-1).view_as({src})"
+    var = ctx.bind("softmax", code, out)
+    return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
