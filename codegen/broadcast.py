@@ -17,31 +17,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from ir.arrays import TILED
-from ir.datatypes import Complex, Quantified, kind, storage_encoding
+from ir.datatypes import kind, storage_encoding
 from ir.errors import SpecError
 from ir.morphisms import Broadcasted
 from ir.operators import (
-    BlockOperator,
-    Cast,
-    ConcatenateAxes,
-    CovariantView,
-    DeconcatenateAxes,
     Einops,
-    Identity,
     Linear,
-    ParaBlockOperator,
-    TypeConvert,
     View,
 )
+from ir.storage import block_scale, output_format
 
 from . import liveness
 from .affine import affine_map, simple_source
 from .emit import align_code, atom, einsum_letters
 from .names import comment_text, identifier
 from .wires import Wire
-
-ROUNDING_EXEMPT = (View, CovariantView, ConcatenateAxes, DeconcatenateAxes, Identity, Cast,
-                   BlockOperator, ParaBlockOperator)
 
 
 @dataclass
@@ -498,22 +488,6 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
     return [round_output(cb, b, j, w, w.var in fresh) for j, w in enumerate(outs)]
 
 
-def output_format(b: Broadcasted, j: int):
-    """The format output ``j`` is held in under emulation (QUANT_POLICY.md): a TypeConvert's
-    target; any other computing operator's quantised output weave; never bare ``R``, never
-    naturals except through an explicit TypeConvert, never pure data movement or boxes."""
-    op = b.operator
-    if isinstance(op, ROUNDING_EXEMPT):
-        return None
-    if isinstance(op, TypeConvert):
-        dt = op.target if op.target is not None else b.output_weaves[j].datatype
-        return dt if storage_encoding(dt) is not None else None
-    dt = b.output_weaves[j].datatype
-    if storage_encoding(dt) is None or kind(dt) == "natural":
-        return None
-    return dt
-
-
 def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
     dt = output_format(b, j)
     if dt is None:
@@ -521,8 +495,7 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
     enc = storage_encoding(dt).value
     if kind(dt) == "natural" and enc == "INT64":
         return w
-    scale = dt.scale if isinstance(dt, Quantified) else (
-        dt.base.scale if isinstance(dt, Complex) and isinstance(dt.base, Quantified) else None)
+    scale = block_scale(dt)
     cb.gen.prelude.add("quant")
     if scale is not None:
         channels = cb.size_code(scale.channels)

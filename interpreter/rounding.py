@@ -24,45 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from ir.datatypes import Complex, Quantified, kind, storage_encoding
-from ir.operators import (
-    BlockOperator,
-    Cast,
-    ConcatenateAxes,
-    CovariantView,
-    DeconcatenateAxes,
-    Identity,
-    ParaBlockOperator,
-    TypeConvert,
-    View,
-)
+from ir.datatypes import storage_encoding
+from ir.storage import block_scale as _scale
+from ir.storage import output_format
 
 from .quant import mx_block_round, round_to
 
-EXEMPT = (View, CovariantView, ConcatenateAxes, DeconcatenateAxes, Identity, Cast,
-          BlockOperator, ParaBlockOperator)
-
-
-def output_format(b, j: int):
-    """The datatype output ``j`` of ``b`` is rounded to in emulate mode, or None."""
-    op = b.operator
-    if isinstance(op, EXEMPT):
-        return None
-    if isinstance(op, TypeConvert):
-        dt = op.target if op.target is not None else b.output_weaves[j].datatype
-        return dt if storage_encoding(dt) is not None else None
-    dt = b.output_weaves[j].datatype
-    if storage_encoding(dt) is None or kind(dt) == "natural":
-        return None
-    return dt
-
-
-def _scale(dt):
-    if isinstance(dt, Quantified):
-        return dt.scale
-    if isinstance(dt, Complex):
-        return _scale(dt.base)
-    return None
+__all__ = ["has_block_scale", "output_format", "round_values"]
 
 
 def has_block_scale(dt) -> bool:
