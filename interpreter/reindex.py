@@ -1,12 +1,9 @@
 """Reindexings as affine gathers (FORMAT.md §7) and covariant scatters (§11.14–11.15).
 
-Every stride-category morphism of a spec (``Rearrangement``, ``StrideMorphism`` and
-``Composed`` / ``ProductOfMorphisms`` / ``Block`` of them) is lowered once to an
-:class:`AffineMap`: ``cod[j] = sum_i S[j][i] * dom[i] + shift[j]`` with integer ``S`` and
-``shift`` (symbolic strides and shifts evaluated under the env), plus the range conditions of any
-intermediate index of a composition. A codomain index outside ``[0, size)`` — or an
-intermediate one — reads the universal unit: the position is **dead**. No wrap-around, no
-clamping.
+The normalisation of a reindexing to an affine map with its dead rule is ``ir.affine``'s
+(:func:`affine_map` here binds it under the env); this module executes such maps on numpy
+arrays. A codomain index outside ``[0, size)`` — or an intermediate one of a composition —
+reads the universal unit: the position is **dead**. No wrap-around, no clamping.
 
 :func:`gather` reads an array through a map without copying where it can: the read is an
 ``as_strided`` view of the source (padded with zeros once along the dimensions the map can step
@@ -22,73 +19,20 @@ from functools import cached_property
 
 import numpy as np
 
+from ir import affine
+from ir.affine import BoundAffineMap
 from ir.env import Env
-from ir.errors import SpecError
-from ir.morphisms import Block, Composed, ProductOfMorphisms, Rearrangement, StrideMorphism
 
 from .values import Value, land
 
 
-@dataclass(frozen=True)
-class AffineMap:
-    """``cod[j] = S[j] . dom + shift[j]``; live iff every ``cod[j]`` and every constraint
-    ``c . dom + s`` lies in ``[0, size)``."""
-
-    dom_sizes: tuple[int, ...]
-    cod_sizes: tuple[int, ...]
-    S: tuple[tuple[int, ...], ...]
-    shift: tuple[int, ...]
-    constraints: tuple[tuple[tuple[int, ...], int, int], ...] = ()
-
-    @property
-    def ranges(self) -> list[tuple[int, int]]:
-        """(lowest, highest) codomain index over the domain box, per codomain axis."""
-        return [_range(row, b, self.dom_sizes) for row, b in zip(self.S, self.shift)]
-
-    @property
-    def always_in_range(self) -> bool:
-        if any(d == 0 for d in self.dom_sizes):
-            return True
-        for (lo, hi), n in zip(self.ranges, self.cod_sizes):
-            if lo < 0 or hi > n - 1:
-                return False
-        for row, b, n in self.constraints:
-            lo, hi = _range(row, b, self.dom_sizes)
-            if lo < 0 or hi > n - 1:
-                return False
-        return True
-
-    def index_grids(self) -> list[np.ndarray]:
-        """One integer array per codomain axis, broadcastable over the domain box."""
-        return [_grid(row, b, self.dom_sizes) for row, b in zip(self.S, self.shift)]
-
-    def ok_mask(self):
-        """Bool array over the domain box (size-1 where independent), or ``None`` if every
-        read is in range."""
-        if self.always_in_range:
-            return None
-        out = None
-        rows = [(row, b, n) for row, b, n in zip(self.S, self.shift, self.cod_sizes)]
-        for row, b, n in list(rows) + list(self.constraints):
-            lo, hi = _range(row, b, self.dom_sizes)
-            if lo >= 0 and hi <= n - 1:
-                continue
-            g = _grid(row, b, self.dom_sizes)
-            ok = (g >= 0) & (g < n)
-            out = ok if out is None else out & ok
-        return out
-
-
-def _range(row, b, sizes) -> tuple[int, int]:
-    lo = hi = b
-    for s, d in zip(row, sizes):
-        span = s * (d - 1)
-        lo += min(0, span)
-        hi += max(0, span)
-    return lo, hi
+def affine_map(m, env: Env) -> BoundAffineMap:
+    """The integer affine map of the reindexing ``m`` under ``env`` (``ir.affine``'s rule)."""
+    return affine.affine_map(m).bind(env)
 
 
 def _grid(row, b, sizes) -> np.ndarray:
+    """``row . d + b`` as an integer array broadcastable over the domain box ``sizes``."""
     r = len(sizes)
     g = np.full((1,) * r, b, dtype=np.int64)
     for i, (s, d) in enumerate(zip(row, sizes)):
@@ -99,69 +43,24 @@ def _grid(row, b, sizes) -> np.ndarray:
     return g
 
 
-def affine_map(m, env: Env) -> AffineMap:
-    """Lower a stride-category morphism to an :class:`AffineMap` under ``env``."""
-    if isinstance(m, Block):
-        return affine_map(m.body, env)
-    if isinstance(m, Rearrangement):
-        dom = tuple(m.dom_)
-        sizes = env.sizes(dom)
-        S = tuple(tuple(1 if i == k else 0 for i in range(len(dom))) for k in m.mapping)
-        return AffineMap(sizes, tuple(sizes[k] for k in m.mapping), S, (0,) * len(m.mapping))
-    if isinstance(m, StrideMorphism):
-        dom = tuple(m.dom_)
-        S, shift = [], []
-        for row in m.rows:
-            if len(row.strides) != len(dom):
-                raise SpecError(f"stride row for {row.axis.label} has {len(row.strides)} "
-                                f"strides for a domain of {len(dom)} axes", m.path,
-                                node_type="StrideMorphism")
-            S.append(tuple(env.size(s) for s in row.strides))
-            shift.append(env.size(row.shift))
-        return AffineMap(env.sizes(dom), env.sizes(m.cod), tuple(S), tuple(shift))
-    if isinstance(m, ProductOfMorphisms):
-        parts = [affine_map(p, env) for p in m.content]
-        n = sum(len(p.dom_sizes) for p in parts)
-        S, shift, cons, off = [], [], [], 0
-        for p in parts:
-            k = len(p.dom_sizes)
-            S.extend(_widen(row, off, n) for row in p.S)
-            shift.extend(p.shift)
-            cons.extend((_widen(row, off, n), b, size) for row, b, size in p.constraints)
-            off += k
-        return AffineMap(tuple(d for p in parts for d in p.dom_sizes),
-                         tuple(c for p in parts for c in p.cod_sizes), tuple(S), tuple(shift),
-                         tuple(cons))
-    if isinstance(m, Composed):
-        if not m.content:
-            raise SpecError("empty composition of reindexings", m.path, node_type="Composed")
-        acc = affine_map(m.content[0], env)
-        for nxt in m.content[1:]:
-            acc = _compose(acc, affine_map(nxt, env), m.path)
-        return acc
-    raise SpecError(f"a {type(m).__name__} cannot be used as a reindexing",
-                    getattr(m, "path", ""), node_type=type(m).__name__)
+def index_grids(am: BoundAffineMap) -> list[np.ndarray]:
+    """One integer array per codomain axis, broadcastable over the domain box."""
+    return [_grid(row, b, am.dom_sizes) for row, b in zip(am.rows, am.shifts)]
 
 
-def _widen(row, off: int, n: int) -> tuple[int, ...]:
-    """A part's row placed at domain offset ``off`` of an ``n``-axis product domain."""
-    return (0,) * off + tuple(row) + (0,) * (n - off - len(row))
-
-
-def _compose(f: AffineMap, g: AffineMap, path: str) -> AffineMap:
-    """``g after f``: f's codomain indices become range conditions."""
-    if len(f.cod_sizes) != len(g.dom_sizes):
-        raise SpecError("composed reindexings do not join", path, node_type="Composed")
-    r = len(f.dom_sizes)
-
-    def through(row, b):
-        new = tuple(sum(row[j] * f.S[j][i] for j in range(len(row))) for i in range(r))
-        return new, b + sum(row[j] * f.shift[j] for j in range(len(row)))
-
-    S, shift = zip(*[through(row, b) for row, b in zip(g.S, g.shift)]) if g.S else ((), ())
-    cons = list(f.constraints) + [(row, b, n) for row, b, n in zip(f.S, f.shift, f.cod_sizes)]
-    cons += [through(row, b) + (n,) for row, b, n in g.constraints]
-    return AffineMap(f.dom_sizes, g.cod_sizes, tuple(S), tuple(shift), tuple(cons))
+def ok_mask(am: BoundAffineMap):
+    """Bool array over the domain box (size-1 where independent), or ``None`` if every read is
+    in range."""
+    if am.always_in_range:
+        return None
+    out = None
+    for check in am.checks():
+        if am.in_range(check):
+            continue
+        g = _grid(check.row, check.shift, am.dom_sizes)
+        ok = (g >= 0) & (g < check.size)
+        out = ok if out is None else out & ok
+    return out
 
 
 @dataclass(frozen=True)
@@ -170,7 +69,7 @@ class GatherPlan:
     the weave's TILED slots, the layout positions of those slots and of the target, and the
     target's logical sizes."""
 
-    amap: AffineMap
+    amap: BoundAffineMap
     tiled: tuple[int, ...]
     target: tuple[int, ...]
     target_sizes: tuple[int, ...]
@@ -186,8 +85,8 @@ class GatherPlan:
         am = self.amap
         r = len(am.dom_sizes)
         return (self.tiled == tuple(range(r)) and am.dom_sizes == am.cod_sizes
-                and not am.constraints and all(b == 0 for b in am.shift)
-                and all(am.S[j][i] == (1 if i == j else 0) for j in range(r) for i in range(r)))
+                and not am.constraints and all(b == 0 for b in am.shifts)
+                and all(am.rows[j][i] == (1 if i == j else 0) for j in range(r) for i in range(r)))
 
 
 #: Padding beyond this many elements (relative to the source) switches to indexed gathers.
@@ -211,27 +110,17 @@ def gather(v: Value, plan: GatherPlan, nb: int) -> Value:
             all(X.shape[nb + p] == n for p, n in zip(plan.target, plan.target_sizes)) and \
             (v.live is None or v.live.ndim == X.ndim):
         return v
-    ok = am.ok_mask()
+    ok = ok_mask(am)
     vals, const_oob = _read(X, plan, nb, 0)
     live = None
     if v.live is not None:
         live, _ = _read(v.live, plan, nb, False)
     if ok is not None:
         okf = ok.reshape((1,) * nb + ok.shape + (1,) * len(plan.target))
-        if const_oob or _constraint_oob(am):
+        if const_oob or not am.constraints_in_range:
             vals = np.where(okf, vals, np.zeros((), vals.dtype))
         live = land(live, okf)
     return Value(vals, live)
-
-
-def _constraint_oob(am: AffineMap) -> bool:
-    """Whether an intermediate index of a composition can leave its axis (then the final read
-    is in range but dead, and the value read must be zeroed)."""
-    for row, b, n in am.constraints:
-        lo, hi = _range(row, b, am.dom_sizes)
-        if lo < 0 or hi > n - 1:
-            return True
-    return False
 
 
 def _read(X, plan: GatherPlan, nb: int, fill):
@@ -265,13 +154,13 @@ def _read(X, plan: GatherPlan, nb: int, fill):
     index = [slice(None)] * X.ndim
     for k, p in enumerate(pos):
         if full[k]:
-            index[p] = slice(am.shift[k] + pads[k][0], None)
+            index[p] = slice(am.shifts[k] + pads[k][0], None)
     base = X[tuple(index)]
     shape, strides = list(X.shape[:nb]), list(st[:nb])
     for i, d in enumerate(am.dom_sizes):
-        dep = any(am.S[k][i] for k in range(len(pos)) if full[k])
+        dep = any(am.rows[k][i] for k in range(len(pos)) if full[k])
         shape.append(d if dep else 1)
-        strides.append(sum(am.S[k][i] * st[p] for k, p in enumerate(pos) if full[k])
+        strides.append(sum(am.rows[k][i] * st[p] for k, p in enumerate(pos) if full[k])
                        if dep else 0)
     for p, n in zip(plan.target, plan.target_sizes):
         p += nb
@@ -290,13 +179,13 @@ def _indexed_read(X, plan: GatherPlan, nb: int, fill):
     r = len(am.dom_sizes)
     pos = [nb + p for p in plan.tiled]
     idx = [np.zeros_like(g) if X.shape[p] == 1 else np.clip(g, 0, n - 1)
-           for g, p, n in zip(am.index_grids(), pos, am.cod_sizes)]
+           for g, p, n in zip(index_grids(am), pos, am.cod_sizes)]
     Xt = np.moveaxis(X, pos, list(range(nb, nb + len(pos))))
     if idx:
         got = Xt[(slice(None),) * nb + tuple(idx)]
     else:
         got = Xt.reshape(Xt.shape[:nb] + (1,) * r + Xt.shape[nb:])
-    ok = am.ok_mask()
+    ok = ok_mask(am)
     nt = len(plan.target)
     if ok is not None:
         okf = ok.reshape((1,) * nb + ok.shape + (1,) * nt)
@@ -304,7 +193,7 @@ def _indexed_read(X, plan: GatherPlan, nb: int, fill):
     return np.broadcast_to(got, got.shape[:got.ndim - nt] + tuple(plan.target_sizes))
 
 
-def scatter(v: Value, amap: AffineMap, out_sizes: tuple[int, ...], nin: int) -> Value:
+def scatter(v: Value, amap: BoundAffineMap, out_sizes: tuple[int, ...], nin: int) -> Value:
     """Covariant write ``out[r(i)] = in[i]`` over the last ``nin`` dims of ``v`` (the map's
     leading domain axes; the input is broadcast over any further domain axes). Positions no
     input position is written to are dead; writes outside the codomain are dropped; if the map
@@ -319,7 +208,7 @@ def scatter(v: Value, amap: AffineMap, out_sizes: tuple[int, ...], nin: int) -> 
     lead = np.broadcast_shapes(X.shape[:nlead], L.shape[:nlead] if L is not None else ())
     Xb = np.broadcast_to(X, lead + dom)
     ok = np.ones(dom, dtype=bool)
-    grids = [np.broadcast_to(g, dom) for g in amap.index_grids()]
+    grids = [np.broadcast_to(g, dom) for g in index_grids(amap)]
     for g, n in zip(grids, out_sizes):
         ok &= (g >= 0) & (g < n)
     for row, b, n in amap.constraints:
