@@ -37,7 +37,7 @@ from ir.morphisms import (
     Truncated,
 )
 from ir.operators import BlockOperator, ParaBlockOperator
-from ir.params import _titled_children, block_segments, param_roles, repetitions
+from ir.params import block_segments, param_roles, repetitions, titled_children
 
 from . import fusion
 from .context import RuleContext
@@ -178,12 +178,12 @@ class Evaluator:
         hit = self._segs.get(id(blk))
         if hit is None:
             body = blk.body
-            hit = block_segments([body] if isinstance(body, Block) else _titled_children(body))
+            hit = block_segments([body] if isinstance(body, Block) else titled_children(body))
             self._segs[id(blk)] = hit
         return hit
 
     def _level_segs(self, root) -> dict:
-        return block_segments(_titled_children(root))
+        return block_segments(titled_children(root))
 
     def _parawrap(self, m: ParaWrap, ins, scope, batch):
         self._arity(m, ins)

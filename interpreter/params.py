@@ -4,7 +4,7 @@ initialisation, and validation of user-supplied arrays.
 Keys are exactly those of :func:`ir.params.param_specs` for the morphism being interpreted (the
 interpreter calls it once and never builds a key itself). At run time an occurrence is found
 by ``(id(broadcasted), titles)`` — ``titles`` being the key segments of the enclosing blocks,
-tracked by the evaluator with the same helpers (``block_segments``, ``_titled_children``) — plus
+tracked by the evaluator with the same helpers (``block_segments``, ``titled_children``) — plus
 a pre-order counter for the rare case of one term appearing twice under the same titles. So the
 two can never silently disagree: a site the table does not know is an internal error.
 

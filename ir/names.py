@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 _TEXT = re.compile(r"\\(?:text|mathrm|mathbf|operatorname)\{([^{}]*)\}")
 
@@ -44,6 +45,7 @@ class Name:
         return self.text
 
 
+@lru_cache(maxsize=4096)
 def plain_title(latex: str) -> str:
     """``\\text{Mixing Coefficients}`` -> ``Mixing Coefficients``; other LaTeX left as is."""
     prev = None

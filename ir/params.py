@@ -140,7 +140,7 @@ def block_segments(children: list[Morphism]) -> dict[int, str]:
     return seg
 
 
-def _titled_children(node: Morphism) -> list[Morphism]:
+def titled_children(node: Morphism) -> list[Morphism]:
     """The nearest Blocks below ``node`` (not descending into them), in pre-order."""
     out, stack = [], list(reversed([c for _, c in node.children()]))
     while stack:
@@ -153,7 +153,7 @@ def _titled_children(node: Morphism) -> list[Morphism]:
 
 
 def _collect(node: Morphism, titles: tuple[str, ...], env, found: list) -> None:
-    segs = block_segments(_titled_children(node)) if not isinstance(node, Block) else {}
+    segs = block_segments(titled_children(node)) if not isinstance(node, Block) else {}
     if isinstance(node, Block):
         _collect_body(node, titles + (node.title,), env, found)
         return
@@ -162,7 +162,7 @@ def _collect(node: Morphism, titles: tuple[str, ...], env, found: list) -> None:
 
 def _collect_body(block: Block, titles: tuple[str, ...], env, found) -> None:
     reps = repetitions(block, env)
-    segs = block_segments(_titled_children(block.body) if not isinstance(block.body, Block)
+    segs = block_segments(titled_children(block.body) if not isinstance(block.body, Block)
                           else [block.body])
     if reps <= 1:
         _walk_level(block.body, titles, env, found, segs)
