@@ -7,7 +7,9 @@
 One class per distinct block body (same tag and structure), a submodule per occurrence, a
 ``ModuleList`` loop per repeated block; tape slots travel in a ``tape`` dict; liveness masks
 (``<name>_live``) exist only where a position can be dead. ``quant="emulate"`` rounds exactly as
-the reference interpreter does (``interpreter/QUANT_POLICY.md``).
+the reference interpreter does (``interpreter/QUANT_POLICY.md``). Arrays on a top-k sparse axis
+(the routed experts' ``[k/e, ...]``) are computed at the selected (token, expert) pairs only when
+the selection gates their one use (``codegen/pairs.py``).
 """
 from __future__ import annotations
 

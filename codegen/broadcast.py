@@ -11,6 +11,7 @@ only where a read can fall outside the source.
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -72,6 +73,12 @@ class Ctx:
         self.relabel = relabel or {}
         self.final = final
         self.wires: list[Wire] = []
+        # pairs form (codegen/pairs.py): the selection, where its arrays come from, and the
+        # labels of its sparse axis (all read as the one pairs dim ``("p",)``)
+        self.pairs = None
+        self.pairs_origins: frozenset = frozenset()
+        self.pairs_axis = None
+        self.s_labels: frozenset = frozenset()
 
     # -- labels ------------------------------------------------------------------------------
     def axis(self, lab):
@@ -86,7 +93,13 @@ class Ctx:
             return self.final.degree[lab[1]]
         if tag == "g":
             return self.group_axes[lab]
+        if tag == "p":
+            return self.pairs_axis
         raise AssertionError(lab)
+
+    def pl(self, lab):
+        """``lab``, or the pairs dim when it stands for the selection's sparse axis."""
+        return ("p",) if lab in self.s_labels else lab
 
     def size(self, lab) -> str:
         return self.cb.axis_size(self.axis(lab))
@@ -433,6 +446,11 @@ def place(ctx: Ctx, b: Broadcasted, results: list[OpResult], deg_tag: str = "d")
                 dst.append(("o", j, t))
                 t += 1
         array = weave.fill(tuple(b.degree))
+        if ctx.pairs is not None:
+            dst = [ctx.pl(lab) for lab in dst]
+            if ("p",) in dst or ("p",) in res.labels:
+                out.append(_place_pairs(ctx, res, dst, array))
+                continue
         full = res.full if res.full is not None else ctx.any_full()
         extra = [lab for lab in res.labels if lab not in dst]
         if extra:
@@ -463,6 +481,15 @@ def place(ctx: Ctx, b: Broadcasted, results: list[OpResult], deg_tag: str = "d")
     return out
 
 
+def _place_pairs(ctx: Ctx, res: OpResult, dst: list, array) -> Wire:
+    """A result in pairs form: its dims must already be the output's, the pairs dim first."""
+    from .pairs import escape
+
+    if res.labels != dst or dst[0] != ("p",) or dst.count(("p",)) != 1 or res.live is not None:
+        escape(ctx.pairs_origins, "a result that is not a plain pairs array")
+    return Wire(res.expr, array, None, None, True, pairs=ctx.pairs, origins=ctx.pairs_origins)
+
+
 # -- the driver ----------------------------------------------------------------------------------
 def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted | None = None
                       ) -> list[Wire]:
@@ -474,6 +501,13 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         raise SpecError(f"no code generation rule for {type(b.operator).__name__}", b.path)
     if len(wires) != len(b.input_weaves):
         raise SpecError(f"{len(b.input_weaves)} input weaves but {len(wires)} inputs", b.path)
+    from .pairs import lower_on_pairs, wants_pairs
+
+    if wants_pairs(cb, b, wires):
+        start = len(cb.fw.bound)
+        outs = lower_on_pairs(cb, b, wires, then, fn)
+        fresh = set(cb.fw.bound[start:])
+        return [round_output(cb, b, j, w, w.var in fresh) for j, w in enumerate(outs)]
     operands = [read_operand(cb, b, k, w) for k, w in enumerate(wires)]
     start = len(cb.fw.bound)
     if then is None:
@@ -496,6 +530,10 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
     if kind(dt) == "natural" and enc == "INT64":
         return w
     scale = block_scale(dt)
+    if scale is not None and w.pairs is not None and w.rank < 2:
+        from .pairs import escape
+
+        escape(w.origins, "block-scaled rounding along the sparse axis")
     cb.gen.prelude.add("quant")
     if scale is not None:
         channels = cb.size_code(scale.channels)
@@ -511,7 +549,7 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
         return w
     name = "as_" + ("mxfp8" if scale is not None else enc.lower())
     var = cb.fw.bind(name, f"{code} if {guard} else {w.var}", f"held in {_format_text(dt)}")
-    return Wire(var, w.array, w.live, w.static, w.full)
+    return dataclasses.replace(w, var=var, slot=None)
 
 
 def _format_text(dt) -> str:

@@ -102,6 +102,7 @@ def _prelude(name: str) -> tuple[list[str], str]:
 PRELUDE_TITLES = {
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",
+    "pairs": "arrays on a sparse axis at its live pairs only",
 }
 
 
@@ -145,18 +146,22 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     title, description, formula = _root_title(morphism, module_name)
     from .names import class_name as to_class_name
 
-    name = gen.class_names.fresh(to_class_name(plain_title(title), "Model"), sep="")
-    info = ClassInfo(key="root", name=name)
-    builder = ClassBuilder(gen, info, title=title, description=description, formula=formula)
-    if isinstance(morphism, Block):
-        from ir.params import repetitions
+    def make(excluded):
+        name = gen.class_names.fresh(to_class_name(plain_title(title), "Model"), sep="")
+        info = ClassInfo(key="root", name=name)
+        builder = ClassBuilder(gen, info, title=title, description=description, formula=formula,
+                               excluded=excluded)
+        body = morphism
+        if isinstance(morphism, Block):
+            from ir.params import repetitions
 
-        if repetitions(morphism, env) > 1:
-            builder.build(morphism, [a for a in morphism.dom], [None] * len(morphism.dom), {})
-        else:
-            builder.build(morphism.body, list(morphism.dom), [None] * len(morphism.dom), {})
-    else:
-        builder.build(morphism, list(morphism.dom), [None] * len(morphism.dom), {})
+            if repetitions(morphism, env) == 1:
+                body = morphism.body
+        builder.build(body, list(morphism.dom), [None] * len(morphism.dom), {})
+        return info
+
+    info = gen.build_class(make)
+    name = info.name
     keys = param_keys(gen, info, morphism, env)
     source = assemble(gen, info, keys, title, source_name)
     check_source(source)
@@ -204,7 +209,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("quant", "views"):
+    for name in ("quant", "views", "pairs"):
         if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "

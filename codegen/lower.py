@@ -47,6 +47,15 @@ from .names import (
     identifier,
     snake_case,
 )
+from .pairs import (
+    ARGUMENT,
+    NotCompact,
+    PairsEscape,
+    Selection,
+    escape,
+    is_selection_mask,
+    leading_sparse_axis,
+)
 from .wires import Wire
 
 INDENT = "    "
@@ -93,6 +102,7 @@ class ClassInfo:
     outputs: list = field(default_factory=list)  # (Array, StaticLive | None, full)
     tape_after: dict = field(default_factory=dict)
     members: list = field(default_factory=list)
+    pairs_outputs: tuple = ()  # per output: returned as a pairs array (pairs mode)
 
 
 def shape_text(array: Array) -> str:
@@ -156,25 +166,62 @@ class Generator:
         return structural_key(m, self._key_cache)
 
     # -- classes ---------------------------------------------------------------------------
-    def class_for(self, block: Block, inputs: list[Wire], tape: dict) -> ClassInfo:
-        """The class of one block occurrence (one iteration of a repeated block)."""
+    def class_for(self, block: Block, inputs: list[Wire], tape: dict,
+                  pairs_axis=None) -> ClassInfo:
+        """The class of one block occurrence (one iteration of a repeated block); with
+        ``pairs_axis``, its pairs-mode class (may raise :class:`codegen.pairs.NotCompact`)."""
         statics = tuple(w.static for w in inputs)
-        key = self._class_key(block, statics, tape)
+        key = self._class_key(block, statics, tape, pairs_axis)
         hit = self.classes.get(key)
         if hit is not None:
             return hit
-        name = self.class_names.fresh(class_name(block.title), sep="")
-        info = ClassInfo(key=key, name=name)
-        builder = ClassBuilder(self, info, title=block.tag.title, description=block.tag.description,
-                               formula=block.tag.formula)
-        builder.build(block.body, [w.array for w in inputs], list(statics), tape)
+
+        def make(excluded):
+            name = self.class_names.fresh(class_name(block.title), sep="")
+            info = ClassInfo(key=key, name=name)
+            builder = ClassBuilder(self, info, title=block.tag.title,
+                                   description=block.tag.description, formula=block.tag.formula,
+                                   excluded=excluded)
+            builder.build(block.body, [w.array for w in inputs], list(statics), tape,
+                          pairs_axis=pairs_axis)
+            return info
+
+        info = self.build_class(make)
         self.classes[key] = info
         self.order.append(info)
         return info
 
-    def _class_key(self, block, statics, tape) -> str:
+    def build_class(self, make):
+        """``make(excluded)`` until no pairs array escapes: each :class:`PairsEscape` undoes
+        the attempt and names the call sites to keep dense on the next one."""
+        excluded: frozenset = frozenset()
+        while True:
+            saved = self.snapshot()
+            try:
+                return make(excluded)
+            except PairsEscape as exc:
+                self.restore(saved)
+                if not exc.sites or exc.sites <= excluded:
+                    raise AssertionError(f"internal: pairs escape without a new site ({exc})")
+                excluded = excluded | exc.sites
+
+    def snapshot(self):
+        """What building a class can change here (classes made, names taken, preludes)."""
+        return (dict(self.classes), list(self.order), set(self.class_names.taken),
+                set(self.prelude), dict(self.symbol_names), dict(self.slot_keys),
+                set(self._slot_namer.taken))
+
+    def restore(self, saved) -> None:
+        (self.classes, self.order, self.class_names.taken, self.prelude, self.symbol_names,
+         self.slot_keys, self._slot_namer.taken) = (
+            dict(saved[0]), list(saved[1]), set(saved[2]), set(saved[3]), dict(saved[4]),
+            dict(saved[5]), set(saved[6]))
+
+    def _class_key(self, block, statics, tape, pairs_axis=None) -> str:
         h = hashlib.sha256()
         h.update(self.key_of(block).encode())
+        if pairs_axis is not None:
+            h.update(f"|pairs:{pairs_axis.uid}".encode())
         for s in statics:
             h.update(b"|" + (s.digest().encode() if s is not None else b"-"))
         for uid in sorted(tape):
@@ -197,7 +244,7 @@ class ClassBuilder:
     """Writes one ``nn.Module`` class for a block body."""
 
     def __init__(self, gen: Generator, info: ClassInfo, title: str, description: str | None,
-                 formula: str | None):
+                 formula: str | None, excluded: frozenset = frozenset()):
         self.gen = gen
         self.info = info
         self.title = title
@@ -223,6 +270,14 @@ class ClassBuilder:
         self.inputs: list[Wire] = []
         self.input_masks: list[str | None] = []
         self.tape: dict[int, TapeEntry] = {}
+        # live pairs of sparse axes (codegen/pairs.py)
+        self.selection: Selection | None = None  # pairs mode: the pairs argument
+        self.all_pairs: str | None = None  # pairs mode: the flag "no pairs were passed"
+        self._pairs_size = ""  # pairs mode: code of the sparse axis's length
+        self.masks: dict[int, Wire] = {}  # sparse axis uid -> a wire carrying its selection
+        self.selections: dict[int, Selection] = {}  # sparse axis uid -> pairs made here
+        self.excluded_sites = frozenset(excluded)  # call sites kept dense
+        self.call_sites = 0
 
     # -- sizes -----------------------------------------------------------------------------
     def _fwd_symbol(self, sym: FreeNumeric) -> str:
@@ -259,7 +314,10 @@ class ClassBuilder:
         return "lead"
 
     # -- building ----------------------------------------------------------------------------
-    def build(self, body: Morphism, dom: list[Array], statics: list, tape: dict) -> None:
+    def build(self, body: Morphism, dom: list[Array], statics: list, tape: dict,
+              pairs_axis=None) -> None:
+        """Write the class for ``body``; with ``pairs_axis`` (a sparse axis) in pairs mode:
+        forward takes the axis's live pairs and returns the arrays on it as pairs arrays."""
         self.tape = dict(tape)
         arg_names = Namer(set(self.fw.names.taken))
         for k, (arr, st) in enumerate(zip(dom, statics)):
@@ -276,6 +334,15 @@ class ClassBuilder:
         if self.inputs:
             first = self.inputs[0]
             self.lead_source = (first.var, first.rank)
+        if pairs_axis is not None:
+            if not self.inputs:
+                raise NotCompact("a block without inputs has no rows")
+            arg = arg_names.fresh(identifier(pairs_axis.label, "sparse") + "_pairs")
+            self.fw.names.reserve(arg)
+            self.selection = Selection(pairs_axis, arg, None)
+            self.all_pairs = self.fw.names.fresh("all_pairs")
+        for w in self.inputs:
+            self._note_mask(w)
         outs = self.lower(body, list(self.inputs))
         self._finish(outs, statics)
 
@@ -283,7 +350,24 @@ class ClassBuilder:
         gen, info = self.gen, self.info
         ret = []
         info.outputs = []
+        pairs_outputs = []
+        if self.selection is not None:
+            self._pairs_size = self.axis_size(self.selection.axis)
+            self.lead()
         for w in outs:
+            if w.pairs is not None and w.pairs is not self.selection:
+                escape(w.origins, "a pairs array leaves the block")
+            pairs_outputs.append(w.pairs is not None)
+            if w.pairs is not None:
+                if w.var not in ret:
+                    # no pairs passed: every pair was computed; hand back the dense layout
+                    self.gen.prelude.add("pairs")
+                    self.fw.emit(f"if {self.all_pairs}:")
+                    self.fw.emit(INDENT + f"{w.var} = pairs_to_dense({w.var}, {self.lead()}, "
+                                 f"{self._pairs_size}, {self.selection.pairs})")
+                ret.append(w.var)
+                info.outputs.append((w.array, None, True))
+                continue
             var = w.var
             if not w.full and self.lead_source is not None:
                 var = self.fw.bind(identifier(w.var) if w.var.isidentifier() else "result",
@@ -294,6 +378,7 @@ class ClassBuilder:
             if w.live is not None:
                 ret.append(w.live)
             info.outputs.append((w.array, w.static, w.full or self.lead_source is not None))
+        info.pairs_outputs = tuple(pairs_outputs)
         info.input_static = tuple(statics)
         info.tape_after = dict(self.tape)
         info.uses_tape = self.uses_tape
@@ -373,6 +458,8 @@ class ClassBuilder:
             args.append(w.var)
             if live is not None:
                 args.append(live)
+        if self.selection is not None:
+            args.append(f"{self.selection.pairs}=None")
         kw = []
         for s in info.kw_symbols:
             d = gen.default_of(s)
@@ -396,6 +483,13 @@ class ClassBuilder:
             if sym in self.data_used:
                 body.append(INDENT * 2 + f"{gen.sym_name(sym)} = {code}"
                             + "  # fixed by the data")
+        if self.selection is not None:
+            sel = self.selection
+            body.append(INDENT * 2 + f"{self.all_pairs} = {sel.pairs} is None")
+            body.append(INDENT * 2 + f"if {self.all_pairs}:  # every (row, "
+                        f"{comment_text(sel.axis.label, 20)}) pair, dense results")
+            body.append(INDENT * 3 + f"{sel.pairs} = every_pair(lead, {self._pairs_size}, "
+                        f"{self.inputs[0].var}.device)")
         body.extend(self.fw.lines)
         if not ret:
             body.append(INDENT * 2 + "return ()")
@@ -423,6 +517,12 @@ class ClassBuilder:
         if masks or any(st is not None for _, st, _ in self.info.outputs):
             parts.append("Arrays that can hold dead positions (FORMAT.md §2.4) travel with a "
                          "bool mask `<name>_live`;\ndead positions hold 0.")
+        if self.selection is not None:
+            axis = comment_text(self.selection.axis.label, 20)
+            parts.append(f"`{self.selection.pairs}`: the live (row, {axis}) pairs of a selection "
+                         f"(`live_pairs`). Arrays on {axis} are\ncomputed at those pairs only "
+                         f"and returned as pairs arrays, one row per pair; without it\nevery "
+                         "pair is computed and they are returned dense.")
         return "\n\n".join(parts)
 
     # -- members -------------------------------------------------------------------------------
@@ -470,11 +570,11 @@ class ClassBuilder:
                 raise SpecError(f"product consumes {pos} wires of {len(wires)}", m.path)
             return out
         if isinstance(m, Block):
-            return self.lower_block(m, wires)
+            return self._noted(self.lower_block(m, wires))
         if isinstance(m, Broadcasted):
             from .broadcast import lower_broadcasted
 
-            return lower_broadcasted(self, m, wires)
+            return self._noted(lower_broadcasted(self, m, wires))
         if isinstance(m, ParaWrap):
             return self.lower_parawrap(m, wires)
         if isinstance(m, Grab):
@@ -487,6 +587,16 @@ class ClassBuilder:
                                  "compile a complete block or the salvaged prefix", m.path)
         raise SpecError(f"cannot generate code for a {type(m).__name__}",
                         getattr(m, "path", ""))
+
+    def _noted(self, wires: list[Wire]) -> list[Wire]:
+        for w in wires:
+            self._note_mask(w)
+        return wires
+
+    def _note_mask(self, w: Wire) -> None:
+        """Remember the first wire carrying a data-dependent selection of a sparse axis."""
+        if is_selection_mask(w):
+            self.masks.setdefault(w.array.shape[0].uid, w)
 
     def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
         from .broadcast import fusible_view, lower_broadcasted
@@ -519,7 +629,17 @@ class ClassBuilder:
         ``lifted``: the degree axes the call runs over (for shape comments)."""
         reps = repetitions(block, self.gen.env)
         tape_before = dict(self.tape)
-        info = self.gen.class_for(block, wires, self.tape)
+        passed = [w for w in wires if w.pairs is not None]
+        if passed:
+            escape(frozenset().union(*(w.origins for w in passed)),
+                   "a pairs array passed to a block")
+        site = self.call_sites
+        self.call_sites += 1
+        info, sel = None, None
+        if reps == 1 and not lifted and site not in self.excluded_sites:
+            info, sel = self._pairs_class(block, wires)
+        if info is None:
+            info = self.gen.class_for(block, wires, self.tape)
         if reps > 1:
             # the class must accept its own outputs: widen its input liveness to a fixpoint
             for _ in range(8):
@@ -547,6 +667,8 @@ class ClassBuilder:
             if st is not None:
                 args.append(w.live if w.live is not None
                             else f"torch.ones({(1,) * w.rank!r}, dtype=torch.bool)")
+        if sel is not None:
+            args.append(sel.pairs)
         kwargs = [f"{self.gen.sym_name(s)}={self._fwd_symbol(s)}" for s in info.kw_symbols]
         if info.uses_tape:
             kwargs.append("tape=tape")
@@ -554,16 +676,23 @@ class ClassBuilder:
         call_args = ", ".join(args + kwargs)
         outs: list[Wire] = []
         names = []
+        if sel is not None:
+            origins = frozenset({ARGUMENT if sel is self.selection else site})
         for k, (arr, st, full) in enumerate(info.outputs):
             base = snake if len(info.outputs) == 1 else f"{snake}_{k + 1}"
             var = self.fw.names.fresh(base)
             live = self.fw.names.fresh(var + "_live") if st is not None else None
-            outs.append(Wire(var, arr, live, st, full))
+            if sel is not None and info.pairs_outputs[k]:
+                outs.append(Wire(var, arr, None, None, True, pairs=sel, origins=origins))
+            else:
+                outs.append(Wire(var, arr, live, st, full))
             names.append(var)
             if live is not None:
                 names.append(live)
         shapes = ", ".join(shape_text(Array(w.array.datatype, tuple(lifted) + w.array.shape))
                            for w in outs)
+        if sel is not None:
+            shapes += f" at the live pairs of {comment_text(sel.axis.label, 20)}"
         if reps > 1:
             attr = self.attrs.fresh(snake + "s" if not snake.endswith("s") else snake)
             count = self.init_size_code(block.tag.repetition)
@@ -602,6 +731,46 @@ class ClassBuilder:
                 w.full = False
         return outs
 
+    def _pairs_class(self, block: Block, wires: list[Wire]):
+        """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when
+        this function knows the axis's selection, else (None, None)."""
+        if self.lead_source is None or not all(w.full for w in wires):
+            return None, None  # the pairs index rows of this function's leading dims
+        axes = {}
+        for arr in block.cod:
+            a = leading_sparse_axis(arr)
+            if a is not None:
+                axes[a.uid] = a
+        for uid in sorted(axes):
+            own = self.selection is not None and self.selection.axis.uid == uid
+            if not own and uid not in self.selections and uid not in self.masks:
+                continue
+            saved = self.gen.snapshot()
+            try:
+                info = self.gen.class_for(block, wires, self.tape, pairs_axis=axes[uid])
+            except NotCompact:
+                self.gen.restore(saved)
+                continue
+            if not any(info.pairs_outputs):
+                self.gen.restore(saved)
+                continue
+            return info, (self.selection if own else self._selection(axes[uid]))
+        return None, None
+
+    def _selection(self, axis) -> Selection:
+        """The live pairs of ``axis`` in this function (made once, from its mask)."""
+        sel = self.selections.get(axis.uid)
+        if sel is None:
+            mask = self.masks[axis.uid]
+            self.gen.prelude.add("pairs")
+            label = comment_text(axis.label, 20)
+            var = self.fw.bind(identifier(axis.label, "sparse") + "_pairs",
+                               f"live_pairs({mask.live}, {self.lead()})",
+                               f"the live (row, {label}) pairs, grouped by {label}")
+            sel = Selection(axis, var, mask.live)
+            self.selections[axis.uid] = sel
+        return sel
+
     # -- tape ----------------------------------------------------------------------------------
     def lower_parawrap(self, pw: ParaWrap, wires: list[Wire]) -> list[Wire]:
         body_dom = list(pw.body.dom)
@@ -636,6 +805,8 @@ class ClassBuilder:
         return Wire(var, array, live, static, full, slot=slot.uid)
 
     def tape_write(self, slot: TapeSlot, wire: Wire) -> None:
+        if wire.pairs is not None:
+            escape(wire.origins, "a pairs array written to the tape")
         self.uses_tape = True
         key = self.gen.slot_key(slot)
         if wire.slot == slot.uid and self.tape.get(slot.uid) is not None:

@@ -17,7 +17,13 @@ class Wire:
     ``static`` the generator's knowledge of which positions can be dead (None iff ``live`` is
     None). ``full`` says the tensor carries the function's leading (batch) dims; values built
     from nothing (parameters, tables) do not and broadcast instead. Dead positions always hold
-    0."""
+    0.
+
+    ``pairs`` (a :class:`codegen.pairs.Selection`) marks a *pairs array*: the value of an array
+    whose first axis is that selection's sparse axis, held only at the selection's live
+    (row, slot) pairs as ``[pairs, *other axes]`` with no leading dims (``codegen/pairs.py``);
+    ``origins`` are the call sites it comes from (``ARGUMENT``: the class's own pairs
+    argument)."""
 
     var: str
     array: Array
@@ -25,6 +31,8 @@ class Wire:
     static: StaticLive | None = None
     full: bool = True
     slot: int | None = field(default=None, compare=False)
+    pairs: object | None = field(default=None, compare=False)
+    origins: frozenset = field(default=frozenset(), compare=False)
 
     @property
     def rank(self) -> int:

@@ -88,8 +88,12 @@ def test_reads_like_code(prefix_source, bundled, tiny):
     dense = dense[dense.index("\nclass "):dense.index("\nPARAM_KEYS")]
     assert "_live" not in dense and "torch.where" not in dense
     assert "nn.ModuleList" in dense and "for block in self.sinkhorn_rounds:" in dense
-    # the per-expert Linear and its diagonal view are one einsum (no |e|x|e| intermediate)
-    assert "torch.einsum('...kf,fkm->...km', as_mxfp8_2, self.w_d)" in prefix_source
+    # alone, the per-expert Linear and its diagonal view are one einsum (no |e|x|e|
+    # intermediate); in the model the experts run at the live (token, expert) pairs only
+    alone = generate_source(bundled.block("Routed Experts"), tiny)
+    assert "torch.einsum('...kf,fkm->...km', as_mxfp8_2, self.w_d)" in alone
+    assert "pairwise_matmul(as_mxfp8_2, self.w_d, 1, k_e_pairs)" in prefix_source
+    assert "k_e_pairs = live_pairs(expert_gate_live, lead)" in prefix_source
 
 
 def _digest_in_subprocess(seed: str) -> str:

@@ -21,7 +21,7 @@ def _block_inputs(ctx, first: int, arrays) -> list[Wire]:
     wires = []
     for k in range(first, len(ctx.ops)):
         o = ctx.ops[k]
-        tl = [("t", k, p) for p in range(len(ctx.b.input_weaves[k].target))]
+        tl = [ctx.pl(("t", k, p)) for p in range(len(ctx.b.input_weaves[k].target))]
         dst = deg + tl
         # missing degree dims stay size 1: the block broadcasts over them (expanding would
         # make einsum materialise copies)
@@ -41,6 +41,10 @@ def _block_inputs(ctx, first: int, arrays) -> list[Wire]:
                 live = ctx.aligned_live(k, dst)
                 if live != o.live:
                     live = ctx.bind("lifted_live", live)
+        if ("p",) in tl:  # a pairs array with the sparse axis in the block's own domain
+            wires.append(Wire(code, arrays[k - first], None, None, True, pairs=ctx.pairs,
+                              origins=ctx.pairs_origins))
+            continue
         wires.append(Wire(code, arrays[k - first], live, static, True))
     return wires
 
@@ -49,7 +53,7 @@ def _results(ctx, outs: list[Wire]) -> list[OpResult]:
     deg = ctx.deg_labels
     res = []
     for j, w in enumerate(outs):
-        labels = deg + [("o", j, p) for p in range(len(ctx.b.output_weaves[j].target))]
+        labels = deg + [ctx.pl(("o", j, p)) for p in range(len(ctx.b.output_weaves[j].target))]
         static = None
         if w.static is not None:
             shape = (1,) * len(deg)

@@ -20,7 +20,7 @@ def _contract(ctx, terms, folded, out_hint: str):
     for k, code, labels in terms:
         for lab in labels:
             r = rel(lab)
-            if r not in out and lab not in folded and r[0] in ("d", "o", "v"):
+            if r not in out and lab not in folded and r[0] in ("d", "o", "v", "p"):
                 out.append(r)
     if ctx.relabel:
         out = [lab for lab in [("v", i) for i in range(len(ctx.final.degree))] if lab in out] + \
@@ -33,8 +33,9 @@ def _contract(ctx, terms, folded, out_hint: str):
     return ctx.einsum(rel_terms, out), out
 
 
-@rule(Einops)
-def einops(ctx):
+def group_labels(ctx) -> list[list]:
+    """Every Einops operand's labels with its target labels replaced by their group's
+    ``("g", n)`` (the signature's numbering)."""
     sig = ctx.op.signature
     if len(sig) != len(ctx.ops):
         raise SpecError(f"Einops signature has {len(sig)} entries for {len(ctx.ops)} inputs",
@@ -54,6 +55,12 @@ def einops(ctx):
             else:
                 labs.append(lab)
         relabelled.append(labs)
+    return relabelled
+
+
+@rule(Einops)
+def einops(ctx):
+    relabelled = group_labels(ctx)
     groups = [g for labs in relabelled for g in labs if g[0] == "g"]
     groups = list(dict.fromkeys(groups))
     out = ctx.spanned()
@@ -88,13 +95,13 @@ def einops(ctx):
         terms = [(k, o.expr, relabelled[k]) for k, o in enumerate(ctx.ops)]
         code, outl = _contract(ctx, terms, set(groups), "contraction")
     var = ctx.bind("total" if len(ctx.ops) == 1 else "contraction", code, outl)
-    live, static = _fold_live(ctx, relabelled, groups, outl)
+    live, static = fold_live(ctx, relabelled, groups, outl)
     if live is not None:
         live = ctx.bind(var + "_live", live)
     return [OpResult(var, outl, live, static)]
 
 
-def _fold_live(ctx, relabelled, groups, outl):
+def fold_live(ctx, relabelled, groups, outl):
     """Liveness of a contraction: live iff some term (all factors live) is live."""
     ks = ctx.masked()
     if not ks:
@@ -129,18 +136,10 @@ def _weight_name(op) -> str:
     return identifier(op.label, "weight") if op.label else "weight"
 
 
-@rule(Linear)
-def linear(ctx):
-    op, b = ctx.op, ctx.b
-    cb = ctx.cb
-    if len(ctx.ops) > 1:
-        raise SpecError("a Linear with more than one input is not supported", b.path)
-    for w in b.input_weaves:
-        if isinstance(strip(w.datatype), Natural):
-            raise SpecError("a Linear with a natural (selecting) input is not supported",
-                            b.path, node_type="Linear")
-    in_labels = [("t", 0, p) for p in range(len(b.input_weaves[0].target))] if ctx.ops else []
-    out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
+def linear_params(ctx, in_labels: list, out_labels: list):
+    """Declare a Linear's weight ``[in targets..., out target...]`` (and bias ``[out target]``)
+    as parameters of the class: ``(weight code, bias code or None, base name)``."""
+    op, b, cb = ctx.op, ctx.b, ctx.cb
     in_axes = [ctx.axis(lab) for lab in in_labels]
     shape = [cb.init_size_code(a.size) for a in in_axes + [ctx.axis(lab) for lab in out_labels]]
     base = _weight_name(op)
@@ -162,6 +161,21 @@ def linear(ctx):
         bias = cb.add_param(base + "_bias", b, "bias",
                             f"torch.zeros({', '.join(bshape)})",
                             True)
+    return weight, bias, base
+
+
+@rule(Linear)
+def linear(ctx):
+    b = ctx.b
+    if len(ctx.ops) > 1:
+        raise SpecError("a Linear with more than one input is not supported", b.path)
+    for w in b.input_weaves:
+        if isinstance(strip(w.datatype), Natural):
+            raise SpecError("a Linear with a natural (selecting) input is not supported",
+                            b.path, node_type="Linear")
+    in_labels = [("t", 0, p) for p in range(len(b.input_weaves[0].target))] if ctx.ops else []
+    out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
+    weight, bias, base = linear_params(ctx, in_labels, out_labels)
     if not ctx.ops:
         labels = [ctx.rel(lab) for lab in out_labels]
         expr = weight
