@@ -4,6 +4,11 @@ Lowered to one ``numpy.einsum`` in sublist form with an Ellipsis for the lead (b
 dimensions. Liveness is the same contraction over the bool masks (product = AND, sum = OR): the
 result is dead iff, for every group index, some operand is dead — a product propagates dead,
 a fold skips dead terms and is dead only if all are. Naturals stay exact int64.
+
+Dead terms are skipped by selection, not by multiplying with their stored 0 (FORMAT.md §16
+item 3): when an operand holds a non-finite value, every other operand's dead positions are
+selected out of it first (for each operand whose groups are a subset of its own), so an
+unrouted expert's inf/NaN never reaches the sum through a dead gate.
 """
 from __future__ import annotations
 
@@ -33,6 +38,37 @@ def einops(b, inputs, ctx):
             masks += [v.live, sub]
     if len(labels) > 52:
         raise ctx.error("more than 52 contraction groups")
+    _select_out_dead_terms(operands, masks)
     out = np.einsum(*operands, [Ellipsis])
     live = np.einsum(*masks, [Ellipsis]) if masks else None
     return [finished(as_kind(np.asarray(out), b.output_weaves[0].datatype), live)]
+
+
+def _select_out_dead_terms(operands: list, masks: list) -> None:
+    """Zero, by selection, the positions of each non-finite operand where another operand
+    (whose groups it covers) is dead, so ``0 * inf`` never enters the fold."""
+    if not masks:
+        return
+    for k in range(0, len(operands), 2):
+        v, sub = operands[k], operands[k + 1]
+        if v.dtype.kind not in "fc" or np.isfinite(v).all():
+            continue
+        groups = sub[1:]
+        if len(set(groups)) != len(groups):
+            continue
+        for j in range(0, len(masks), 2):
+            m, msub = masks[j], masks[j + 1]
+            if m is None or m.shape == ():
+                continue
+            mg = msub[1:]
+            if len(set(mg)) != len(mg) or not set(mg) <= set(groups):
+                continue
+            lead = m.ndim - len(mg)
+            order = [mg.index(g) for g in groups if g in mg]
+            aligned = np.transpose(m, list(range(lead)) + [lead + i for i in order])
+            shape = list(aligned.shape[:lead])
+            it = iter(aligned.shape[lead:])
+            shape += [next(it) if g in mg else 1 for g in groups]
+            aligned = aligned.reshape(shape)
+            v = np.where(aligned, v, 0)
+        operands[k] = v
