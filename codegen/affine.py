@@ -7,28 +7,11 @@ only, so a composition whose intermediate index can leave its axis is refused.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import sympy
-
 from ir import affine
 from ir.errors import SpecError
 
 
-@dataclass(frozen=True)
-class AffineMap(affine.AffineMap):
-    """``ir.affine.AffineMap`` under the names the code generator's modules read."""
-
-    @property
-    def matrix(self) -> tuple[affine.Row, ...]:
-        return self.rows
-
-    @property
-    def shift(self) -> tuple[sympy.Expr, ...]:
-        return self.shifts
-
-
-def affine_map(m) -> AffineMap:
+def affine_map(m) -> affine.AffineMap:
     """The :class:`AffineMap` of the reindexing ``m``; a SpecError where a composition's
     intermediate index may leave its axis (the emitted code has no check for it)."""
     a = affine.affine_map(m)
@@ -37,10 +20,10 @@ def affine_map(m) -> AffineMap:
         raise SpecError(f"a composed reindexing whose intermediate index on {c.axis.label} may "
                         "leave its axis is not supported by the code generator",
                         getattr(m, "path", ""), node_type=type(m).__name__)
-    return AffineMap(a.dom, a.cod, a.rows, a.shifts)
+    return a
 
 
-def simple_source(amap: AffineMap, j: int, sizes) -> int | None:
+def simple_source(amap: affine.AffineMap, j: int, sizes) -> int | None:
     """The degree dim ``i`` when source dim ``j`` is a plain relabelling of it (stride 1, shift
     0, equal sizes under ``sizes``), else None."""
     row, shift = amap.row(j)

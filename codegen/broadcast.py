@@ -263,13 +263,13 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
     rest = [lab for p, lab in enumerate(cur) if p not in src_pos]
     moved = align_code(expr, cur, rest + tmp)
     moved_live = align_code(live, cur, rest + tmp) if live is not None else None
-    used = sorted({i for j in general for i, s in enumerate(amap.matrix[j]) if s != 0})
+    used = sorted({i for j in general for i, s in enumerate(amap.rows[j]) if s != 0})
     deg = b.degree
     new = [("d", i) for i in used]
     extent_ref = [gen.ref_size(amap.cod[j].size) for j in general]
     sizes_ref = [gen.ref_size(deg[i].size) for i in used]
-    rows_ref = [(tuple(gen.ref_size(amap.matrix[j][i]) for i in used),
-                 gen.ref_size(amap.shift[j])) for j in general]
+    rows_ref = [(tuple(gen.ref_size(amap.rows[j][i]) for i in used),
+                 gen.ref_size(amap.shifts[j])) for j in general]
     name = identifier(getattr(b.operator, "label", "") or "", "read") or "read"
     if isinstance(b.operator, View) and b.operator.label:
         name = identifier(b.operator.label, "read")
@@ -313,8 +313,8 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
         return _read_in_place(cb, b, amap, cur, src_pos[0], general[0], used, deg, expr, live,
                               new_static, ok_ref, name, comment)
     rows_code = "[" + ", ".join(
-        "((" + ", ".join(cb.size_code(amap.matrix[j][i]) for i in used)
-        + ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shift[j])})"
+        "((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used)
+        + ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})"
         for j in general) + "]"
     sizes_code = "(" + ", ".join(cb.axis_size(deg[i]) for i in used) \
         + ("," if len(used) == 1 else "") + ")"
@@ -346,8 +346,8 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
                    comment):
     """One source dim read through an affine row: the box of degree dims takes its place."""
     n = len(cur)
-    rows_code = "[((" + ", ".join(cb.size_code(amap.matrix[j][i]) for i in used) + \
-        ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shift[j])})]"
+    rows_code = "[((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used) + \
+        ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})]"
     sizes_code = "(" + ", ".join(cb.axis_size(deg[i]) for i in used) + \
         ("," if len(used) == 1 else "") + ")"
     dim = pos - n
@@ -393,7 +393,7 @@ def _read_comment(amap, general, used, deg) -> str:
 
     terms = []
     for j in general:
-        expr = sum((amap.matrix[j][i] * sympy.Symbol(f"_d{i}") for i in used), amap.shift[j])
+        expr = sum((amap.rows[j][i] * sympy.Symbol(f"_d{i}") for i in used), amap.shifts[j])
         text = sympy.sstr(sympy.expand(expr))
         for i in used:
             text = re.sub(rf"\b_d{i}\b", "i_" + comment_text(deg[i].label, 20), text)
@@ -571,7 +571,7 @@ def _fusion_relabel(b: Broadcasted, view: Broadcasted) -> dict:
     amap = affine_map(view.reindexings[0])
     rel = {}
     for j, lab in enumerate(out_labels):
-        i = next(i for i, s in enumerate(amap.matrix[j]) if s != 0)
+        i = next(i for i, s in enumerate(amap.rows[j]) if s != 0)
         rel[lab] = ("v", i)
     return rel
 

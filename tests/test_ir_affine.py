@@ -237,7 +237,7 @@ def test_composing_through_relabellings_adds_no_constraint():
     a = affine_map(m)
     assert a.rows == ((1, 0), (0, 1)) and a.shifts == (1, 0) and not a.constraints
     cg = codegen_affine.affine_map(m)
-    assert cg.matrix == a.rows and cg.shift == a.shifts
+    assert cg.rows == a.rows and cg.shifts == a.shifts
     agree(m, Env(), itertools.product(range(3), range(4)))
 
 

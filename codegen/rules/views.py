@@ -26,11 +26,11 @@ def view(ctx):
 
 def _rows(ctx, amap, cb, ref: bool):
     if ref:
-        return [(tuple(ctx.gen.ref_size(s) for s in amap.matrix[j]),
-                 ctx.gen.ref_size(amap.shift[j])) for j in range(len(amap.cod))]
+        return [(tuple(ctx.gen.ref_size(s) for s in amap.rows[j]),
+                 ctx.gen.ref_size(amap.shifts[j])) for j in range(len(amap.cod))]
     return "[" + ", ".join(
-        "((" + ", ".join(cb.size_code(s) for s in amap.matrix[j])
-        + ("," if len(amap.matrix[j]) == 1 else "") + f"), {cb.size_code(amap.shift[j])})"
+        "((" + ", ".join(cb.size_code(s) for s in amap.rows[j])
+        + ("," if len(amap.rows[j]) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})"
         for j in range(len(amap.cod))) + "]"
 
 
@@ -102,9 +102,9 @@ def covariant_view(ctx):
 
 def _flatten_order(ctx, amap, in_t):
     """Input target labels major-to-minor when the single row flattens them (a bijection)."""
-    if len(amap.cod) != 1 or amap.shift[0] != 0 or not in_t:
+    if len(amap.cod) != 1 or amap.shifts[0] != 0 or not in_t:
         return None
-    row = amap.matrix[0]
+    row = amap.rows[0]
     order = None
     for env in (ctx.gen.env, ctx.gen.ref_env):
         vals = [env.size(s) for s in row]
@@ -127,10 +127,10 @@ def _parts(ctx, reindexings):
     parts = []
     for r in reindexings:
         amap = affine_map(r)
-        if len(amap.dom) != 1 or len(amap.cod) != 1 or amap.matrix[0][0] != 1:
+        if len(amap.dom) != 1 or len(amap.cod) != 1 or amap.rows[0][0] != 1:
             raise SpecError("each part reindexing must be a shift of one axis onto the whole",
                             ctx.b.path)
-        parts.append((amap.shift[0], amap.dom[0], amap.cod[0]))
+        parts.append((amap.shifts[0], amap.dom[0], amap.cod[0]))
     tiled = True
     for env in (ctx.gen.env, ctx.gen.ref_env):
         at = 0
