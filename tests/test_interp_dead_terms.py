@@ -8,6 +8,7 @@ import pytest
 import interpreter
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 @pytest.mark.parametrize("poison", [np.nan, np.inf])
 def test_idle_experts_do_not_reach_the_mixture(bundled, poison):
     moe = bundled.block("Mixture of Experts")
