@@ -6,8 +6,8 @@ result is dead iff, for every group index, some operand is dead — a product pr
 a fold skips dead terms and is dead only if all are. Naturals stay exact int64.
 
 Dead terms are skipped by selection, not by multiplying with their stored 0 (FORMAT.md §16
-item 3): when an operand holds a non-finite value, every other operand's dead positions are
-selected out of it first (for each operand whose groups are a subset of its own), so an
+item 3): when the result is not finite, the contraction is redone after every other operand's
+dead positions are selected out of each non-finite operand (for each operand whose groups are a subset of its own), so an
 unrouted expert's inf/NaN never reaches the sum through a dead gate.
 """
 from __future__ import annotations
@@ -38,8 +38,12 @@ def einops(b, inputs, ctx):
             masks += [v.live, sub]
     if len(labels) > 52:
         raise ctx.error("more than 52 contraction groups")
-    _select_out_dead_terms(operands, masks)
     out = np.einsum(*operands, [Ellipsis])
+    if masks and out.dtype.kind in "fc" and not np.isfinite(out).all():
+        # a non-finite result may come from 0 * inf in a dead term: recompute with the dead
+        # terms selected out (the rare path; the check costs one pass over the result)
+        _select_out_dead_terms(operands, masks)
+        out = np.einsum(*operands, [Ellipsis])
     live = np.einsum(*masks, [Ellipsis]) if masks else None
     return [finished(as_kind(np.asarray(out), b.output_weaves[0].datatype), live)]
 
