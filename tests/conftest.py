@@ -11,13 +11,11 @@ import pytest
 
 import ncdc
 
-SHARED = Path("/work/shared/specs")
-if not SHARED.is_dir():  # a clone next to the shared folder
-    SHARED = Path(__file__).resolve().parents[2] / "shared" / "specs"
-PYNCD = SHARED / "pyncd"
+DATA = Path(__file__).resolve().parent / "data"
+PYNCD = DATA / "pyncd"
+"""Copies of the two older-generation pyncd exports delivered in shared/specs/pyncd."""
 TRANSFORMER = PYNCD / "transformer.json"
 ATTENTION_CORE = PYNCD / "attention_core.json"
-DATA = Path(__file__).resolve().parent / "data"
 
 
 @pytest.fixture(scope="session")
