@@ -35,6 +35,11 @@ def decoder(*type_names: str, morphism: bool = False):
     return wrap
 
 
+class ConsequenceError(SpecDecodeError):
+    """A failure caused by another one already reported (a reference to a record that does
+    not decode): stands in for the term but is not listed again."""
+
+
 class Builder:
     def __init__(self, repository: dict, salvage: bool = False):
         if not isinstance(repository, dict):
@@ -45,6 +50,11 @@ class Builder:
         self.in_progress: set[int] = set()
         self.depth = 0
         self.truncated: list[Truncated] = []
+        self.problems: list[SpecDecodeError] = []
+        self.failed: set[int] = set()
+        self.titles: list[str] = []
+        """Titles of the blocks being decoded (for the locations of problems)."""
+        """Decode problems inside morphisms, collected instead of raised (see ``typed``)."""
         self.records_by_type: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ values
@@ -82,6 +92,18 @@ class Builder:
                 raise SpecDecodeError(f"terms nested deeper than {MAX_DEPTH} levels", path,
                                       node_type=t)
             return fn(self, obj, path)
+        except SpecDecodeError as exc:
+            if t not in MORPHISM_TYPES:
+                raise
+            if isinstance(exc, ConsequenceError):  # its cause is reported where it arose
+                return Truncated(t, {}, f"invalid: {exc.message}", path=path)
+            # record it and stand a placeholder in for the morphism, so that its siblings
+            # are decoded too and every problem is reported in one pass
+            if not exc.titles:
+                exc.titles = tuple(self.titles)
+                exc.args = (str(exc),)
+            self.problems.append(exc)
+            return Truncated(t, {}, f"invalid: {exc.message}", path=path)
         finally:
             self.depth -= 1
 
@@ -91,6 +113,8 @@ class Builder:
             raise SpecDecodeError(f"__ref__ must be an integer, not {rid!r}", path)
         if rid in self.cache:
             return self.cache[rid]
+        if rid in self.failed:
+            raise ConsequenceError(f"reference to record {rid}, which does not decode", path)
         key = str(rid)
         if key not in self.repo:
             raise SpecDecodeError(f"reference to {rid}, which is not in uid_repository", path)
@@ -102,6 +126,9 @@ class Builder:
         self.in_progress.add(rid)
         try:
             out = self.term(record, f"uid_repository.{key}")
+        except SpecDecodeError:
+            self.failed.add(rid)
+            raise
         finally:
             self.in_progress.discard(rid)
         self.cache[rid] = out

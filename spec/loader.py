@@ -12,7 +12,7 @@ from ir.numeric import FreeNumeric
 from ir.tags import BlockTag, TapeSlot
 
 from . import terms_morphisms, terms_numeric, terms_operators, terms_types  # noqa: F401
-from .builder import Builder
+from .builder import Builder, ConsequenceError
 from .envelope import unwrap
 from .jsontext import Incomplete, JsonTextError, parse_salvage, parse_strict
 
@@ -102,6 +102,8 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
             continue
         try:
             rec = b.ref({"__ref__": int(key)}, f"uid_repository.{key}")
+        except ConsequenceError:
+            continue
         except SpecDecodeError as exc:
             problems.append(exc)
             continue
@@ -117,6 +119,7 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
     except RecursionError:
         problems.append(_too_deep("data"))
         data = None
+    problems.extend(b.problems)
     if problems:
         first = problems[0]
         if len(problems) > 1:

@@ -104,8 +104,12 @@ def product(b, obj, path):
 
 @decoder("Block", morphism=True)
 def block(b, obj, path):
-    body = morphism_field(b, obj, "body", path)
     tag = b.check(b.field(obj, "block_tag", path), BlockTag, obj, "block_tag", path)
+    b.titles.append(tag.plain_title)
+    try:
+        body = morphism_field(b, obj, "body", path)
+    finally:
+        b.titles.pop()
     return Block(body, tag, path=path)
 
 

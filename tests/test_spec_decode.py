@@ -231,7 +231,8 @@ def test_dangling_reference(attention_core_json):
 
 def test_each_broken_repository_record_is_listed(attention_core_json):
     """The loader decodes every repository record and ``data`` separately and reports them all
-    (inside ``data`` the first problem stops decoding)."""
+    (and every broken morphism inside ``data``; consequences of a broken record are not
+    repeated)."""
     repo = attention_core_json["uid_repository"]
     axes = sorted(k for k, v in repo.items() if v.get("__type__") == "RawAxis")[:2]
     for k in axes:
@@ -261,3 +262,19 @@ def test_deep_nesting_is_a_decode_error_not_a_crash(mk):
     with pytest.raises(SpecDecodeError) as info:
         load_text(text)
     assert "deep" in str(info.value)
+
+
+def test_every_broken_morphism_in_data_is_reported_with_its_titles(transformer_json):
+    """Two separate broken operators inside ``data``: both are reported in one pass, each at
+    its own JSON path with the chain of block titles around it."""
+    (p1, einops), (p2, _) = find_typed(transformer_json, "Einops")[:2]
+    del einops["signature"]
+    softmax_path, softmax = find_typed(transformer_json, "SoftMax")[0]
+    softmax["__type__"] = "NoSuchOperator"
+    err = _load_error(transformer_json)
+    got = {p.json_path: p for p in err.problems}
+    assert set(got) == {p1, softmax_path}
+    assert got[p1].node_type == "Einops" and got[p1].field_name == "signature"
+    assert "NoSuchOperator" in got[softmax_path].message
+    for p in got.values():
+        assert p.titles[:1] == ("Transformer Layer",) and p.titles[-1] == "Attention Core"
