@@ -267,7 +267,7 @@ def test_deep_nesting_is_a_decode_error_not_a_crash(mk):
 def test_every_broken_morphism_in_data_is_reported_with_its_titles(transformer_json):
     """Two separate broken operators inside ``data``: both are reported in one pass, each at
     its own JSON path with the chain of block titles around it."""
-    (p1, einops), (p2, _) = find_typed(transformer_json, "Einops")[:2]
+    p1, einops = find_typed(transformer_json, "Einops")[0]
     del einops["signature"]
     softmax_path, softmax = find_typed(transformer_json, "SoftMax")[0]
     softmax["__type__"] = "NoSuchOperator"
