@@ -180,8 +180,6 @@ def _minmax(fn, args):
 
 decoder("RectifiedLinear")(_unary(lambda a: _max(a, 0)))
 decoder("Conjugate")(_unary(sympy.conjugate))
-decoder("Exponential")(_unary(sympy.exp))
-decoder("NaturalLogarithm")(_unary(sympy.log))
 
 
 @decoder("Clamp")
@@ -197,8 +195,3 @@ def clamp(b, obj, path):
 @decoder("LargerOf")
 def larger_of(b, obj, path):
     return _max(_num(b, obj, "first", path), _num(b, obj, "second", path))
-
-
-@decoder("SmallerOf")
-def smaller_of(b, obj, path):
-    return _min(_num(b, obj, "first", path), _num(b, obj, "second", path))

@@ -114,7 +114,6 @@ def _elementwise(function: str | None):
 decoder("Elementwise")(_elementwise(None))
 decoder("ReLU")(_elementwise("relu"))
 decoder("Dropout")(_elementwise("identity"))
-decoder("Sigmoid_")(_elementwise("sigmoid"))
 
 
 @decoder("TypeConvert")
