@@ -43,7 +43,7 @@ from .morphisms import (
                         Truncated,
 )
 from .names import Name, plain_title
-from .numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid, as_int, free_symbols
+from .numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid, free_symbols
 from .operators import *
 from .operators import ALL_OPERATORS, Operator, SelectionForm
 from .tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
@@ -57,7 +57,7 @@ __all__ = [
     "SpecFormatError", "SpecTypeError", "TruncatedError", "Block", "Broadcasted", "Composed",
     "Drop", "Grab", "Morphism", "ParaWrap", "ProductOfMorphisms", "Rearrangement",
     "StrideMorphism", "StrideRow", "Truncated", "Name", "plain_title", "FREE_INPUT", "Ceiling",
-    "FreeNumeric", "IsPositive", "Sigmoid", "as_int", "free_symbols", "ALL_OPERATORS",
+    "FreeNumeric", "IsPositive", "Sigmoid", "free_symbols", "ALL_OPERATORS",
     "Operator", "SelectionForm", "BlockDrawing", "BlockTag", "CodeReference", "TapeSlot", "Site",
     "blocks", "find_block", "walk",
 ] + [c.__name__ for c in ALL_OPERATORS]

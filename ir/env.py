@@ -48,17 +48,22 @@ class Env:
     def missing(self, expr) -> set[FreeNumeric]:
         return free_symbols(self.subs(expr))
 
+    def _bound(self, expr, what: str):
+        """``expr`` with every symbol replaced by its value; unbound ones are an error."""
+        val = self.subs(expr)
+        left = free_symbols(val)
+        if left:
+            names = ", ".join(sorted(s.label for s in left))
+            raise BindingError(f"unbound {what}: {names} (in {sympy.sstr(expr)})")
+        return val
+
     def size(self, expr) -> int:
         """Exact integer value of ``expr``."""
         key = expr
         hit = self._sizes.get(key)
         if hit is not None:
             return hit
-        val = self.subs(expr)
-        left = free_symbols(val)
-        if left:
-            names = ", ".join(sorted(s.label for s in left))
-            raise BindingError(f"unbound size symbol(s): {names} (in {sympy.sstr(expr)})")
+        val = self._bound(expr, "size symbol(s)")
         if not val.is_Integer:
             val = sympy.nsimplify(val)
             if not val.is_Integer:
@@ -75,11 +80,7 @@ class Env:
         hit = self._numbers.get(expr)
         if hit is not None:
             return hit
-        val = self.subs(expr)
-        left = free_symbols(val)
-        if left:
-            names = ", ".join(sorted(s.label for s in left))
-            raise BindingError(f"unbound constant(s): {names} (in {sympy.sstr(expr)})")
+        val = self._bound(expr, "constant(s)")
         c = complex(val.evalf(30))
         out = c.real if c.imag == 0 else c
         self._numbers[expr] = out

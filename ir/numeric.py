@@ -96,22 +96,3 @@ def free_symbols(expr) -> set[FreeNumeric]:
     if not isinstance(expr, sympy.Basic):
         return set()
     return {s for s in expr.free_symbols if isinstance(s, FreeNumeric)}
-
-
-def as_int(expr, bindings: dict | None = None) -> int:
-    """Evaluate an integral size/stride/shift expression exactly under ``bindings``."""
-    from .errors import BindingError
-
-    val = sympy.sympify(expr)
-    if bindings:
-        val = val.xreplace({k: sympy.sympify(v) for k, v in bindings.items()})
-    missing = free_symbols(val)
-    if missing:
-        names = ", ".join(sorted(s.label for s in missing))
-        raise BindingError(f"unbound size symbol(s) {names} in {sympy.sstr(expr)}")
-    if not val.is_Integer:
-        val2 = sympy.nsimplify(val)
-        if not val2.is_Integer:
-            raise BindingError(f"size expression {sympy.sstr(expr)} is not an integer ({val})")
-        val = val2
-    return int(val)
