@@ -2,8 +2,10 @@
 
 The normalisation is ``ir.affine``'s (FORMAT.md §7); here each source dim is classified once: a
 plain relabelling (the source dim *is* degree dim ``i``), or a general affine row that needs a
-strided read (windows, groups, shifted prefixes). The generated reads check the codomain range
-only, so a composition whose intermediate index can leave its axis is refused.
+strided read (windows, groups, shifted prefixes). An operand read (``Broadcasted`` reindexing)
+whose composition has an intermediate index that can leave its axis adds that index's range
+condition to the read's liveness mask; elsewhere (scatters, concatenation parts) such a map is
+refused.
 """
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ from ir import affine
 from ir.errors import SpecError
 
 
-def affine_map(m) -> affine.AffineMap:
-    """The :class:`AffineMap` of the reindexing ``m``; a SpecError where a composition's
-    intermediate index may leave its axis (the emitted code has no check for it)."""
+def affine_map(m, constraints_ok: bool = False) -> affine.AffineMap:
+    """The :class:`AffineMap` of the reindexing ``m``; unless ``constraints_ok``, a SpecError
+    where a composition's intermediate index may leave its axis (the caller has no check)."""
     a = affine.affine_map(m)
-    if a.constraints:
+    if a.constraints and not constraints_ok:
         c = a.constraints[0]
         raise SpecError(f"a composed reindexing whose intermediate index on {c.axis.label} may "
                         "leave its axis is not supported by the code generator",

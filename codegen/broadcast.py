@@ -217,7 +217,7 @@ class Ctx:
 def read_operand(cb, b: Broadcasted, k: int, wire: Wire) -> Operand:
     weave = b.input_weaves[k]
     rx = b.reindexings[k]
-    amap = affine_map(rx)
+    amap = affine_map(rx, constraints_ok=True)
     array = wire.array
     if len(array.shape) != len(weave.shape):
         raise SpecError(f"input {k} has {len(array.shape)} dims but its weave has "
@@ -251,7 +251,62 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire) -> Operand:
     if general:
         expr, labels, live, static = _general_read(cb, b, k, amap, labels, tiled, general,
                                                    expr, live, static)
+    if amap.constraints:
+        expr, labels, live, static = _constrained(cb, b, amap, expr, labels, live, static)
     return Operand(expr, labels, live, static, full, weave.datatype)
+
+
+def _constrained(cb, b, amap, expr, labels, live, static):
+    """A composed reindexing's intermediate indices ``row . d + shift`` must stay in
+    ``[0, |axis|)`` (``ir.affine`` constraints): positions where one leaves are dead and hold
+    0, like reads outside the source (FORMAT.md §7, interpreter/READINGS.md 2)."""
+    gen = cb.gen
+    used = sorted({i for c in amap.constraints for i, s in enumerate(c.row) if s != 0})
+    deg = b.degree
+    labels = list(labels)
+    for i in used:
+        if ("d", i) not in labels:  # the operand does not vary along it: widen it there
+            expr = cb.fw.bind("widened", f"{atom(expr)}.unsqueeze(-1).expand("
+                              f"*{atom(expr)}.shape, {cb.axis_size(deg[i])})")
+            if live is not None:
+                live = f"{atom(live)}.unsqueeze(-1)"
+            labels.append(("d", i))
+            if static is not None:
+                static = tuple(a[..., None] for a in static)
+    mask_labels = [("d", i) for i in used]
+    r = len(used)
+    grids = {}
+    for q, i in enumerate(used):
+        n = cb.axis_size(deg[i])
+        view = f".view({', '.join(n if p == q else '1' for p in range(r))})" if r > 1 else ""
+        grids[i] = f"torch.arange({n}, device={atom(expr)}.device){view}"
+    conds = []
+    sizes_ref = [gen.ref_size(deg[i].size) for i in used]
+    ok_ref = np.ones(sizes_ref, dtype=bool)
+    rows_ref = []
+    for c in amap.constraints:
+        index = _index_code(cb, [(c.row[i], grids[i]) for i in used], c.shift)
+        var = cb.fw.bind(identifier(c.axis.label, "index") + "_index", index,
+                         f"intermediate index on {comment_text(c.axis.label, 20)}")
+        conds.append(f"({var} >= 0) & ({var} < {cb.axis_size(c.axis)})")
+        rows_ref.append(((tuple(gen.ref_size(c.row[i]) for i in used), gen.ref_size(c.shift)),
+                         gen.ref_size(c.axis.size)))
+    for (row, shift), n in rows_ref:
+        (cidx,) = liveness.positions([(row, shift)], sizes_ref)
+        ok_ref = ok_ref & (cidx >= 0) & (cidx < n)
+    inside = cb.fw.bind("inside", " & ".join(f"({c})" for c in conds),
+                        "[" + ", ".join(comment_text(deg[i].label, 20) for i in used)
+                        + "] where every intermediate index stays on its axis")
+    inside = align_code(inside, mask_labels, labels)
+    ok_static = liveness.align(ok_ref, mask_labels, labels)
+    pos = sure = ok_static
+    if static is not None:
+        pos, sure = static[0] & ok_static, static[1] & ok_static
+    if liveness.make(pos, sure) is None:
+        return expr, labels, live, static
+    new_live = cb.fw.bind("inside_live", inside if live is None else f"{atom(live)} & {inside}")
+    expr = cb.fw.bind("constrained", f"torch.where({new_live}, {expr}, 0)")
+    return expr, labels, new_live, (pos, sure)
 
 
 def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
@@ -340,6 +395,24 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
     if new_static is not None and liveness.make(*new_static) is None:
         new_static, out_live = None, None
     return var, rest + new, out_live, new_static
+
+
+def _index_code(cb, terms, shift) -> str:
+    """``sum(stride * grid) + shift`` as code, signs folded, zero terms left out."""
+    out = ""
+    for stride, grid in terms:
+        if stride == 0:
+            continue
+        neg = stride.could_extract_minus_sign()
+        mag = -stride if neg else stride
+        term = grid if mag == 1 else f"{cb.size_code(mag)} * {grid}"
+        out = (f"-{term}" if neg else term) if not out else \
+            f"{out} {'-' if neg else '+'} {term}"
+    if shift != 0:
+        neg = shift.could_extract_minus_sign()
+        mag = cb.size_code(-shift if neg else shift)
+        out = f"{out} {'-' if neg else '+'} {mag}" if out else cb.size_code(shift)
+    return out or "0"
 
 
 def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, ok_ref, name,
@@ -596,7 +669,9 @@ def fusible_view(cb, item, nxt, wires: list[Wire] | None = None) -> bool:
         return False
     if kind(item.output_weaves[0].datatype) != "real":
         return False
-    amap = affine_map(nxt.reindexings[0])
+    amap = affine_map(nxt.reindexings[0], constraints_ok=True)
+    if amap.constraints:
+        return False
     gen = cb.gen
 
     def sizes(axis):

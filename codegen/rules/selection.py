@@ -1,8 +1,13 @@
 """Selections: top-k, reading through a selection, index selection (FORMAT.md §11.16-18).
 
-Top-k ranks the live entries of its one target axis (``torch.topk``; ties are not expected
-on real data); the dense-k forms list picks in position order, as the reference does."""
+Top-k ranks the live entries of its one target axis. The ``WEIGHTS`` form uses ``torch.topk``
+(ties are not expected on real data); the dense-k forms rank with a stable sort, so ties go to
+the lower position, and list the picks in position order with empty slots dead, as the reference
+does (interpreter/READINGS.md 13). ``Select`` with positions held as data and ``IndexSelect``
+gather along the payload's axis: dead where the position is dead or names a dead entry."""
 from __future__ import annotations
+
+import numpy as np
 
 from ir.datatypes import kind
 from ir.errors import SpecError
@@ -47,22 +52,48 @@ def topk(ctx):
         return [OpResult(var, out, sel_var, st)]
     if len(ctx.ops) > 2:
         raise SpecError("TopK takes a score input and optionally a positions input", b.path)
-    picks = ctx.bind("picks", f"{kept}.sort(dim=-1).values", note="in position order")
-    results = []
-    slot_live = None
+    return _dense_topk(ctx, src, live, keep, tl, ranked)
+
+
+def _dense_topk(ctx, src, live, keep, tl, ranked):
+    """The dense-``k`` forms (``WEIGHTS_SELECT``, ``ONLY_WEIGHTS``, ``ONLY_SELECTION``): the
+    kept entries (a stable descending sort: ties go to the lower position) listed in position
+    order in ``k`` slots; slots with nothing to hold are dead (interpreter/READINGS.md 13)."""
+    cb, op = ctx.cb, ctx.op
+    k = cb.size_code(op.k)
+    n_code = f"{src}.shape[-1]"
+    order = ctx.bind("ranking", f"torch.sort({ranked}, dim=-1, descending=True, "
+                     f"stable=True).indices[..., :{k}]", note="ties: the lower position first")
+    chosen = f"torch.zeros_like({ranked}, dtype=torch.bool).scatter(-1, {order}, True)"
     if live is not None:
-        slot_live = ctx.bind("picks_live", f"torch.gather({live}.expand_as({src}), -1, "
-                             f"{picks})")
-    j = 0
-    st = None
-    if live is not None:
-        any_p = p.any(axis=-1, keepdims=True)
-        st = (any_p, any_p & False)
+        chosen = f"{chosen} & {live}"
+    chosen = ctx.bind("chosen", chosen)
+    keyed = f"torch.where({chosen}, torch.arange({n_code}, device={src}.device), {n_code})"
+    picks = ctx.bind("picks", f"{keyed}.sort(dim=-1).values[..., :{k}]",
+                     note="kept positions in position order, empty slots last")
+    k_ref, n_ref = ctx.gen.ref_size(op.k), ctx.ref(tl[0])
+    if k_ref > n_ref or ctx.gen.size(op.k) > ctx.gen.size(ctx.axis(tl[0]).size):
+        picks = ctx.bind("picks", f"F.pad({picks}, (0, {k} - {picks}.shape[-1]), "
+                         f"value={n_code})", note="fewer entries than slots")
+    slot_live = ctx.bind("picks_live", f"{picks} < {n_code}")
+    picks = ctx.bind("picks", f"torch.where({slot_live}, {picks}, 0)")
+    p, _ = ctx.static_of(0, keep + tl)
+    any_p = p.any(axis=-1, keepdims=True)
+    slots_p = np.broadcast_to(any_p, any_p.shape[:-1] + (k_ref,))
+    if live is None:
+        sure = np.broadcast_to(np.arange(k_ref) < n_ref, slots_p.shape)
+    else:
+        sure = slots_p & False
+    st = (slots_p, sure)
+    masked = liveness.make(*st) is not None
+    results, j = [], 0
     if op.form in (SelectionForm.WEIGHTS_SELECT, SelectionForm.ONLY_WEIGHTS):
-        var = ctx.bind("top_values", f"torch.gather({src}, -1, {picks})")
-        if slot_live is not None:
+        var = ctx.bind("top_values", f"torch.gather({src}.expand({ranked}.shape), -1, {picks})")
+        if masked:
             var = ctx.bind(var, ctx.where_live(slot_live, var))
-        results.append(OpResult(var, keep + [("o", j, 0)], slot_live, st))
+            results.append(OpResult(var, keep + [("o", j, 0)], slot_live, st))
+        else:
+            results.append(OpResult(var, keep + [("o", j, 0)]))
         j += 1
     if op.form in (SelectionForm.WEIGHTS_SELECT, SelectionForm.ONLY_SELECTION):
         positions = picks
@@ -70,9 +101,12 @@ def topk(ctx):
             data = ctx.aligned(1, keep + [lab for lab in ctx.ops[1].labels if lab[0] == "t"],
                                expand=True)
             positions = ctx.bind("picked_positions", f"torch.gather({data}, -1, {picks})")
-        if slot_live is not None:
-            positions = ctx.bind("picked_positions", ctx.where_live(slot_live, positions))
-        results.append(OpResult(positions, keep + [("o", j, 0)], slot_live, st))
+            if masked:
+                positions = ctx.bind("picked_positions", ctx.where_live(slot_live, positions))
+        if masked:
+            results.append(OpResult(positions, keep + [("o", j, 0)], slot_live, st))
+        else:
+            results.append(OpResult(positions, keep + [("o", j, 0)]))
     return results
 
 
@@ -98,8 +132,75 @@ def select(ctx):
         live = ctx.bind(var + "_live", " & ".join(lives))
         var = ctx.bind(var, ctx.where_live(live, var), out)
         return [OpResult(var, out, live, (pos, sure))]
-    raise SpecError("Select with positions held as data is not supported by the code "
-                    "generator", b.path)
+    if len(ctx.ops) == 3 and kinds[1] == "natural" and kinds[0] != "natural":
+        return [_weighted_gather(ctx)]
+    if len(ctx.ops) == 2 and kinds[0] == "natural" and kinds[1] != "natural":
+        out = ctx.spanned() + [("o", 0, 0)]
+        idx, idx_live, idx_static = _slot_operand(ctx, 0, out)
+        return [_gather(ctx, 1, out, idx, idx_live, idx_static)]
+    raise SpecError(f"Select with {len(ctx.ops)} operands of kinds {', '.join(kinds)} is not "
+                    "a known form (FORMAT.md §11.17)", b.path)
+
+
+def _slot_operand(ctx, k, out):
+    """Operand ``k`` (target: the slot axis) aligned to ``out``, expanded; its live code and
+    static liveness there (None, None where surely live)."""
+    o = ctx.ops[k]
+    labs = [("o", 0, 0) if lab[0] == "t" else lab for lab in o.labels]
+    code = ctx.expand(align_code(o.expr, labs, out), out, set(labs), o.full)
+    if o.live is None:
+        return code, None, None
+    static = (liveness.align(o.static[0], labs, out), liveness.align(o.static[1], labs, out))
+    if liveness.make(*static) is None:
+        return code, None, None
+    return code, align_code(o.live, labs, out), static
+
+
+def _gather(ctx, pi, out, idx, idx_live, idx_static, named=True):
+    """``payload[..., idx]`` along the payload's one target axis, ``out``'s last dim the slots:
+    dead where the position is dead or names a dead payload entry (FORMAT.md §11.17-18)."""
+    lead = out[:-1]
+    pl = ctx.aligned(pi, lead + [("t", pi, 0)], expand=True)
+    labels = out if named else None
+    if idx_live is not None:
+        idx = ctx.bind("positions", ctx.where_live(idx_live, idx), labels,
+                       note="dead positions read entry 0")
+    var = ctx.bind("picked", f"torch.gather({pl}, -1, {idx})", labels)
+    pos = sure = liveness.full(len(out))
+    if idx_static is not None:
+        pos, sure = idx_static
+    lives = [] if idx_live is None else [idx_live]
+    if ctx.ops[pi].live is not None:
+        pp, ps = ctx.static_of(pi, lead + [("t", pi, 0)])
+        pos = pos & pp.any(axis=-1, keepdims=True)
+        sure = sure & ps.all(axis=-1, keepdims=True)
+        if liveness.make(pp, ps) is not None:
+            pl_live = ctx.aligned_live(pi, lead + [("t", pi, 0)])
+            lives.append(f"torch.gather({pl_live}.expand({pl}.shape), -1, {idx})")
+    if liveness.make(pos, sure) is None or not lives:
+        return OpResult(var, out)
+    lv = ctx.bind(var + "_live", " & ".join(lives))
+    var = ctx.bind(var, ctx.where_live(lv, var), labels)
+    return OpResult(var, out, lv, (pos, sure))
+
+
+def _weighted_gather(ctx):
+    """``(w: R[k], pos: Nat<n>[k], p: R[n]) -> R[k]``: ``w[s] * p[pos[s]]``."""
+    out = ctx.spanned() + [("o", 0, 0)]
+    idx, idx_live, idx_static = _slot_operand(ctx, 1, out)
+    g = _gather(ctx, 2, out, idx, idx_live, idx_static)
+    w, w_live, w_static = _slot_operand(ctx, 0, out)
+    var = ctx.bind("selected", f"{w} * {g.expr}", out)
+    if w_live is None:
+        return OpResult(var, out, g.live, g.static)
+    pos, sure = w_static
+    lives = [w_live]
+    if g.live is not None:
+        pos, sure = pos & g.static[0], sure & g.static[1]
+        lives.append(g.live)
+    lv = ctx.bind(var + "_live", " & ".join(lives))
+    var = ctx.bind(var, ctx.where_live(lv, var), out)
+    return OpResult(var, out, lv, (pos, sure))
 
 
 @rule(IndexSelect)
@@ -113,15 +214,25 @@ def index_select(ctx):
     if b.input_weaves[ki].target or len(b.input_weaves[pi].target) != 1:
         raise SpecError("IndexSelect needs a rank-0 index and a rank-1 payload", b.path)
     out = ctx.spanned()
-    idx = ctx.aligned(ki, out, expand=True)
-    pl = ctx.aligned(pi, out + [("t", pi, 0)], expand=True)
-    var = ctx.bind("picked", f"torch.gather({pl}, -1, {idx}[..., None])[..., 0]", out)
+    if ctx.ops[pi].live is None:
+        idx = ctx.aligned(ki, out, expand=True)
+        pl = ctx.aligned(pi, out + [("t", pi, 0)], expand=True)
+        var = ctx.bind("picked", f"torch.gather({pl}, -1, {idx}[..., None])[..., 0]", out)
+        live, static = ctx.product_live(out, [ki])
+        if live is None:
+            return [OpResult(var, out)]
+        lv = ctx.bind(var + "_live", live)
+        var = ctx.bind(var, ctx.where_live(lv, var), out)
+        return [OpResult(var, out, lv, static)]
+    slot = ("o", 0, 0)
+    idx = f"{ctx.aligned(ki, out, expand=True)}[..., None]"
     live, static = ctx.product_live(out, [ki])
-    if ctx.ops[pi].live is not None:
-        raise SpecError("IndexSelect from a payload with dead positions is not supported by the "
-                        "code generator", b.path)
-    if live is None:
+    if static is not None:
+        live = f"({live})[..., None]"
+        static = tuple(a[..., None] for a in static)
+    g = _gather(ctx, pi, out + [slot], idx, live, static, named=False)
+    var = ctx.bind("picked", f"{g.expr}[..., 0]", out)
+    if g.live is None:
         return [OpResult(var, out)]
-    lv = ctx.bind(var + "_live", live)
-    var = ctx.bind(var, ctx.where_live(lv, var), out)
-    return [OpResult(var, out, lv, static)]
+    lv = ctx.bind(var + "_live", f"{g.live}[..., 0]")
+    return [OpResult(var, out, lv, tuple(a[..., 0] for a in g.static))]

@@ -123,24 +123,32 @@ def _flatten_order(ctx, amap, in_t):
 
 
 def _parts(ctx, reindexings):
-    """(offset expr, part axis) per part, and whether they tile the whole axis in order."""
+    """(offset expr, part axis, whole axis, stride expr) per part, and whether they tile the
+    whole axis in order (stride 1, back to back, covering it)."""
     parts = []
     for r in reindexings:
         amap = affine_map(r)
-        if len(amap.dom) != 1 or len(amap.cod) != 1 or amap.rows[0][0] != 1:
-            raise SpecError("each part reindexing must be a shift of one axis onto the whole",
-                            ctx.b.path)
-        parts.append((amap.shifts[0], amap.dom[0], amap.cod[0]))
+        if len(amap.dom) != 1 or len(amap.cod) != 1:
+            raise SpecError(f"{type(ctx.op).__name__}: each part reindexing must map one axis "
+                            "onto the whole", ctx.b.path)
+        parts.append((amap.shifts[0], amap.dom[0], amap.cod[0], amap.rows[0][0]))
     tiled = True
     for env in (ctx.gen.env, ctx.gen.ref_env):
         at = 0
-        for shift, axis, whole in parts:
-            if env.size(shift) != at:
+        for shift, axis, whole, step in parts:
+            if env.size(shift) != at or env.size(step) != 1:
                 tiled = False
             at += env.size(axis.size)
         if at != env.size(parts[0][2].size):
             tiled = False
     return parts, tiled
+
+
+def _part_rows(ctx, part, ref: bool):
+    shift, _, _, step = part
+    if ref:
+        return [((ctx.gen.ref_size(step),), ctx.gen.ref_size(shift))]
+    return f"[(({ctx.cb.size_code(step)},), {ctx.cb.size_code(shift)})]"
 
 
 @rule(ConcatenateAxes)
@@ -159,11 +167,62 @@ def concatenate(ctx):
         src = align_code(o.expr, [("o", 0, 0) if lab[0] == "t" else lab for lab in o.labels],
                          dst)
         aligned.append(ctx.expand(src, dst, set(o.labels) | {("o", 0, 0)}, o.full))
-    if not tiled or ctx.masked():
-        raise SpecError("ConcatenateAxes whose parts do not tile the whole axis (or carry dead "
-                        "positions) is not supported by the code generator", b.path)
-    var = ctx.bind("concatenated", f"torch.cat([{', '.join(aligned)}], dim=-1)", dst)
-    return [OpResult(var, dst, full=ctx.any_full() or ctx.cb.lead() is not None)]
+    if tiled and not ctx.masked():
+        var = ctx.bind("concatenated", f"torch.cat([{', '.join(aligned)}], dim=-1)", dst)
+        return [OpResult(var, dst, full=ctx.any_full() or ctx.cb.lead() is not None)]
+    return _scatter_parts(ctx, parts, aligned, dst)
+
+
+def _scatter_parts(ctx, parts, aligned, dst):
+    """Each part written at ``offset_k + stride_k * j`` of the whole axis, later parts over
+    earlier ones; unwritten positions and dead part entries are dead (FORMAT.md §11.15)."""
+    cb = ctx.cb
+    whole = ctx.axis(("o", 0, 0))
+    size_code = f"({cb.axis_size(whole)},)"
+    n_ref = ctx.gen.ref_size(whole.size)
+    ctx.gen.prelude.add("views")
+    var = ctx.fw.names.fresh("concatenated")
+    live = ctx.fw.names.fresh(var + "_live")
+    pos = sure = None
+    for k, (part, src) in enumerate(zip(parts, aligned)):
+        o = ctx.ops[k]
+        labs = [("o", 0, 0) if lab[0] == "t" else lab for lab in o.labels]
+        rows = _part_rows(ctx, part, False)
+        box = [ctx.gen.ref_size(part[1].size)]
+        written = liveness.write(np.ones(box, dtype=bool), box, _part_rows(ctx, part, True),
+                                 [n_ref])
+        p = s = written
+        if o.static is not None:
+            p = liveness.write(liveness.align(o.static[0], labs, dst), box,
+                               _part_rows(ctx, part, True), [n_ref])
+            s = liveness.write(liveness.align(o.static[1], labs, dst), box,
+                               _part_rows(ctx, part, True), [n_ref])
+        pos = p if pos is None else np.where(written, p, pos)
+        sure = s if sure is None else np.where(written, s, sure)
+        part_live = None
+        if o.live is not None:
+            part_live = f"{atom(align_code(o.live, labs, dst))}.expand({atom(src)}.shape)"
+        if k == 0:
+            ctx.fw.emit(f"{var}, {live} = affine_write({src}, {rows}, {size_code})",
+                        ctx.shape_comment(dst) + f" part {part[1].label}")
+            if part_live is not None:
+                ctx.fw.emit(f"{live} = {live} & affine_write({part_live}, {rows}, "
+                            f"{size_code})[0]")
+            continue
+        val_k = ctx.fw.names.fresh(identifier(part[1].label, "part"))
+        at_k = ctx.fw.names.fresh(val_k + "_written")
+        ctx.fw.emit(f"{val_k}, {at_k} = affine_write({src}, {rows}, {size_code})",
+                    f"part {part[1].label}")
+        ctx.fw.emit(f"{var} = torch.where({at_k}, {val_k}, {var})")
+        if part_live is not None:
+            ctx.fw.emit(f"{live} = torch.where({at_k}, affine_write({part_live}, {rows}, "
+                        f"{size_code})[0], {live})")
+        else:
+            ctx.fw.emit(f"{live} = {live} | {at_k}")
+    full = ctx.any_full() or cb.lead() is not None
+    if liveness.make(pos, sure) is None:
+        return [OpResult(var, dst, full=full)]
+    return [OpResult(var, dst, live, (pos, sure), full=full)]
 
 
 @rule(DeconcatenateAxes)
@@ -182,31 +241,72 @@ def deconcatenate(ctx):
     live = ctx.aligned_live(0, keep + tl)
     results = []
     if tiled:
-        sizes = ", ".join(cb.axis_size(axis) for _, axis, _ in parts)
-        names = [ctx.fw.names.fresh(identifier(axis.label, "part")) for _, axis, _ in parts]
+        sizes = ", ".join(cb.axis_size(part[1]) for part in parts)
+        names = [ctx.fw.names.fresh(identifier(part[1].label, "part")) for part in parts]
         ctx.fw.emit(f"{', '.join(names)} = torch.split({src}, [{sizes}], dim=-1)",
                     "parts of " + ctx.shape_comment(tl))
-        exprs = names
-    else:
-        exprs = []
-        for shift, axis, whole in parts:
-            exprs.append(ctx.bind(identifier(axis.label, "part"),
-                                  f"{atom(src)}.narrow(-1, {cb.size_code(shift)}, "
-                                  f"{cb.axis_size(axis)})"))
-    for j, ((shift, axis, whole), expr) in enumerate(zip(parts, exprs)):
-        labels = keep + [("o", j, 0)]
-        if live is None:
-            results.append(OpResult(expr, labels))
-            continue
-        p, s = ctx.static_of(0, keep + tl)
-        n = p.shape[-1]
-        lo = ctx.gen.ref_size(shift)
-        hi = lo + ctx.gen.ref_size(axis.size)
-        ps = (p if n == 1 else p[..., lo:hi], s if n == 1 else s[..., lo:hi])
-        if liveness.make(*ps) is None:
-            results.append(OpResult(expr, labels))
-            continue
-        lv = ctx.bind(expr + "_live", f"{atom(live)}.expand({atom(src)}.shape).narrow(-1, "
-                      f"{cb.size_code(shift)}, {cb.axis_size(axis)})")
-        results.append(OpResult(expr, labels, lv, ps))
+        for j, (part, expr) in enumerate(zip(parts, names)):
+            results.append(_narrowed(ctx, src, live, keep, tl, j, part, expr))
+        return results
+    for j, part in enumerate(parts):
+        shift, axis = part[0], part[1]
+        if _inside(ctx, part):
+            expr = ctx.bind(identifier(axis.label, "part"),
+                            f"{atom(src)}.narrow(-1, {cb.size_code(shift)}, "
+                            f"{cb.axis_size(axis)})")
+            results.append(_narrowed(ctx, src, live, keep, tl, j, part, expr))
+        else:
+            results.append(_read_part(ctx, src, live, keep, tl, j, part))
     return results
+
+
+def _inside(ctx, part) -> bool:
+    """Whether the part is a stride-1 run inside the whole axis (a ``narrow``)."""
+    shift, axis, whole, step = part
+    for env in (ctx.gen.env, ctx.gen.ref_env):
+        lo, n = env.size(shift), env.size(axis.size)
+        if env.size(step) != 1 or lo < 0 or lo + n > env.size(whole.size):
+            return False
+    return True
+
+
+def _narrowed(ctx, src, live, keep, tl, j, part, expr):
+    shift, axis = part[0], part[1]
+    labels = keep + [("o", j, 0)]
+    if live is None:
+        return OpResult(expr, labels)
+    p, s = ctx.static_of(0, keep + tl)
+    n = p.shape[-1]
+    lo = ctx.gen.ref_size(shift)
+    hi = lo + ctx.gen.ref_size(axis.size)
+    ps = (p if n == 1 else p[..., lo:hi], s if n == 1 else s[..., lo:hi])
+    if liveness.make(*ps) is None:
+        return OpResult(expr, labels)
+    lv = ctx.bind(expr + "_live", f"{atom(live)}.expand({atom(src)}.shape).narrow(-1, "
+                  f"{ctx.cb.size_code(shift)}, {ctx.cb.axis_size(axis)})")
+    return OpResult(expr, labels, lv, ps)
+
+
+def _read_part(ctx, src, live, keep, tl, j, part):
+    """A part read at ``offset + stride * j`` of the whole axis; reads outside are dead."""
+    axis, whole = part[1], part[2]
+    cb = ctx.cb
+    labels = keep + [("o", j, 0)]
+    rows = _part_rows(ctx, part, False)
+    sizes = f"({cb.axis_size(axis)},)"
+    ctx.gen.prelude.add("views")
+    expr = ctx.fw.names.fresh(identifier(axis.label, "part"))
+    lv = ctx.fw.names.fresh(expr + "_live")
+    ctx.fw.emit(f"{expr}, {lv} = affine_read({src}, {rows}, {sizes})",
+                ctx.shape_comment(labels) + "; reads outside are dead")
+    if live is not None:
+        ctx.fw.emit(f"{lv} = {lv} & affine_read({atom(live)}.expand({atom(src)}.shape), "
+                    f"{rows}, {sizes})[0]")
+    p, s = ctx.static_of(0, keep + tl)
+    extent = [ctx.gen.ref_size(whole.size)]
+    box = [ctx.gen.ref_size(axis.size)]
+    rows_ref = _part_rows(ctx, part, True)
+    ps = (liveness.read(p, extent, rows_ref, box)[0], liveness.read(s, extent, rows_ref, box)[0])
+    if liveness.make(*ps) is None:
+        return OpResult(expr, labels)
+    return OpResult(expr, labels, lv, ps)
