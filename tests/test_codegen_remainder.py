@@ -22,7 +22,7 @@ from ir import (
     TopK,
     View,
 )
-from ir.axes import AffineSparseAxis, ConcatenatedAxis
+from ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ir.env import Env
 from ir.names import Name
 from tests.oracles.ir_build import (
@@ -156,6 +156,15 @@ def test_dense_topk_forms_in_position_order_ties_low(quant, form, k_n):
             SelectionForm.ONLY_SELECTION: [weave(nat(6), "*", k)]}[form]
     top = bc(TopK(Name("top"), k=sympy.Integer(k_n), form=form), [weave(R, "*", e)], outs,
              [rearr([0], x)])
+    _agrees(composed(_tied_scores(x, w, e), top), quant)
+
+
+@pytest.mark.parametrize("quant", MODES)
+def test_weights_topk_keeps_the_lower_position_on_ties(quant):
+    x, w, e = axis("x", 5), axis("w", 3), axis("e", 6)
+    ke = SparseAxis(next(_UIDS), Name("k/e"), sympy.Integer(6), activity=sympy.Integer(2))
+    top = bc(TopK(Name("top"), k=sympy.Integer(2), form=SelectionForm.WEIGHTS),
+             [weave(R, "*", e)], [weave(Q("FP32"), "*", ke)], [rearr([0], x)])
     _agrees(composed(_tied_scores(x, w, e), top), quant)
 
 

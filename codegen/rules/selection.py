@@ -1,9 +1,8 @@
 """Selections: top-k, reading through a selection, index selection (FORMAT.md §11.16-18).
 
-Top-k ranks the live entries of its one target axis. The ``WEIGHTS`` form uses ``torch.topk``
-(ties are not expected on real data); the dense-k forms rank with a stable sort, so ties go to
-the lower position, and list the picks in position order with empty slots dead, as the reference
-does (interpreter/READINGS.md 13). ``Select`` with positions held as data and ``IndexSelect``
+Top-k ranks the live entries of its one target axis with a stable descending sort, so ties go
+to the lower position as in the reference (interpreter/READINGS.md 13); the ``WEIGHTS`` form
+keeps the picks in place, the dense-k forms list them in position order with empty slots dead. ``Select`` with positions held as data and ``IndexSelect``
 gather along the payload's axis: dead where the position is dead or names a dead entry."""
 from __future__ import annotations
 
@@ -33,8 +32,9 @@ def topk(ctx):
     ranked = src
     if live is not None:
         ranked = ctx.bind("ranked", ctx.where_live(live, src, "-math.inf"), keep + tl)
-    kept = ctx.bind("kept", f"torch.topk({ranked}, min({k}, {ranked}.shape[-1]), "
-                    "dim=-1).indices", note="positions of the k largest")
+    kept = ctx.bind("kept", f"torch.sort({ranked}, dim=-1, descending=True, "
+                    f"stable=True).indices[..., :{k}]",
+                    note="positions of the k largest; ties: the lower position first")
     p, s = ctx.static_of(0, keep + tl)
     k_ref = ctx.gen.ref_size(op.k)
     n_ref = ctx.ref(tl[0])
