@@ -24,10 +24,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # this file is named like the package it measures: keep bench/ off the import path
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
-import codegen
-import interpreter
+from ncdc.codegen.check import run_generated
+
 import ncdc
-from codegen.check import run_generated
+from ncdc import codegen, interpreter
 
 
 def _handwritten():

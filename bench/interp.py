@@ -22,9 +22,7 @@ import sympy
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-import interpreter
-import ncdc
-from ir import (
+from ncdc.ir import (
     FREE_INPUT,
     TILED,
     Arithmetic,
@@ -44,8 +42,11 @@ from ir import (
     View,
     Weave,
 )
-from ir.env import Env
-from ir.names import Name
+from ncdc.ir.env import Env
+from ncdc.ir.names import Name
+
+import ncdc
+from ncdc import interpreter
 
 R = Reals()
 _uid = iter(range(800_000, 900_000))
@@ -119,7 +120,7 @@ def window_scores(n_tok, n_win, width):
     win = ProductOfMorphisms((Block(StrideMorphism(
         (x, j), (StrideRow(x, (sympy.Integer(1), sympy.Integer(-1)), sympy.Integer(0)),)),
         tag), Rearrangement((0,), (c,))))
-    from ir import Array
+    from ncdc.ir import Array
 
     view = Broadcasted(View(Name("win")), (w("*", "*"),), (w("*", "*", "*"),), (win,))
     dot = Broadcasted(Einops(Name("e"), signature=((0,), (0,))), (w("*", c), w("*", "*", c)),

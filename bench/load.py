@@ -13,9 +13,10 @@ import json
 import re
 import time
 
+from ncdc.spec.loader import load_text
+from ncdc.spec.validate import validate
+
 import ncdc
-from spec.loader import load_text
-from spec.validate import validate
 
 _TOKEN = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"|[\[\]{},:]|[^\s\[\]{},:"]+|\s+|"')
 _SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null")

@@ -23,7 +23,7 @@ def _env_for(morphism, env, sizes, preset="tiny"):
         if sizes:
             raise ValueError("give either env or sizes, not both")
         return env
-    from spec.bindings import bind
+    from ncdc.spec.bindings import bind
 
     from .generate import collect_symbols
 

@@ -9,8 +9,8 @@ refused.
 """
 from __future__ import annotations
 
-from ir import affine
-from ir.errors import SpecError
+from ncdc.ir import affine
+from ncdc.ir.errors import SpecError
 
 
 def affine_map(m, constraints_ok: bool = False) -> affine.AffineMap:

@@ -16,17 +16,16 @@ import re
 from dataclasses import dataclass
 
 import numpy as np
-
-from ir.arrays import TILED
-from ir.datatypes import kind, storage_encoding
-from ir.errors import SpecError
-from ir.morphisms import Broadcasted
-from ir.operators import (
+from ncdc.ir.arrays import TILED
+from ncdc.ir.datatypes import kind, storage_encoding
+from ncdc.ir.errors import SpecError
+from ncdc.ir.morphisms import Broadcasted
+from ncdc.ir.operators import (
     Einops,
     Linear,
     View,
 )
-from ir.storage import block_scale, output_format
+from ncdc.ir.storage import block_scale, output_format
 
 from . import liveness
 from .affine import affine_map, simple_source

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
-
-from ir.datatypes import kind, storage_encoding
-from ir.env import Env
-from ir.morphisms import Block
+from ncdc.ir.datatypes import kind, storage_encoding
+from ncdc.ir.env import Env
+from ncdc.ir.morphisms import Block
 
 from .generate import DTYPES, generate, instantiate, load_module
 
@@ -160,7 +159,7 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
                    key: str | None = None) -> CheckResult:
     """Run the interpreter and the generated module on the same random data."""
-    import interpreter
+    from ncdc import interpreter
 
     path = getattr(morphism, "path", "")
     shapes = ", ".join(f"{a}" for a in morphism.dom) + " -> " + ", ".join(

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 
 import sympy
-
-from ir.errors import SpecError
+from ncdc.ir.errors import SpecError
 
 from .names import Namer
 

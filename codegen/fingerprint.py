@@ -10,10 +10,9 @@ import enum
 import hashlib
 
 import sympy
-
-from ir.axes import Axis
-from ir.morphisms import Morphism
-from ir.tags import BlockTag, TapeSlot
+from ncdc.ir.axes import Axis
+from ncdc.ir.morphisms import Morphism
+from ncdc.ir.tags import BlockTag, TapeSlot
 
 TAG_FIELDS = ("title", "description", "formula", "repetition", "drawing", "counter")
 

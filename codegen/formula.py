@@ -8,9 +8,8 @@ reference interpreter evaluates it).
 from __future__ import annotations
 
 import sympy
-
-from ir.errors import SpecError
-from ir.numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid
+from ncdc.ir.errors import SpecError
+from ncdc.ir.numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid
 
 
 def _prec(e) -> int:

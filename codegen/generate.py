@@ -11,13 +11,12 @@ from importlib import resources
 
 import sympy
 import torch
-
-from ir.env import Env
-from ir.errors import SpecError
-from ir.morphisms import Block, Morphism, Truncated
-from ir.names import plain_title
-from ir.numeric import FreeNumeric
-from ir.params import param_specs
+from ncdc.ir.env import Env
+from ncdc.ir.errors import SpecError
+from ncdc.ir.morphisms import Block, Morphism, Truncated
+from ncdc.ir.names import plain_title
+from ncdc.ir.numeric import FreeNumeric
+from ncdc.ir.params import param_specs
 
 from .lower import INDENT, ClassBuilder, ClassInfo, Generator, Param, Sub
 from .names import comment_text, docstring
@@ -73,7 +72,7 @@ def data_symbols(root: Morphism, env: Env) -> set[FreeNumeric]:
 
 
 def _repetition_symbols(root):
-    from ir.walk import walk
+    from ncdc.ir.walk import walk
 
     for site in walk(root):
         if isinstance(site.node, Block):
@@ -83,7 +82,7 @@ def _repetition_symbols(root):
 
 def _prelude(name: str) -> tuple[list[str], str]:
     """(import lines, code after the imports) of a prelude module, the code verbatim."""
-    text = resources.files("codegen").joinpath("prelude", f"{name}.py").read_text("utf-8")
+    text = resources.files("ncdc.codegen").joinpath("prelude", f"{name}.py").read_text("utf-8")
     tree = ast.parse(text)
     imports, start = [], None
     for node in tree.body:
@@ -153,7 +152,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
                                excluded=excluded)
         body = morphism
         if isinstance(morphism, Block):
-            from ir.params import repetitions
+            from ncdc.ir.params import repetitions
 
             if repetitions(morphism, env) == 1:
                 body = morphism.body

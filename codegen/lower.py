@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import sympy
-
-from ir.arrays import Array
-from ir.env import Env
-from ir.errors import SpecError, TruncatedError
-from ir.morphisms import (
+from ncdc.ir.arrays import Array
+from ncdc.ir.env import Env
+from ncdc.ir.errors import SpecError, TruncatedError
+from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
@@ -30,9 +29,9 @@ from ir.morphisms import (
     Rearrangement,
     Truncated,
 )
-from ir.numeric import FreeNumeric
-from ir.params import repetitions
-from ir.tags import BlockDrawing, TapeSlot
+from ncdc.ir.numeric import FreeNumeric
+from ncdc.ir.params import repetitions
+from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import liveness
 from .emit import FunctionWriter, SizePrinter, drop_unused, wrap_line
@@ -502,7 +501,7 @@ class ClassBuilder:
         return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
 
     def _doc_text(self) -> str:
-        from ir.names import plain_title
+        from ncdc.ir.names import plain_title
 
         parts = [plain_title(self.title) or "Block"]
         if self.description:

@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir.axes import SparseAxis
-from ir.datatypes import Natural, strip
-from ir.operators import (
+from ncdc.ir.axes import SparseAxis
+from ncdc.ir.datatypes import Natural, strip
+from ncdc.ir.operators import (
     Arithmetic,
     BlockOperator,
     Cast,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ir.arrays import Array
+from ncdc.ir.arrays import Array
 
 from .liveness import StaticLive
 

@@ -6,10 +6,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ir.env import Env
-from ir.errors import EvaluationError, SpecError
-from ir.morphisms import Composed, Truncated
+from ncdc.ir.env import Env
+from ncdc.ir.errors import EvaluationError, SpecError
+from ncdc.ir.morphisms import Composed, Truncated
 
 from .evaluate import Evaluator
 from .inputs import coerce, tape_needs, tape_slots
@@ -54,7 +53,7 @@ class Evaluation:
 def bind_for(morphism, sizes=None, constants=None, preset: str | None = None) -> Env:
     """An env for a morphism given alone: the constants file, then ``preset`` (default
     ``tiny``), then ``sizes`` / ``constants`` by name, code form or id."""
-    from spec.bindings import bind
+    from ncdc.spec.bindings import bind
 
     return bind(free_numerics(morphism), preset or "tiny", sizes, constants).env
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from ir.errors import EvaluationError
-from ir.morphisms import Broadcasted
+from ncdc.ir.errors import EvaluationError
+from ncdc.ir.morphisms import Broadcasted
 
 
 @dataclass

@@ -21,10 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
-from ir.arrays import TILED
-from ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
-from ir.morphisms import (
+from ncdc.ir.arrays import TILED
+from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
+from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
@@ -36,8 +35,8 @@ from ir.morphisms import (
     StrideMorphism,
     Truncated,
 )
-from ir.operators import BlockOperator, ParaBlockOperator
-from ir.params import block_segments, param_roles, repetitions, titled_children
+from ncdc.ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.params import block_segments, param_roles, repetitions, titled_children
 
 from . import fusion
 from .context import RuleContext

@@ -21,11 +21,10 @@ import zlib
 
 import numpy as np
 import sympy
-
-from ir.datatypes import Natural, kind, strip
-from ir.env import Env
-from ir.errors import EvaluationError
-from ir.params import ParamSpec
+from ncdc.ir.datatypes import Natural, kind, strip
+from ncdc.ir.env import Env
+from ncdc.ir.errors import EvaluationError
+from ncdc.ir.params import ParamSpec
 
 RELEASED_PRIME_START = 16_000_000
 

@@ -25,11 +25,10 @@ from functools import reduce
 
 import numpy as np
 import sympy
+from ncdc.ir.env import Env
+from ncdc.ir.errors import BindingError
+from ncdc.ir.numeric import FREE_INPUT, free_symbols
 from sympy.codegen.rewriting import log2_opt, optimize
-
-from ir.env import Env
-from ir.errors import BindingError
-from ir.numeric import FREE_INPUT, free_symbols
 
 _EMax = sympy.Function("_elementwise_max")
 _EMin = sympy.Function("_elementwise_min")

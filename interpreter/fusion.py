@@ -12,10 +12,9 @@ literally and the tests compare the two.
 from __future__ import annotations
 
 import numpy as np
-
-from ir.datatypes import Natural, strip
-from ir.morphisms import Broadcasted, Rearrangement
-from ir.operators import Linear, View
+from ncdc.ir.datatypes import Natural, strip
+from ncdc.ir.morphisms import Broadcasted, Rearrangement
+from ncdc.ir.operators import Linear, View
 
 from .reindex import gather
 from .rounding import output_format, round_values

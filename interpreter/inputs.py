@@ -3,12 +3,11 @@ writing them; seeded random stand-ins for both (the CLI's default inputs)."""
 from __future__ import annotations
 
 import numpy as np
-
-from ir.arrays import Array
-from ir.datatypes import kind
-from ir.env import Env
-from ir.errors import EvaluationError
-from ir.morphisms import (
+from ncdc.ir.arrays import Array
+from ncdc.ir.datatypes import kind
+from ncdc.ir.env import Env
+from ncdc.ir.errors import EvaluationError
+from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
@@ -18,7 +17,7 @@ from ir.morphisms import (
     ProductOfMorphisms,
     Truncated,
 )
-from ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 
 from .fixed import natural_bound
 from .values import Value, dtype_of

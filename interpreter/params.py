@@ -17,11 +17,10 @@ arrays by rule (:mod:`interpreter.fixed`); user data only as stand-ins when aske
 from __future__ import annotations
 
 import numpy as np
-
-from ir.datatypes import kind
-from ir.env import Env
-from ir.errors import EvaluationError
-from ir.params import ParamSpec, param_specs
+from ncdc.ir.datatypes import kind
+from ncdc.ir.env import Env
+from ncdc.ir.errors import EvaluationError
+from ncdc.ir.params import ParamSpec, param_specs
 
 from .fixed import fixed_rule, key_rng, make_stand_in
 from .values import DTYPES

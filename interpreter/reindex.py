@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-
-from ir import affine
-from ir.affine import BoundAffineMap
-from ir.env import Env
+from ncdc.ir import affine
+from ncdc.ir.affine import BoundAffineMap
+from ncdc.ir.env import Env
 
 from .values import Value, land
 

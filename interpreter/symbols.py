@@ -4,8 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import sympy
-
-from ir.numeric import FreeNumeric
+from ncdc.ir.numeric import FreeNumeric
 
 
 def free_numerics(root) -> set[FreeNumeric]:

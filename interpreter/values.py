@@ -32,8 +32,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-
-from ir.datatypes import Datatype, kind
+from ncdc.ir.datatypes import Datatype, kind
 
 
 class Value(NamedTuple):

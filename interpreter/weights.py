@@ -11,8 +11,7 @@ import os
 import zipfile
 
 import numpy as np
-
-from ir.errors import EvaluationError
+from ncdc.ir.errors import EvaluationError
 
 FORMATS = (".npz", ".safetensors")
 

@@ -2,22 +2,48 @@
 
 ``load`` a pyncd spec into a typed IR, ``Spec.validate`` it, ``interpret`` any block with the
 numpy reference interpreter, and ``compile_torch`` it to standalone PyTorch source.
+
+The design's top-level folders are installed as subpackages: ``ncdc.spec``, ``ncdc.ir``,
+``ncdc.interpreter`` and ``ncdc.codegen``. Public names are imported lazily on first use, so
+``import ncdc`` (and ``ncdc --help``) stays cheap and importing ``ncdc.ir`` never pulls in numpy
+or torch.
 """
-from .api import Spec, bundled_spec_path, load
+from __future__ import annotations
+
+import importlib
+import os
+
+__version__ = "0.2.0"
+
+# In a source checkout the design's folders sit beside ncdc/ rather than inside it; an installed
+# wheel has them inside. Search both so ``ncdc.ir`` resolves either way.
+_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if os.path.isfile(os.path.join(_root, "pyproject.toml")) and os.path.isdir(
+    os.path.join(_root, "ir")
+):
+    __path__.append(_root)
+
+# public name -> module that defines it
+_EXPORTS = {
+    "Spec": "ncdc.api",
+    "load": "ncdc.api",
+    "bundled_spec_path": "ncdc.api",
+    "interpret": "ncdc.api",
+    "compile_torch": "ncdc.api",
+}
 
 
-def interpret(block, **kwargs):
-    """See :func:`interpreter.interpret`."""
-    from interpreter import interpret as _interpret
-
-    return _interpret(block, **kwargs)
-
-
-def compile_torch(block, **kwargs):
-    """See :func:`codegen.compile_torch`."""
-    from codegen import compile_torch as _compile
-
-    return _compile(block, **kwargs)
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ncdc' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
-__all__ = ["Spec", "bundled_spec_path", "compile_torch", "interpret", "load"]
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+__all__ = ["Spec", "__version__", "bundled_spec_path", "compile_torch", "interpret", "load"]

@@ -5,12 +5,12 @@ import os
 from collections.abc import Mapping
 from importlib import resources
 
-from ir.errors import Diagnostic
-from ir.morphisms import Block, Morphism
-from ir.params import ParamSpec, param_specs
-from ir.walk import Site, blocks, find_block
-from spec.bindings import Binding, bind
-from spec.loader import Document, load_path
+from ncdc.ir.errors import Diagnostic
+from ncdc.ir.morphisms import Block, Morphism
+from ncdc.ir.params import ParamSpec, param_specs
+from ncdc.ir.walk import Site, blocks, find_block
+from ncdc.spec.bindings import Binding, bind
+from ncdc.spec.loader import Document, load_path
 
 BUNDLED_NAME = "deepseek_v41_flash.json"
 
@@ -44,7 +44,7 @@ class Spec:
 
     def validate(self, binding: Binding | None = None) -> list[Diagnostic]:
         """Every problem found, in one pass (see :mod:`spec.validate`)."""
-        from spec.validate import validate
+        from ncdc.spec.validate import validate
 
         return validate(self.doc, binding)
 
@@ -79,4 +79,18 @@ def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
     return Spec(load_path(path, salvage=salvage))
 
 
-__all__ = ["Block", "Spec", "bundled_spec_path", "load"]
+def interpret(block, **kwargs):
+    """The reference numpy interpreter for ``block`` (see ``ncdc.interpreter.interpret``)."""
+    from ncdc.interpreter import interpret as _interpret
+
+    return _interpret(block, **kwargs)
+
+
+def compile_torch(block, **kwargs):
+    """PyTorch source and module for ``block`` (see ``ncdc.codegen.compile_torch``)."""
+    from ncdc.codegen import compile_torch as _compile
+
+    return _compile(block, **kwargs)
+
+
+__all__ = ["Block", "Spec", "bundled_spec_path", "compile_torch", "interpret", "load"]

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from ir.errors import SpecError, SpecFormatError
+from ncdc.ir.errors import SpecError, SpecFormatError
 
 COMMANDS = ("validate", "show", "blocks", "params", "graph", "eval", "compile", "check")
 

@@ -13,17 +13,17 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 
-from ir.env import Env
-from ir.errors import BindingError
-from ir.names import plain_title
-from ir.numeric import FreeNumeric
+from ncdc.ir.env import Env
+from ncdc.ir.errors import BindingError
+from ncdc.ir.names import plain_title
+from ncdc.ir.numeric import FreeNumeric
 
 PRESETS = ("released", "tiny", "medium")
 
 
 def _read(name: str) -> dict:
     try:
-        text = resources.files("spec").joinpath("presets", f"{name}.json").read_text("utf-8")
+        text = resources.files("ncdc.spec").joinpath("presets", f"{name}.json").read_text("utf-8")
     except FileNotFoundError:
         raise BindingError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})") from None
     return json.loads(text)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ir.errors import SpecDecodeError
-from ir.morphisms import Morphism, Truncated
+from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.morphisms import Morphism, Truncated
 
 from .jsontext import Incomplete
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 import dataclasses
 
 import sympy
-
-from ir.arrays import Array, Weave
-from ir.axes import AffineSparseAxis, Axis, RawAxis, SparseAxis
-from ir.datatypes import Complex, Natural, Quantified
-from ir.errors import BindingError
-from ir.morphisms import Block, Broadcasted, Drop, Grab, Rearrangement, StrideMorphism
-from ir.numeric import FreeNumeric, free_symbols
+from ncdc.ir.arrays import Array, Weave
+from ncdc.ir.axes import AffineSparseAxis, Axis, RawAxis, SparseAxis
+from ncdc.ir.datatypes import Complex, Natural, Quantified
+from ncdc.ir.errors import BindingError
+from ncdc.ir.morphisms import Block, Broadcasted, Drop, Grab, Rearrangement, StrideMorphism
+from ncdc.ir.numeric import FreeNumeric, free_symbols
 
 _SPARSE = (AffineSparseAxis, SparseAxis)
 

@@ -12,14 +12,13 @@ absent without), ``box-arity`` / ``box-port`` (a box's weaves vs its block's dom
 from __future__ import annotations
 
 import sympy
-
-from ir import operators as ops
-from ir.arrays import Array
-from ir.axes import Axis
-from ir.datatypes import compatible, kind
-from ir.errors import BindingError
-from ir.morphisms import Broadcasted, Morphism
-from ir.shapes import axis_labels, compare_objects, objects_text
+from ncdc.ir import operators as ops
+from ncdc.ir.arrays import Array
+from ncdc.ir.axes import Axis
+from ncdc.ir.datatypes import compatible, kind
+from ncdc.ir.errors import BindingError
+from ncdc.ir.morphisms import Broadcasted, Morphism
+from ncdc.ir.shapes import axis_labels, compare_objects, objects_text
 
 
 def check_broadcasted(ck, b: Broadcasted, path: str, titles) -> None:

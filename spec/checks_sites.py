@@ -8,8 +8,8 @@ pre-order, each with its JSON path, the chain of enclosing block titles and its 
 """
 from __future__ import annotations
 
-from ir.morphisms import Block, Broadcasted, Morphism, Truncated
-from ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
+from ncdc.ir.morphisms import Block, Broadcasted, Morphism, Truncated
+from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
 
 BR, ST = "br", "st"
 TRUNCATED_BLOCK = "(truncated block)"

@@ -7,9 +7,8 @@ checker turns unexpected typing errors into diagnostics).
 from __future__ import annotations
 
 import sympy
-
-from ir.axes import Axis
-from ir.morphisms import (
+from ncdc.ir.axes import Axis
+from ncdc.ir.morphisms import (
     Block,
     Composed,
     Morphism,
@@ -18,7 +17,7 @@ from ir.morphisms import (
     Rearrangement,
     Truncated,
 )
-from ir.shapes import axis_labels, compare_objects, objects_text
+from ncdc.ir.shapes import axis_labels, compare_objects, objects_text
 
 from .summary import CutBlock
 

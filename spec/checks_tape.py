@@ -13,7 +13,7 @@ empty. A cut (truncated) term stops nothing: the terms kept before the cut still
 """
 from __future__ import annotations
 
-from ir.morphisms import Block, Drop, Grab, ParaWrap, Truncated
+from ncdc.ir.morphisms import Block, Drop, Grab, ParaWrap, Truncated
 
 
 def tape_events(root, root_path: str | None = None):

@@ -1,11 +1,11 @@
 """Registered enum members and class objects (``{"__registered__": ...}``)."""
 from __future__ import annotations
 
-from ir.arrays import WeaveMode
-from ir.datatypes import Encoding
-from ir.errors import SpecDecodeError
-from ir.operators import SelectionForm
-from ir.tags import BlockDrawing
+from ncdc.ir.arrays import WeaveMode
+from ncdc.ir.datatypes import Encoding
+from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.operators import SelectionForm
+from ncdc.ir.tags import BlockDrawing
 
 CONSTANT_SYMBOLS = ("EULER", "PI", "IMAGINARY_UNIT", "INFINITY")
 EXPONENT_PLACEMENTS = ("SUPERSCRIPT", "SUBSCRIPT")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 
-from ir.errors import SpecFormatError
+from ncdc.ir.errors import SpecFormatError
 
 SCALAR, ARRAY, OBJECT = 0, 1, 2
 

@@ -5,11 +5,11 @@ import gc
 import os
 from dataclasses import dataclass, field
 
-from ir.axes import Axis
-from ir.errors import SpecDecodeError, SpecError, SpecFormatError
-from ir.morphisms import Morphism, Truncated
-from ir.numeric import FreeNumeric
-from ir.tags import BlockTag, TapeSlot
+from ncdc.ir.axes import Axis
+from ncdc.ir.errors import SpecDecodeError, SpecError, SpecFormatError
+from ncdc.ir.morphisms import Morphism, Truncated
+from ncdc.ir.numeric import FreeNumeric
+from ncdc.ir.tags import BlockTag, TapeSlot
 
 from . import terms_morphisms, terms_numeric, terms_operators, terms_types  # noqa: F401
 from .builder import Builder, ConsequenceError

@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ir.morphisms import Block, Morphism, Truncated
-from ir.tags import BlockDrawing
+from ncdc.ir.morphisms import Block, Morphism, Truncated
+from ncdc.ir.tags import BlockDrawing
 
 from .checks_sites import all_sites
 

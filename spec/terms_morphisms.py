@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import sympy
-
-from ir.arrays import Array, ProdObject, Weave
-from ir.axes import Axis
-from ir.errors import SpecDecodeError
-from ir.morphisms import (
+from ncdc.ir.arrays import Array, ProdObject, Weave
+from ncdc.ir.axes import Axis
+from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
@@ -19,8 +18,8 @@ from ir.morphisms import (
     StrideMorphism,
     StrideRow,
 )
-from ir.operators import Operator
-from ir.tags import BlockTag, TapeSlot
+from ncdc.ir.operators import Operator
+from ncdc.ir.tags import BlockTag, TapeSlot
 
 from .builder import decoder
 from .terms_numeric import name_field

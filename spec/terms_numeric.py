@@ -2,10 +2,9 @@
 from __future__ import annotations
 
 import sympy
-
-from ir.errors import SpecDecodeError
-from ir.names import Name
-from ir.numeric import FREE_INPUT, FreeNumeric, IsPositive, Sigmoid
+from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.names import Name
+from ncdc.ir.numeric import FREE_INPUT, FreeNumeric, IsPositive, Sigmoid
 
 from .builder import decoder
 

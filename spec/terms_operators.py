@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import sympy
-
-from ir import operators as ops
-from ir.datatypes import Datatype
-from ir.errors import SpecDecodeError
-from ir.morphisms import Block, Drop, Grab, Morphism, StrideMorphism
-from ir.names import Name
+from ncdc.ir import operators as ops
+from ncdc.ir.datatypes import Datatype
+from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.morphisms import Block, Drop, Grab, Morphism, StrideMorphism
+from ncdc.ir.names import Name
 
 from .builder import decoder
 from .terms_numeric import name_field, numeric

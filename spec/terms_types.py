@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 import sympy
-
-from ir.arrays import TILED, Array, ProdObject, Weave
-from ir.axes import AffineSparseAxis, Axis, ConcatenatedAxis, RawAxis, SparseAxis
-from ir.datatypes import BlockScale, Complex, Datatype, Encoding, Natural, Quantified, Reals
-from ir.errors import SpecDecodeError
-from ir.tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
+from ncdc.ir.arrays import TILED, Array, ProdObject, Weave
+from ncdc.ir.axes import AffineSparseAxis, Axis, ConcatenatedAxis, RawAxis, SparseAxis
+from ncdc.ir.datatypes import BlockScale, Complex, Datatype, Encoding, Natural, Quantified, Reals
+from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
 
 from .builder import decoder
 from .terms_numeric import numeric, uid_field

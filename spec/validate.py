@@ -56,8 +56,8 @@ so it is deterministic.
 """
 from __future__ import annotations
 
-from ir.errors import Diagnostic, SpecError, SpecTypeError, TruncatedError
-from ir.morphisms import (
+from ncdc.ir.errors import Diagnostic, SpecError, SpecTypeError, TruncatedError
+from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
@@ -68,7 +68,7 @@ from ir.morphisms import (
     StrideMorphism,
     Truncated,
 )
-from ir.operators import ConcatenateAxes, CovariantView
+from ncdc.ir.operators import ConcatenateAxes, CovariantView
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted

@@ -210,7 +210,7 @@ def mk():
 @pytest.fixture
 def load_doc():
     """Load a plain document (a dict) through the real loader, as text."""
-    from spec.loader import load_text
+    from ncdc.spec.loader import load_text
 
     def _load(doc, salvage=False):
         return ncdc.Spec(load_text(json.dumps(doc), "<test>", salvage))

@@ -201,7 +201,7 @@ def test_graph_dot_and_graphml(capsys, tmp_path):
 
 
 def test_graph_wiring_of_attention_core(attention_core):
-    from ir.graph import wiring_graph
+    from ncdc.ir.graph import wiring_graph
 
     g = wiring_graph(attention_core.data)
     assert sorted(n for n, a in g.nodes(data=True) if a["kind"] == "input") == [

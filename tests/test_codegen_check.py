@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 from conftest import ATTENTION_CORE, TRANSFORMER
+from ncdc.codegen import generate, instantiate, load_module
+from ncdc.codegen.check import ModuleCache, check_morphism, run_generated
+from ncdc.codegen.fingerprint import structural_key
 
-import interpreter
-from codegen import generate, instantiate, load_module
-from codegen.check import ModuleCache, check_morphism, run_generated
-from codegen.fingerprint import structural_key
+from ncdc import interpreter
 
 CACHE = ModuleCache()
 """Generated modules shared by every test of this file (one per block body and mode)."""

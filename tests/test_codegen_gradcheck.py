@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+from ncdc.codegen import compile_torch
 from torch.func import functional_call
-
-from codegen import compile_torch
 
 
 @pytest.mark.parametrize("title", ["Mixing Coefficients", "Attention Core", "Expert Gate"])

@@ -9,20 +9,19 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
+from ncdc.codegen.check import CheckResult, check_morphism, compare, run_generated
+from ncdc.codegen.lower import Generator
+from ncdc.ir.morphisms import Composed, Rearrangement
 from torch.utils.flop_counter import FlopCounterMode
 
-import codegen
-import interpreter
-from codegen.check import CheckResult, check_morphism, compare, run_generated
-from codegen.lower import Generator
-from ir.morphisms import Composed, Rearrangement
+from ncdc import codegen, interpreter
 
 TOKENS = 24
 
 
 def _prelude():
     """codegen/prelude/pairs.py as a module (it is pasted verbatim into generated files)."""
-    path = importlib.util.find_spec("codegen").submodule_search_locations[0] + "/prelude/pairs.py"
+    path = importlib.util.find_spec("ncdc.codegen").submodule_search_locations[0] + "/prelude/pairs.py"
     spec = importlib.util.spec_from_file_location("pairs_prelude", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

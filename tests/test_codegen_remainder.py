@@ -8,10 +8,9 @@ import itertools
 
 import pytest
 import sympy
-
-from codegen import generate
-from codegen.check import check_morphism
-from ir import (
+from ncdc.codegen import generate
+from ncdc.codegen.check import check_morphism
+from ncdc.ir import (
     ConcatenateAxes,
     CovariantView,
     DeconcatenateAxes,
@@ -22,9 +21,10 @@ from ir import (
     TopK,
     View,
 )
-from ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
-from ir.env import Env
-from ir.names import Name
+from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
+from ncdc.ir.env import Env
+from ncdc.ir.names import Name
+
 from tests.oracles.ir_build import (
     Q,
     R,

@@ -12,15 +12,15 @@ import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from ncdc.codegen.emit import SizePrinter, align_code, drop_unused, wrap_line
+from ncdc.codegen.formula import FormulaPrinter
+from ncdc.codegen.names import class_name, docstring, identifier, snake_case
+from ncdc.codegen.prelude.views import affine_read, affine_write
+from ncdc.codegen.registry import RULES, load_rules
+from ncdc.ir.numeric import FREE_INPUT, FreeNumeric
+from ncdc.ir.operators import ALL_OPERATORS
 
-import interpreter
-from codegen.emit import SizePrinter, align_code, drop_unused, wrap_line
-from codegen.formula import FormulaPrinter
-from codegen.names import class_name, docstring, identifier, snake_case
-from codegen.prelude.views import affine_read, affine_write
-from codegen.registry import RULES, load_rules
-from ir.numeric import FREE_INPUT, FreeNumeric
-from ir.operators import ALL_OPERATORS
+from ncdc import interpreter
 
 
 def test_rules_cover_every_operator_in_both_backends():
@@ -49,7 +49,7 @@ def test_align_code_matches_einsum(src, data):
 
 # -- sizes and formulas -----------------------------------------------------------------------
 def _syms():
-    from ir.names import Name
+    from ncdc.ir.names import Name
 
     return [FreeNumeric(900 + i, Name(n)) for i, n in enumerate("abct")]
 
@@ -69,7 +69,7 @@ def test_size_printer_evaluates_like_sympy(build):
 
 
 def _formulas(bundled):
-    import ir
+    from ncdc import ir
 
     seen = {}
     for site in ir.walk(bundled.data):

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from ncdc.codegen import compile_torch, generate, generate_source, instantiate, load_module
 
-import interpreter
-from codegen import compile_torch, generate, generate_source, instantiate, load_module
+from ncdc import interpreter
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("NCDC_REGEN_GOLDEN") == "1"
@@ -214,7 +214,8 @@ def test_cli_check_default_runs_every_distinct_block_and_the_model(capsys):
 
 def test_cli_check_reports_mismatch(monkeypatch, capsys):
     """A wrong generated module makes the check fail with a non-zero status."""
-    from codegen import check as chk
+    from ncdc.codegen import check as chk
+
     from ncdc.cli import main
 
     real = chk.run_generated

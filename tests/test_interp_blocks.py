@@ -8,9 +8,8 @@ import json
 import numpy as np
 import pytest
 
-import interpreter
 import ncdc
-from ncdc import cli
+from ncdc import cli, interpreter
 from ncdc.commands import eval as eval_cmd
 from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
@@ -112,7 +111,7 @@ def test_older_generation_whole_models(name, monkeypatch, capsys):
 
 
 def _views_on_sparse_axes():
-    from ir import AffineSparseAxis, Broadcasted, View, walk
+    from ncdc.ir import AffineSparseAxis, Broadcasted, View, walk
 
     out = []
     for site in walk(interpreter.prefix(BUNDLED.data)):
@@ -127,7 +126,7 @@ def _views_on_sparse_axes():
 def test_derived_liveness_matches_the_affine_sparse_axis_forms(view):
     """FORMAT.md §5.2: the stated form of every AffineSparseAxis a view produces is what the
     liveness of out-of-range reads gives (all-live input)."""
-    from ir import AffineSparseAxis
+    from ncdc.ir import AffineSparseAxis
 
     env = BUNDLED.bind("tiny").env
     run = interpreter.interpret(view, env)

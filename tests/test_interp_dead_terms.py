@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import interpreter
+from ncdc import interpreter
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")

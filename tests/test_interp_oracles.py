@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import interpreter
+from ncdc import interpreter
 from tests.oracles import attention, engram, legacy, mhc, moe
 from tests.oracles.common import assert_close, bf16, e4m3, random_params
 

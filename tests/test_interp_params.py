@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy
+from ncdc.interpreter.fixed import prime_window, primes_after
+from ncdc.interpreter.weights import load_params, save_params
+from ncdc.ir.errors import EvaluationError
 
-import interpreter
-from interpreter.fixed import prime_window, primes_after
-from interpreter.weights import load_params, save_params
-from ir.errors import EvaluationError
+from ncdc import interpreter
 
 
 @pytest.fixture(scope="module")

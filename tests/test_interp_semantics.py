@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy
-
-import interpreter
-from interpreter import reindex
-from interpreter.reindex import GatherPlan, affine_map, gather
-from interpreter.values import Value
-from ir import (
+from ncdc.interpreter import reindex
+from ncdc.interpreter.reindex import GatherPlan, affine_map, gather
+from ncdc.interpreter.values import Value
+from ncdc.ir import (
     FREE_INPUT,
     AdditionOp,
     Arithmetic,
@@ -35,8 +33,10 @@ from ir import (
     TopK,
     View,
 )
-from ir.env import Env
-from ir.names import Name
+from ncdc.ir.env import Env
+from ncdc.ir.names import Name
+
+from ncdc import interpreter
 from tests.oracles.ir_build import (
     R,
     array,
@@ -272,7 +272,7 @@ def test_tape_grab_and_drop():
 
 
 def rearr_arrays(mapping, *arrays):
-    from ir import Rearrangement
+    from ncdc.ir import Rearrangement
 
     return Rearrangement(tuple(mapping), tuple(arrays))
 
@@ -327,7 +327,7 @@ def test_evaluation_is_deterministic(bundled):
 
 
 def test_every_operator_kind_has_a_rule():
-    from ir.operators import ALL_OPERATORS
+    from ncdc.ir.operators import ALL_OPERATORS
 
     missing = [c.__name__ for c in ALL_OPERATORS if c not in interpreter.RULES]
     assert not missing
@@ -355,7 +355,7 @@ def test_deeply_nested_terms_evaluate():
 
 
 def test_index_select_and_position_forms_of_select():
-    from ir import IndexSelect
+    from ncdc.ir import IndexSelect
 
     x, n, k = axis("x", 3), axis("n", 4), axis("k", 2)
     isel = bc(IndexSelect(Name("IS")), [weave(nat(4), "*"), weave(R, n)], [weave(R, "*")],
@@ -374,7 +374,7 @@ def test_index_select_and_position_forms_of_select():
 
 
 def test_yarn_rotary_table_follows_its_formula():
-    from ir import YarnRotary
+    from ncdc.ir import YarnRotary
 
     x, t = axis("x", 5), axis("t", 8)
     op = YarnRotary(Name("RoPE"), base=sympy.Integer(160000), position_stride=sympy.Integer(2),
@@ -393,7 +393,7 @@ def test_yarn_rotary_table_follows_its_formula():
 
 
 def test_unknown_generic_operator_is_an_error():
-    from ir import GenericOperator
+    from ncdc.ir import GenericOperator
 
     x = axis("x", 2)
     m = bc(GenericOperator(Name(r"\mathrm{mystery}")), [weave(R, "*")], [weave(R, "*")],

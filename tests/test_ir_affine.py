@@ -16,15 +16,13 @@ import numpy as np
 import pytest
 import sympy
 from conftest import ATTENTION_CORE, TRANSFORMER
-
-import ncdc
-from codegen import affine as codegen_affine
-from interpreter import reindex
-from ir.affine import BoundAffineMap, RangeConstraint, affine_map
-from ir.axes import RawAxis
-from ir.env import Env
-from ir.errors import SpecError
-from ir.morphisms import (
+from ncdc.codegen import affine as codegen_affine
+from ncdc.interpreter import reindex
+from ncdc.ir.affine import BoundAffineMap, RangeConstraint, affine_map
+from ncdc.ir.axes import RawAxis
+from ncdc.ir.env import Env
+from ncdc.ir.errors import SpecError
+from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
@@ -33,10 +31,12 @@ from ir.morphisms import (
     StrideMorphism,
     StrideRow,
 )
-from ir.names import Name
-from ir.numeric import FreeNumeric
-from ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
-from ir.walk import walk
+from ncdc.ir.names import Name
+from ncdc.ir.numeric import FreeNumeric
+from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
+from ncdc.ir.walk import walk
+
+import ncdc
 from tests.oracles.ir_build import axis, block, composed, product, rearr, stride
 
 

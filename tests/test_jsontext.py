@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from spec.jsontext import (
+from ncdc.spec.jsontext import (
     MAX_DEPTH,
     Incomplete,
     JsonTextError,

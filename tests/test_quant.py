@@ -9,9 +9,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-
-from codegen.prelude import quant as tq
-from interpreter import quant as nq
+from ncdc.codegen.prelude import quant as tq
+from ncdc.interpreter import quant as nq
 
 PRELUDE = Path(__file__).resolve().parents[1] / "codegen" / "prelude" / "quant.py"
 

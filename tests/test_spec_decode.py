@@ -7,16 +7,16 @@ import re
 import pytest
 import sympy
 from conftest import ATTENTION_CORE, DATA, TRANSFORMER, find_typed
+from ncdc.ir import operators as ops
+from ncdc.ir.datatypes import BlockScale, Complex, Natural, Quantified, Reals
+from ncdc.ir.errors import SpecDecodeError, SpecError, SpecFormatError
+from ncdc.ir.numeric import FREE_INPUT
+from ncdc.spec.builder import DECODERS
+from ncdc.spec.checks_sites import all_sites
+from ncdc.spec.loader import load_text
 
-import ir
 import ncdc
-from ir import operators as ops
-from ir.datatypes import BlockScale, Complex, Natural, Quantified, Reals
-from ir.errors import SpecDecodeError, SpecError, SpecFormatError
-from ir.numeric import FREE_INPUT
-from spec.builder import DECODERS
-from spec.checks_sites import all_sites
-from spec.loader import load_text
+from ncdc import ir
 
 EXTRA = DATA / "extra_kinds.json"
 SPEC_FILES = (None, TRANSFORMER, ATTENTION_CORE, EXTRA)
@@ -143,7 +143,7 @@ def compress(doc) -> dict:
 
 
 def fingerprint(spec) -> list:
-    from ir.shapes import objects_text
+    from ncdc.ir.shapes import objects_text
 
     out = []
     for s in all_sites(spec.data):

@@ -10,11 +10,11 @@ import pytest
 from conftest import ATTENTION_CORE, json_nodes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from ncdc.ir.errors import SpecError
+from ncdc.spec.jsontext import Incomplete, parse_salvage
+from ncdc.spec.loader import load_text
 
 import ncdc
-from ir.errors import SpecError
-from spec.jsontext import Incomplete, parse_salvage
-from spec.loader import load_text
 
 SETTINGS = settings(max_examples=60, deadline=3000, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow,

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 from conftest import DATA, find_typed
+from ncdc.ir.errors import Diagnostic
+from ncdc.spec.loader import load_text
+from ncdc.spec.validate import counts, validate
 
 import ncdc
-from ir.errors import Diagnostic
-from spec.loader import load_text
-from spec.validate import counts, validate
 
 
 def _spec(doc):

@@ -6,9 +6,8 @@ because every generated statement addresses dims from the right."""
 from __future__ import annotations
 
 import numpy as np
-
-from ir.errors import SpecError
-from ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 
 from .. import liveness
 from ..broadcast import OpResult

@@ -1,9 +1,9 @@
 """Einops (products and contractions), Linear (held weights), Embedding (table lookups)."""
 from __future__ import annotations
 
-from ir.datatypes import Natural, kind, strip
-from ir.errors import SpecError
-from ir.operators import Einops, Embedding, Linear
+from ncdc.ir.datatypes import Natural, kind, strip
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import Einops, Embedding, Linear
 
 from .. import liveness
 from ..broadcast import OpResult

@@ -1,10 +1,10 @@
 """Elementwise operators: formulas, named functions, format changes, complex pairs."""
 from __future__ import annotations
 
-from ir.datatypes import kind
-from ir.errors import SpecError
-from ir.numeric import FREE_INPUT
-from ir.operators import (
+from ncdc.ir.datatypes import kind
+from ncdc.ir.errors import SpecError
+from ncdc.ir.numeric import FREE_INPUT
+from ncdc.ir.operators import (
     Arithmetic,
     Cast,
     Decomplex,

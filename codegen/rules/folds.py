@@ -1,9 +1,9 @@
 """Sums of wires and folds over one target axis."""
 from __future__ import annotations
 
-from ir.datatypes import kind
-from ir.errors import SpecError
-from ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
+from ncdc.ir.datatypes import kind
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
 
 from .. import liveness
 from ..broadcast import OpResult

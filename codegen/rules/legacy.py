@@ -1,8 +1,8 @@
 """Operators of the older pyncd generation."""
 from __future__ import annotations
 
-from ir.errors import SpecError
-from ir.operators import WeightedTriangularLower
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import WeightedTriangularLower
 
 from ..broadcast import OpResult
 from ..registry import rule

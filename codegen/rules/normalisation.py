@@ -1,8 +1,8 @@
 """Normalisations over the target axes: RMSNorm, L1 normalisation, (older) softmax."""
 from __future__ import annotations
 
-from ir.errors import SpecError
-from ir.operators import L1Norm, Normalize, SoftMax
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
 from .. import liveness
 from ..broadcast import OpResult

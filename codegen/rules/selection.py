@@ -7,10 +7,9 @@ gather along the payload's axis: dead where the position is dead or names a dead
 from __future__ import annotations
 
 import numpy as np
-
-from ir.datatypes import kind
-from ir.errors import SpecError
-from ir.operators import IndexSelect, Select, SelectionForm, TopK
+from ncdc.ir.datatypes import kind
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import IndexSelect, Select, SelectionForm, TopK
 
 from .. import liveness
 from ..broadcast import OpResult

@@ -1,9 +1,9 @@
 """Nullary sources that are not learned: fixed arrays and rotary tables."""
 from __future__ import annotations
 
-from ir.datatypes import kind
-from ir.errors import SpecError
-from ir.operators import FixedArray, Rotary, YarnRotary
+from ncdc.ir.datatypes import kind
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
 from ..broadcast import OpResult
 from ..formula import FormulaPrinter

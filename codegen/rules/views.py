@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import numpy as np
-
-from ir.errors import SpecError
-from ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes, View
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes, View
 
 from .. import liveness
 from ..affine import affine_map

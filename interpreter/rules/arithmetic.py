@@ -6,9 +6,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
-from ir.datatypes import kind
-from ir.operators import Arithmetic, Elementwise, GenericOperator
+from ncdc.ir.datatypes import kind
+from ncdc.ir.operators import Arithmetic, Elementwise, GenericOperator
 
 from ..registry import rule
 from ..values import as_kind, finished

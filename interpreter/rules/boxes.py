@@ -6,7 +6,7 @@ operands are bound into the tape before the block runs (so the box also works wh
 wrote the slot yet); outputs are the block's results, then each dropped slot read back."""
 from __future__ import annotations
 
-from ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 
 from ..registry import rule
 

@@ -13,8 +13,7 @@ unrouted expert's inf/NaN never reaches the sum through a dead gate.
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import Einops
+from ncdc.ir.operators import Einops
 
 from ..registry import rule
 from ..values import as_kind, finished

@@ -4,7 +4,7 @@ evaluator, once the result lies in its output layout (block scales group along t
 axis; see ``QUANT_POLICY.md``). ``Cast`` only retypes naturals and never rounds."""
 from __future__ import annotations
 
-from ir.operators import Cast, TypeConvert
+from ncdc.ir.operators import Cast, TypeConvert
 
 from ..registry import rule
 from ..values import Value, as_kind

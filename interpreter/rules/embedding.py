@@ -4,8 +4,7 @@ A dead index gives a dead row; an index outside ``[0, N)`` is an
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import Embedding
+from ncdc.ir.operators import Embedding
 
 from ..registry import rule
 from ..values import as_kind, finished

@@ -9,8 +9,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
+from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
 
 from ..registry import rule
 from ..values import any_over, as_kind, finished, land, lor

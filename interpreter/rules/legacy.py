@@ -4,8 +4,7 @@ renormalisation, applied after the softmax in the examples. Liveness passes thro
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import WeightedTriangularLower
+from ncdc.ir.operators import WeightedTriangularLower
 
 from ..registry import rule
 from ..values import finished

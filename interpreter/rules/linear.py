@@ -5,8 +5,7 @@ targets skips dead terms; a result is dead iff all its terms are, and gets no bi
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import Linear
+from ncdc.ir.operators import Linear
 
 from ..registry import rule
 from ..values import any_over, finished, land

@@ -12,8 +12,7 @@ A slice whose positions are all dead is dead.
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import L1Norm, Normalize, SoftMax
+from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
 from ..registry import rule
 from ..values import any_over, finished, land, live_count

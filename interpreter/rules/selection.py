@@ -18,9 +18,8 @@ A position outside the payload is an error.
 from __future__ import annotations
 
 import numpy as np
-
-from ir.datatypes import kind
-from ir.operators import IndexSelect, Select, SelectionForm, TopK
+from ncdc.ir.datatypes import kind
+from ncdc.ir.operators import IndexSelect, Select, SelectionForm, TopK
 
 from ..registry import rule
 from ..values import Value, as_kind, finished, land

@@ -10,8 +10,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import FixedArray, Rotary, YarnRotary
+from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
 from ..registry import rule
 from ..values import Value

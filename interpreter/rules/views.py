@@ -13,8 +13,7 @@
 from __future__ import annotations
 
 import numpy as np
-
-from ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes, Identity, View
+from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes, Identity, View
 
 from ..registry import rule
 from ..reindex import affine_map, scatter

@@ -4,7 +4,7 @@ label no block of the data are listed after the others as repository-only: for t
 bundled spec they are the blocks of the lost remainder (FORMAT.md §15)."""
 from __future__ import annotations
 
-from spec.summary import block_titles
+from ncdc.spec.summary import block_titles
 
 from .common import add_spec_args, emit_json, load_spec
 

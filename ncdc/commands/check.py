@@ -28,7 +28,7 @@ def add_parser(subparsers) -> None:
 
 def targets(spec, args):
     """(name, morphism, cache key) to check, in spec order."""
-    from codegen.fingerprint import structural_key
+    from ncdc.codegen.fingerprint import structural_key
 
     from .compile import target
 
@@ -53,7 +53,7 @@ def _fmt(x: float) -> str:
 
 
 def run(args) -> int:
-    from codegen.check import ModuleCache, check_morphism
+    from ncdc.codegen.check import ModuleCache, check_morphism
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")

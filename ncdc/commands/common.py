@@ -5,7 +5,7 @@ import argparse
 import json
 import sys
 
-from ir.errors import SpecError
+from ncdc.ir.errors import SpecError
 
 from ..api import Spec, bundled_spec_path, load
 
@@ -59,7 +59,7 @@ def _recovered(spec: Spec) -> str:
     """One line on what salvage kept, e.g. ``salvaged 117 complete blocks: Embedding, Model
     Inputs → Sliding Window Layer → Engram of Layer 1; cut inside Sliding Window Layer #2 (tag
     lost, inferred)``."""
-    from spec.summary import salvage_summary
+    from ncdc.spec.summary import salvage_summary
 
     return salvage_summary(spec.doc).one_line() + " (`ncdc validate` lists what was cut)"
 

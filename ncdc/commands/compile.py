@@ -27,13 +27,13 @@ def target(spec, block: str | None):
     """The morphism to compile: a block, or the model (its complete prefix if truncated)."""
     if block:
         return spec.block(block)
-    from interpreter import prefix
+    from ncdc.interpreter import prefix
 
     return prefix(spec.data)
 
 
 def run(args) -> int:
-    import codegen
+    from ncdc import codegen
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")

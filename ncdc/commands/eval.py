@@ -11,8 +11,7 @@ import sys
 import time
 
 import numpy as np
-
-from ir.errors import EvaluationError
+from ncdc.ir.errors import EvaluationError
 
 from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
 
@@ -92,8 +91,9 @@ def _fmt(x) -> str:
 
 
 def run(args) -> int:
-    import interpreter
-    from interpreter.weights import load_params, save_params
+    from ncdc.interpreter.weights import load_params, save_params
+
+    from ncdc import interpreter
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")

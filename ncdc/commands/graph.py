@@ -7,9 +7,8 @@ import os
 import sys
 
 import networkx as nx
-
-from ir.errors import SpecError
-from ir.graph import to_dot, wiring_graph
+from ncdc.ir.errors import SpecError
+from ncdc.ir.graph import to_dot, wiring_graph
 
 from .common import add_size_args, add_spec_args, emit_json, load_spec
 from .show import optional_binding

@@ -5,8 +5,7 @@ element count, learned or fixed; totals at the end. Sizes come from ``--preset``
 from __future__ import annotations
 
 import sympy
-
-from ir.shapes import size_text
+from ncdc.ir.shapes import size_text
 
 from .common import add_size_args, add_spec_args, emit_json, load_spec, parse_assignments
 from .show import note_unbound

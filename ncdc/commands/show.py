@@ -11,13 +11,12 @@ from __future__ import annotations
 import sys
 
 import sympy
-
-from ir.errors import SpecError
-from ir.morphisms import Block, Truncated
-from ir.shapes import array_text
-from ir.tags import BlockDrawing
-from ir.walk import walk
-from spec.summary import cut_blocks
+from ncdc.ir.errors import SpecError
+from ncdc.ir.morphisms import Block, Truncated
+from ncdc.ir.shapes import array_text
+from ncdc.ir.tags import BlockDrawing
+from ncdc.ir.walk import walk
+from ncdc.spec.summary import cut_blocks
 
 from .common import add_size_args, add_spec_args, emit_json, load_spec, parse_assignments
 
@@ -49,8 +48,8 @@ def note_unbound(spec, binding, preset: str, what: str) -> None:
     """Name the unbound symbols ``data`` uses (stderr), so symbolic leftovers are explained."""
     if not binding.unbound:
         return
-    from spec.checks_binding import size_key, symbol_uses
-    from spec.checks_sites import all_sites
+    from ncdc.spec.checks_binding import size_key, symbol_uses
+    from ncdc.spec.checks_sites import all_sites
 
     uses = symbol_uses(all_sites(spec.data))
     used = [s for s in binding.unbound if s in uses]

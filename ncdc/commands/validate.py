@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 
-from ir.errors import BindingError, Diagnostic, SpecError, SpecFormatError
-from spec.summary import salvage_summary
-from spec.validate import counts, counts_by_code
+from ncdc.ir.errors import BindingError, Diagnostic, SpecError, SpecFormatError
+from ncdc.spec.summary import salvage_summary
+from ncdc.spec.validate import counts, counts_by_code
 
 from ..api import load
 from .common import add_size_args, add_spec_args, emit_json, parse_assignments

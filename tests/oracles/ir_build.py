@@ -4,8 +4,7 @@ from __future__ import annotations
 import itertools
 
 import sympy
-
-from ir import (
+from ncdc.ir import (
     TILED,
     Array,
     Block,
@@ -24,8 +23,8 @@ from ir import (
     StrideRow,
     Weave,
 )
-from ir.datatypes import Complex
-from ir.names import Name
+from ncdc.ir.datatypes import Complex
+from ncdc.ir.names import Name
 
 _uids = itertools.count(900_000)
 R = Reals()
