@@ -34,7 +34,9 @@ from ncdc.ir.params import repetitions
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import liveness
+from .broadcast import fusible_view, lower_broadcasted
 from .emit import FunctionWriter, SizePrinter, drop_unused, wrap_line
+from .escapes import ARGUMENT, NotCompact, PairsEscape, escape
 from .fingerprint import structural_key
 from .names import (
     RESERVED_ATTRIBUTES,
@@ -46,15 +48,7 @@ from .names import (
     identifier,
     snake_case,
 )
-from .pairs import (
-    ARGUMENT,
-    NotCompact,
-    PairsEscape,
-    Selection,
-    escape,
-    is_selection_mask,
-    leading_sparse_axis,
-)
+from .pairs import Selection, is_selection_mask, leading_sparse_axis
 from .wires import Wire
 
 INDENT = "    "
@@ -571,8 +565,6 @@ class ClassBuilder:
         if isinstance(m, Block):
             return self._noted(self.lower_block(m, wires))
         if isinstance(m, Broadcasted):
-            from .broadcast import lower_broadcasted
-
             return self._noted(lower_broadcasted(self, m, wires))
         if isinstance(m, ParaWrap):
             return self.lower_parawrap(m, wires)
@@ -598,8 +590,6 @@ class ClassBuilder:
             self.masks.setdefault(w.array.shape[0].uid, w)
 
     def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
-        from .broadcast import fusible_view, lower_broadcasted
-
         items = list(m.content)
         i = 0
         while i < len(items):

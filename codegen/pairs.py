@@ -44,11 +44,14 @@ from ncdc.ir.operators import (
     TypeConvert,
 )
 
+from .ctx import Ctx
 from .emit import align_code
+from .escapes import ARGUMENT, NotCompact, PairsEscape, escape
 from .names import comment_text
-
-ARGUMENT = -1
-"""The origin of a pairs array that comes from the class's own pairs argument."""
+from .operands import OpResult
+from .place import fusion_relabel, place
+from .products import fold_live, group_labels, linear_params
+from .reads import read_operand
 
 PAIRS = ("p",)
 """The label of the pairs dim (the leading dims and the sparse axis, merged)."""
@@ -59,27 +62,6 @@ ROW_WISE = (Arithmetic, Elementwise, GenericOperator, TypeConvert, Cast, Identit
 (every operator is lifted over its degree) or, for the pointwise ones, a target axis."""
 
 POINTWISE = (Arithmetic, Elementwise, GenericOperator, TypeConvert, Cast, Identity)
-
-
-class NotCompact(Exception):
-    """The block being generated in pairs mode cannot keep its sparse arrays as pairs arrays;
-    its caller uses the dense class instead."""
-
-
-class PairsEscape(Exception):
-    """A pairs array made at these call sites reached a use that needs the dense array; the
-    class is rebuilt with those calls dense."""
-
-    def __init__(self, sites: frozenset, why: str):
-        super().__init__(why)
-        self.sites = frozenset(sites)
-
-
-def escape(origins: frozenset, why: str):
-    """Abort the pairs form of the arrays from ``origins``."""
-    if ARGUMENT in origins or not origins:
-        raise NotCompact(why)
-    raise PairsEscape(origins, why)
 
 
 @dataclass(eq=False)
@@ -131,8 +113,6 @@ def wants_pairs(cb, b, wires) -> bool:
 
 def lower_on_pairs(cb, b, wires, then, rule):
     """Lower ``b`` (and the fused view ``then``) with pairs arrays: the placed output wires."""
-    from .broadcast import Ctx, place, read_operand
-
     sels = {id(w.pairs): w.pairs for w in wires if w.pairs is not None}
     origins = frozenset().union(*(w.origins for w in wires if w.pairs is not None))
     if not sels:
@@ -171,9 +151,7 @@ def lower_on_pairs(cb, b, wires, then, rule):
 
 
 def _fusion(b, then):
-    from .broadcast import _fusion_relabel
-
-    return _fusion_relabel(b, then) if then is not None else None
+    return fusion_relabel(b, then) if then is not None else None
 
 
 def _sparse_labels(ctx, then):
@@ -231,8 +209,6 @@ def linear_on_pairs(ctx):
     """A ``Linear`` whose output target holds the sparse axis, at the pairs: its input is the
     row of each pair (no sparse axis in it) or, for a per-slot ``Linear`` read on its diagonal,
     a pairs array; one matrix product per slot with the slot's weight slice."""
-    from .rules.contraction import linear_params
-
     b, cb, sel, origins = ctx.b, ctx.cb, ctx.pairs, ctx.pairs_origins
     axis = sel.axis
     if len(ctx.ops) != 1 or isinstance(strip(b.input_weaves[0].datatype), Natural):
@@ -268,8 +244,6 @@ def linear_on_pairs(ctx):
     if bias is not None:
         code = f"{code} + {bias}.index_select(0, {sel.pairs}[1])"
     labels = [PAIRS] + [ctx.rel(lab) for lab in out_labels if lab != sparse_out]
-    from .broadcast import OpResult
-
     var = ctx.bind(f"{base}_out", code, labels, "at the pairs")
     return [OpResult(var, labels)]
 
@@ -279,9 +253,6 @@ def contract_pairs(ctx):
     holding the axis is read at the pairs (one must carry the selection's mask, so the terms
     left out are exactly the dead ones), the terms are multiplied per pair and summed into
     their rows."""
-    from .broadcast import OpResult
-    from .rules.contraction import fold_live, group_labels
-
     cb, sel, origins = ctx.cb, ctx.pairs, ctx.pairs_origins
     relabelled = group_labels(ctx)
     sparse_groups = {lab for k, labs in enumerate(relabelled)

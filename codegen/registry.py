@@ -1,8 +1,9 @@
 """One codegen rule per operator kind, registered by IR class.
 
-A rule is ``rule(ctx) -> list[OpResult]``: given a :class:`codegen.broadcast.Ctx` (the
-Broadcasted being lowered, its operands read through their reindexings, helpers to emit code) it
-emits the statements computing the operator and returns one result per output weave.
+A rule is ``rule(ctx) -> list[OpResult]``: given a :class:`codegen.ctx.Ctx` (the Broadcasted
+being lowered, its operands read through their reindexings, the services of the class being
+written) it emits the statements computing the operator and returns one result per output
+weave. Rules live in :mod:`codegen.rules`, whose import registers them all.
 """
 from __future__ import annotations
 
@@ -20,20 +21,3 @@ def rule(*classes: type):
         return fn
 
     return deco
-
-
-def load_rules() -> dict[type, Callable]:
-    """Import every rule module (registration happens at import)."""
-    from .rules import (  # noqa: F401
-        boxes,
-        contraction,
-        elementwise,
-        folds,
-        legacy,
-        normalisation,
-        selection,
-        sources,
-        views,
-    )
-
-    return RULES

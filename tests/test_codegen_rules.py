@@ -16,7 +16,7 @@ from ncdc.codegen.emit import SizePrinter, align_code, drop_unused, wrap_line
 from ncdc.codegen.formula import FormulaPrinter
 from ncdc.codegen.names import class_name, docstring, identifier, snake_case
 from ncdc.codegen.prelude.views import affine_read, affine_write
-from ncdc.codegen.registry import RULES, load_rules
+from ncdc.codegen.rules import RULES, load_rules
 from ncdc.ir.numeric import FREE_INPUT, FreeNumeric
 from ncdc.ir.operators import ALL_OPERATORS
 

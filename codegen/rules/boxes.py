@@ -10,7 +10,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 
 from .. import liveness
-from ..broadcast import OpResult
+from ..operands import OpResult
 from ..registry import rule
 from ..wires import Wire
 

@@ -6,56 +6,11 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import Einops, Embedding, Linear
 
 from .. import liveness
-from ..broadcast import OpResult
-from ..emit import atom
+from ..emit import align_code
 from ..names import identifier
+from ..operands import OpResult
+from ..products import contract, fold_live, group_labels, linear_params
 from ..registry import rule
-
-
-def _contract(ctx, terms, folded, out_hint: str):
-    """Einsum over labelled terms ``(operand index | None, code, labels)``; summed labels are
-    those not in the output. Returns (code, out labels)."""
-    rel = ctx.rel
-    out = []
-    for k, code, labels in terms:
-        for lab in labels:
-            r = rel(lab)
-            if r not in out and lab not in folded and r[0] in ("d", "o", "v", "p"):
-                out.append(r)
-    if ctx.relabel:
-        out = [lab for lab in [("v", i) for i in range(len(ctx.final.degree))] if lab in out] + \
-            [lab for lab in out if lab[0] != "v"]
-    else:
-        out = [lab for lab in ctx.deg_labels if lab in out] + [lab for lab in out
-                                                               if lab[0] == "o"]
-    rel_terms = [(code, [rel(lab) for lab in labels], k is not None and ctx.ops[k].full)
-                 for k, code, labels in terms]
-    return ctx.einsum(rel_terms, out), out
-
-
-def group_labels(ctx) -> list[list]:
-    """Every Einops operand's labels with its target labels replaced by their group's
-    ``("g", n)`` (the signature's numbering)."""
-    sig = ctx.op.signature
-    if len(sig) != len(ctx.ops):
-        raise SpecError(f"Einops signature has {len(sig)} entries for {len(ctx.ops)} inputs",
-                        ctx.b.path)
-    relabelled = []
-    for k, o in enumerate(ctx.ops):
-        groups = sig[k]
-        labs = []
-        for lab in o.labels:
-            if lab[0] == "t":
-                if lab[2] >= len(groups):
-                    raise SpecError(f"Einops signature entry {k} is shorter than the input's "
-                                    "target", ctx.b.path)
-                g = ("g", groups[lab[2]])
-                ctx.group_axes.setdefault(g, ctx.axis(lab))
-                labs.append(g)
-            else:
-                labs.append(lab)
-        relabelled.append(labs)
-    return relabelled
 
 
 @rule(Einops)
@@ -68,8 +23,6 @@ def einops(ctx):
         # pointwise product of the aligned operands
         terms = []
         for k, o in enumerate(ctx.ops):
-            from ..emit import align_code
-
             terms.append(align_code(o.expr, relabelled[k], out))
         code = " * ".join(terms) if len(terms) > 1 else terms[0]
         live, static = ctx.product_live(out)
@@ -90,78 +43,15 @@ def einops(ctx):
             code = f"{ctx.ops[0].expr}.sum(dim={dim})"
             outl = keep
         else:
-            code, outl = _contract(ctx, [(0, ctx.ops[0].expr, labs)], set(groups), "total")
+            code, outl = contract(ctx, [(0, ctx.ops[0].expr, labs)], set(groups), "total")
     else:
         terms = [(k, o.expr, relabelled[k]) for k, o in enumerate(ctx.ops)]
-        code, outl = _contract(ctx, terms, set(groups), "contraction")
+        code, outl = contract(ctx, terms, set(groups), "contraction")
     var = ctx.bind("total" if len(ctx.ops) == 1 else "contraction", code, outl)
     live, static = fold_live(ctx, relabelled, groups, outl)
     if live is not None:
         live = ctx.bind(var + "_live", live)
     return [OpResult(var, outl, live, static)]
-
-
-def fold_live(ctx, relabelled, groups, outl):
-    """Liveness of a contraction: live iff some term (all factors live) is live."""
-    ks = ctx.masked()
-    if not ks:
-        return None, None
-    if ctx.relabel:
-        raise AssertionError("fused contractions never carry masks")
-    space = outl + groups
-    pos = liveness.full(len(space))
-    sure = liveness.full(len(space))
-    codes = []
-    from ..emit import align_code
-
-    for k in ks:
-        o = ctx.ops[k]
-        p = liveness.align(o.static[0], relabelled[k], space)
-        s = liveness.align(o.static[1], relabelled[k], space)
-        pos, sure = pos & p, sure & s
-        codes.append(align_code(o.live, relabelled[k], space))
-    axes = tuple(range(len(outl), len(space)))
-    fp = pos.any(axis=axes) if axes else pos
-    fs = sure.any(axis=axes) if axes else sure
-    if liveness.make(fp, fs) is None:
-        return None, None
-    code = " & ".join(codes) if len(codes) > 1 else codes[0]
-    if axes:
-        dims = tuple(a - len(space) for a in axes)
-        code = f"{atom(code)}.any(dim={dims if len(dims) > 1 else dims[0]})"
-    return code, (fp, fs)
-
-
-def _weight_name(op) -> str:
-    return identifier(op.label, "weight") if op.label else "weight"
-
-
-def linear_params(ctx, in_labels: list, out_labels: list):
-    """Declare a Linear's weight ``[in targets..., out target...]`` (and bias ``[out target]``)
-    as parameters of the class: ``(weight code, bias code or None, base name)``."""
-    op, b, cb = ctx.op, ctx.b, ctx.cb
-    in_axes = [ctx.axis(lab) for lab in in_labels]
-    shape = [cb.init_size_code(a.size) for a in in_axes + [ctx.axis(lab) for lab in out_labels]]
-    base = _weight_name(op)
-    cplx = kind(b.output_weaves[0].datatype) == "complex"
-    ctor = "torch.randn" if not cplx else "_complex_randn"
-    if cplx:
-        raise SpecError("complex Linear weights are not supported by the code generator",
-                        b.path)
-    if in_labels:
-        fan = " * ".join(cb.init_size_code(a.size) for a in in_axes)
-        fan = f"({fan})" if len(in_axes) > 1 else fan
-        init = f"{ctor}({', '.join(shape)}) * {fan} ** -0.5"
-    else:
-        init = f"torch.zeros({', '.join(shape)})"
-    weight = cb.add_param(base, b, "weight", init, True)
-    bias = None
-    if op.bias:
-        bshape = [cb.init_size_code(ctx.axis(lab).size) for lab in out_labels]
-        bias = cb.add_param(base + "_bias", b, "bias",
-                            f"torch.zeros({', '.join(bshape)})",
-                            True)
-    return weight, bias, base
 
 
 @rule(Linear)
@@ -196,14 +86,10 @@ def linear(ctx):
         code = f"torch.tensordot({o.expr}, {weight}, dims={len(in_labels)})"
         labels = o.labels[:-len(in_labels)] + out_labels
     else:
-        from .contraction import _contract as contract
-
         code, labels = contract(ctx, [(0, o.expr, o.labels), (None, weight,
                                                                in_labels + out_labels)],
                                 set(in_labels), name)
     if bias is not None:
-        from ..emit import align_code
-
         code = f"{code} + {align_code(bias, [ctx.rel(lab) for lab in out_labels], labels)}"
     var = ctx.bind(name, code, labels)
     if o.live is None:
@@ -213,8 +99,6 @@ def linear(ctx):
     if liveness.make(*fs) is None:
         return [OpResult(var, labels)]
     dims = tuple(i - len(o.labels) for i, lab in enumerate(o.labels) if lab in in_labels)
-    from ..emit import align_code
-
     live = ctx.bind(var + "_live", align_code(
         f"{o.live}.any(dim={dims if len(dims) > 1 else dims[0]})", keep, labels))
     var = ctx.bind(var, ctx.where_live(live, var), labels)
@@ -249,8 +133,6 @@ def embedding(ctx):
     var = ctx.bind(f"{base[:-6]}_rows", f"{table}[{o.expr}]", labels)
     if o.live is None:
         return [OpResult(var, labels)]
-    from ..emit import align_code
-
     live = align_code(o.live, o.labels, labels)
     live_var = ctx.bind(var + "_live", live)
     var = ctx.bind(var, ctx.where_live(live_var, var), labels)

@@ -15,9 +15,9 @@ from ncdc.ir.operators import (
     TypeConvert,
 )
 
-from ..broadcast import OpResult
 from ..formula import FormulaPrinter
 from ..names import identifier
+from ..operands import OpResult
 from ..registry import rule
 
 

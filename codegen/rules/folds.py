@@ -6,7 +6,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
 
 from .. import liveness
-from ..broadcast import OpResult
+from ..operands import OpResult
 from ..registry import rule
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import WeightedTriangularLower
 
-from ..broadcast import OpResult
+from ..operands import OpResult
 from ..registry import rule
 
 WTL_EPSILON = 1e-8

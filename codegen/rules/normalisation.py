@@ -5,7 +5,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
 from .. import liveness
-from ..broadcast import OpResult
+from ..operands import OpResult
 from ..registry import rule
 
 LEGACY_RMS_EPSILON = 1e-5

@@ -12,8 +12,8 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import IndexSelect, Select, SelectionForm, TopK
 
 from .. import liveness
-from ..broadcast import OpResult
 from ..emit import align_code
+from ..operands import OpResult
 from ..registry import rule
 
 

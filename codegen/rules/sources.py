@@ -5,9 +5,9 @@ from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
-from ..broadcast import OpResult
 from ..formula import FormulaPrinter
 from ..names import identifier
+from ..operands import OpResult
 from ..registry import rule
 
 

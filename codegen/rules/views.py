@@ -8,9 +8,9 @@ from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes,
 
 from .. import liveness
 from ..affine import affine_map
-from ..broadcast import OpResult
 from ..emit import align_code, atom
 from ..names import identifier
+from ..operands import OpResult
 from ..registry import rule
 
 

@@ -1,0 +1,117 @@
+"""Einsum-shaped products shared by the contraction rules and the pairs form: Einops groups,
+the liveness of a contraction, a Linear's weight and bias."""
+from __future__ import annotations
+
+from ncdc.ir.datatypes import kind
+from ncdc.ir.errors import SpecError
+
+from . import liveness
+from .emit import align_code, atom
+from .names import identifier
+
+
+def contract(ctx, terms, folded, out_hint: str):
+    """Einsum over labelled terms ``(operand index | None, code, labels)``; summed labels are
+    those not in the output. Returns (code, out labels)."""
+    rel = ctx.rel
+    out = []
+    for k, code, labels in terms:
+        for lab in labels:
+            r = rel(lab)
+            if r not in out and lab not in folded and r[0] in ("d", "o", "v", "p"):
+                out.append(r)
+    if ctx.relabel:
+        out = [lab for lab in [("v", i) for i in range(len(ctx.final.degree))] if lab in out] + \
+            [lab for lab in out if lab[0] != "v"]
+    else:
+        out = [lab for lab in ctx.deg_labels if lab in out] + [lab for lab in out
+                                                               if lab[0] == "o"]
+    rel_terms = [(code, [rel(lab) for lab in labels], k is not None and ctx.ops[k].full)
+                 for k, code, labels in terms]
+    return ctx.einsum(rel_terms, out), out
+
+
+def group_labels(ctx) -> list[list]:
+    """Every Einops operand's labels with its target labels replaced by their group's
+    ``("g", n)`` (the signature's numbering)."""
+    sig = ctx.op.signature
+    if len(sig) != len(ctx.ops):
+        raise SpecError(f"Einops signature has {len(sig)} entries for {len(ctx.ops)} inputs",
+                        ctx.b.path)
+    relabelled = []
+    for k, o in enumerate(ctx.ops):
+        groups = sig[k]
+        labs = []
+        for lab in o.labels:
+            if lab[0] == "t":
+                if lab[2] >= len(groups):
+                    raise SpecError(f"Einops signature entry {k} is shorter than the input's "
+                                    "target", ctx.b.path)
+                g = ("g", groups[lab[2]])
+                ctx.group_axes.setdefault(g, ctx.axis(lab))
+                labs.append(g)
+            else:
+                labs.append(lab)
+        relabelled.append(labs)
+    return relabelled
+
+
+def fold_live(ctx, relabelled, groups, outl):
+    """Liveness of a contraction: live iff some term (all factors live) is live."""
+    ks = ctx.masked()
+    if not ks:
+        return None, None
+    if ctx.relabel:
+        raise AssertionError("fused contractions never carry masks")
+    space = outl + groups
+    pos = liveness.full(len(space))
+    sure = liveness.full(len(space))
+    codes = []
+    for k in ks:
+        o = ctx.ops[k]
+        p = liveness.align(o.static[0], relabelled[k], space)
+        s = liveness.align(o.static[1], relabelled[k], space)
+        pos, sure = pos & p, sure & s
+        codes.append(align_code(o.live, relabelled[k], space))
+    axes = tuple(range(len(outl), len(space)))
+    fp = pos.any(axis=axes) if axes else pos
+    fs = sure.any(axis=axes) if axes else sure
+    if liveness.make(fp, fs) is None:
+        return None, None
+    code = " & ".join(codes) if len(codes) > 1 else codes[0]
+    if axes:
+        dims = tuple(a - len(space) for a in axes)
+        code = f"{atom(code)}.any(dim={dims if len(dims) > 1 else dims[0]})"
+    return code, (fp, fs)
+
+
+def _weight_name(op) -> str:
+    return identifier(op.label, "weight") if op.label else "weight"
+
+
+def linear_params(ctx, in_labels: list, out_labels: list):
+    """Declare a Linear's weight ``[in targets..., out target...]`` (and bias ``[out target]``)
+    as parameters of the class: ``(weight code, bias code or None, base name)``."""
+    op, b, cb = ctx.op, ctx.b, ctx.cb
+    in_axes = [ctx.axis(lab) for lab in in_labels]
+    shape = [cb.init_size_code(a.size) for a in in_axes + [ctx.axis(lab) for lab in out_labels]]
+    base = _weight_name(op)
+    cplx = kind(b.output_weaves[0].datatype) == "complex"
+    ctor = "torch.randn" if not cplx else "_complex_randn"
+    if cplx:
+        raise SpecError("complex Linear weights are not supported by the code generator",
+                        b.path)
+    if in_labels:
+        fan = " * ".join(cb.init_size_code(a.size) for a in in_axes)
+        fan = f"({fan})" if len(in_axes) > 1 else fan
+        init = f"{ctor}({', '.join(shape)}) * {fan} ** -0.5"
+    else:
+        init = f"torch.zeros({', '.join(shape)})"
+    weight = cb.add_param(base, b, "weight", init, True)
+    bias = None
+    if op.bias:
+        bshape = [cb.init_size_code(ctx.axis(lab).size) for lab in out_labels]
+        bias = cb.add_param(base + "_bias", b, "bias",
+                            f"torch.zeros({', '.join(bshape)})",
+                            True)
+    return weight, bias, base
