@@ -18,7 +18,9 @@ from ncdc.ir.names import plain_title
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import param_specs
 
-from .lower import INDENT, ClassBuilder, ClassInfo, Generator, Param, Sub
+from .classinfo import INDENT, ClassInfo, Param, Sub
+from .generator import Generator
+from .lower import ClassBuilder
 from .names import comment_text, docstring
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 from ncdc.codegen.check import CheckResult, check_morphism, compare, run_generated
-from ncdc.codegen.lower import Generator
+from ncdc.codegen.generator import Generator
 from ncdc.ir.morphisms import Composed, Rearrangement
 from torch.utils.flop_counter import FlopCounterMode
 

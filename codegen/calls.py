@@ -1,0 +1,168 @@
+"""Calling a submodule for a block occurrence: one instance, or an ``nn.ModuleList`` loop for a
+repeated block (its input liveness widened to a fixpoint); in pairs mode where the callee's
+outputs hold a selected sparse axis first (``codegen/pairs.py``)."""
+from __future__ import annotations
+
+from ncdc.ir.arrays import Array
+from ncdc.ir.errors import SpecError
+from ncdc.ir.morphisms import Block
+from ncdc.ir.params import repetitions
+
+from . import liveness
+from .classinfo import INDENT, shape_text
+from .escapes import ARGUMENT, NotCompact, escape
+from .names import comment_text, identifier, snake_case
+from .pairs import Selection, leading_sparse_axis
+from .wires import Wire
+
+
+def _join(a: liveness.StaticLive | None, b: liveness.StaticLive | None):
+    if a is None and b is None:
+        return None
+    nd = (a or b).possible.ndim
+    pa, sa = liveness.parts(a, nd)
+    pb, sb = liveness.parts(b, nd)
+    return liveness.make(pa | pb, sa & sb)
+
+
+def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[Wire]:
+    """Call a submodule for ``block`` (a loop over a ModuleList when it repeats);
+    ``lifted``: the degree axes the call runs over (for shape comments)."""
+    reps = repetitions(block, cb.gen.env)
+    tape_before = dict(cb.tape)
+    passed = [w for w in wires if w.pairs is not None]
+    if passed:
+        escape(frozenset().union(*(w.origins for w in passed)),
+               "a pairs array passed to a block")
+    site = cb.call_sites
+    cb.call_sites += 1
+    info, sel = None, None
+    if reps == 1 and not lifted and site not in cb.excluded_sites:
+        info, sel = _pairs_class(cb, block, wires)
+    if info is None:
+        info = cb.gen.class_for(block, wires, cb.tape)
+    if reps > 1:
+        # the class must accept its own outputs: widen its input liveness to a fixpoint
+        for _ in range(8):
+            outs = [st for _, st, _ in info.outputs]
+            if len(outs) != len(wires):
+                raise SpecError(f"block {block.title!r} repeats but its domain and codomain "
+                                "differ", block.path)
+            joined = [_join(a, b) for a, b in zip(info.input_static, outs)]
+            if all((a is None and b is None) or (a is not None and b is not None
+                                                 and a.digest() == b.digest())
+                   for a, b in zip(joined, info.input_static)):
+                break
+            probe = [Wire(w.var, w.array, w.live or "?", st, w.full)
+                     for w, st in zip(wires, joined)]
+            info = cb.gen.class_for(block, probe, tape_before)
+    snake = snake_case(info.name)
+    ctor = [f"{cb.gen.sym_name(s)}={cb.init_size_code(s)}" for s in info.ctor_symbols]
+    if info.needs_quant:
+        ctor.append("quant=quant")
+        cb.passes_quant = True
+    make = f"{info.name}({', '.join(ctor)})"
+    args = []
+    for w, st in zip(wires, info.input_static):
+        args.append(w.var)
+        if st is not None:
+            args.append(w.live if w.live is not None
+                        else f"torch.ones({(1,) * w.rank!r}, dtype=torch.bool)")
+    if sel is not None:
+        args.append(sel.pairs)
+    kwargs = [f"{cb.gen.sym_name(s)}={cb._fwd_symbol(s)}" for s in info.kw_symbols]
+    if info.uses_tape:
+        kwargs.append("tape=tape")
+        cb.uses_tape = True
+    call_args = ", ".join(args + kwargs)
+    outs: list[Wire] = []
+    names = []
+    if sel is not None:
+        origins = frozenset({ARGUMENT if sel is cb.selection else site})
+    for k, (arr, st, full) in enumerate(info.outputs):
+        base = snake if len(info.outputs) == 1 else f"{snake}_{k + 1}"
+        var = cb.fw.names.fresh(base)
+        live = cb.fw.names.fresh(var + "_live") if st is not None else None
+        if sel is not None and info.pairs_outputs[k]:
+            outs.append(Wire(var, arr, None, None, True, pairs=sel, origins=origins))
+        else:
+            outs.append(Wire(var, arr, live, st, full))
+        names.append(var)
+        if live is not None:
+            names.append(live)
+    shapes = ", ".join(shape_text(Array(w.array.datatype, tuple(lifted) + w.array.shape))
+                       for w in outs)
+    if sel is not None:
+        shapes += f" at the live pairs of {comment_text(sel.axis.label, 20)}"
+    if reps > 1:
+        attr = cb.members.add_sub(snake + "s" if not snake.endswith("s") else snake, info,
+                                  make, reps, cb.init_size_code(block.tag.repetition))
+        loop_var = cb.fw.names.fresh("block")
+        cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
+                      "iteration")
+        for w, var, st in zip(wires, outs, info.input_static):
+            cb.fw.emit(f"{var.var} = {w.var}")
+            if st is not None:
+                src = w.live if w.live is not None else "True"
+                cb.fw.emit(f"{var.live} = {src}")
+        loop_args = []
+        for w in outs:
+            loop_args.append(w.var)
+            if w.live is not None:
+                loop_args.append(w.live)
+        target = ", ".join(names)
+        call = ", ".join(loop_args + kwargs)
+        cb.fw.emit(f"for {loop_var} in self.{attr}:")
+        cb.fw.emit(INDENT + f"{target} = {loop_var}({call})", shapes)
+    else:
+        attr = cb.members.add_sub(snake, info, make)
+        target = ", ".join(names) if names else "_"
+        if names:
+            cb.fw.emit(f"{target} = self.{attr}({call_args})", shapes)
+        else:
+            cb.fw.emit(f"self.{attr}({call_args})")
+    cb.tape.update(info.tape_after)
+    if cb.lead_source is None:
+        for w in outs:
+            w.full = False
+    return outs
+
+def _pairs_class(cb, block: Block, wires: list[Wire]):
+    """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when
+    this function knows the axis's selection, else (None, None)."""
+    if cb.lead_source is None or not all(w.full for w in wires):
+        return None, None  # the pairs index rows of this function's leading dims
+    axes = {}
+    for arr in block.cod:
+        a = leading_sparse_axis(arr)
+        if a is not None:
+            axes[a.uid] = a
+    for uid in sorted(axes):
+        own = cb.selection is not None and cb.selection.axis.uid == uid
+        if not own and uid not in cb.selections and uid not in cb.masks:
+            continue
+        saved = cb.gen.snapshot()
+        try:
+            info = cb.gen.class_for(block, wires, cb.tape, pairs_axis=axes[uid])
+        except NotCompact:
+            cb.gen.restore(saved)
+            continue
+        if not any(info.pairs_outputs):
+            cb.gen.restore(saved)
+            continue
+        return info, (cb.selection if own else _selection(cb, axes[uid]))
+    return None, None
+
+def _selection(cb, axis) -> Selection:
+    """The live pairs of ``axis`` in this function (made once, from its mask)."""
+    sel = cb.selections.get(axis.uid)
+    if sel is None:
+        mask = cb.masks[axis.uid]
+        cb.gen.prelude.add("pairs")
+        label = comment_text(axis.label, 20)
+        var = cb.fw.bind(identifier(axis.label, "sparse") + "_pairs",
+                           f"live_pairs({mask.live}, {cb.lead()})",
+                           f"the live (row, {label}) pairs, grouped by {label}")
+        sel = Selection(axis, var, mask.live)
+        cb.selections[axis.uid] = sel
+    return sel

@@ -1,0 +1,109 @@
+"""The source text of one generated class: docstring, ``__init__`` signature and body, ``forward``
+signature, prologue (batch shape, data-fixed sizes, pairs) and the lowered statements."""
+from __future__ import annotations
+
+import textwrap
+
+from ncdc.ir.names import plain_title
+
+from .classinfo import INDENT
+from .emit import drop_unused, wrap_line
+from .names import check_docstring, comment_text, docstring
+
+
+def class_source(cb, ret: list[str], derivable: dict) -> str:
+    gen, info = cb.gen, cb.info
+    lines = [f"class {info.name}(nn.Module):"]
+    doc = doc_text(cb)
+    lit = docstring(doc, INDENT)
+    check_docstring(lit, INDENT, doc)
+    lines.append(INDENT + lit)
+    lines.append("")
+    params = []
+    for s in info.ctor_symbols:
+        d = gen.default_of(s)
+        params.append(f"{gen.sym_name(s)}={d}" if d is not None else gen.sym_name(s))
+    if info.needs_quant:
+        params.append(f"quant={gen.quant!r}")
+    sig = "self" + (", *, " + ", ".join(params) if params else "")
+    lines.append(INDENT + f"def __init__({sig}):")
+    lines.append(INDENT * 2 + "super().__init__()")
+    for s in sorted(cb.sizes.fwd_symbols, key=lambda s: gen.sym_name(s)):
+        n = gen.sym_name(s)
+        lines.append(INDENT * 2 + f"self.{n} = {n}")
+    if cb.needs_quant:
+        lines.append(INDENT * 2 + 'self.emulate = quant == "emulate"')
+    if cb.members.needs_one:
+        lines.append(INDENT * 2 + 'self.register_buffer("one", torch.ones(()), '
+                     'persistent=False)')
+    lines.extend(cb.members.init_lines)
+    lines.append("")
+    args = ["self"]
+    for w, live in zip(cb.inputs, cb.input_masks):
+        args.append(w.var)
+        if live is not None:
+            args.append(live)
+    if cb.selection is not None:
+        args.append(f"{cb.selection.pairs}=None")
+    kw = []
+    for s in info.kw_symbols:
+        d = gen.default_of(s)
+        kw.append(f"{gen.sym_name(s)}: int = {d}" if d is not None
+                  else f"{gen.sym_name(s)}: int")
+    if cb.uses_tape:
+        kw.append("tape: dict | None = None")
+    sig = ", ".join(args) + (", *, " + ", ".join(kw) if kw else "")
+    head = INDENT + f"def forward({sig}):"
+    lines.append(head)
+    body = []
+    if cb.uses_tape:
+        body.append(INDENT * 2 + "tape = {} if tape is None else tape")
+    if cb.lead_used and cb.lead_source is not None:
+        shapes = [f"{w.var}.shape[:{w.var}.dim() - {w.rank}]" if w.rank else f"{w.var}.shape"
+                  for w in cb.inputs]
+        code = shapes[0] if len(shapes) == 1 else \
+            f"torch.broadcast_shapes({', '.join(shapes)})"
+        body.append(INDENT * 2 + f"lead = {code}" + "  # leading (batch) dims")
+    for sym, code in derivable.items():
+        if sym in cb.sizes.data_used:
+            body.append(INDENT * 2 + f"{gen.sym_name(sym)} = {code}"
+                        + "  # fixed by the data")
+    if cb.selection is not None:
+        sel = cb.selection
+        body.append(INDENT * 2 + f"{cb.all_pairs} = {sel.pairs} is None")
+        body.append(INDENT * 2 + f"if {cb.all_pairs}:  # every (row, "
+                    f"{comment_text(sel.axis.label, 20)}) pair, dense results")
+        body.append(INDENT * 3 + f"{sel.pairs} = every_pair(lead, {cb._pairs_size}, "
+                    f"{cb.inputs[0].var}.device)")
+    body.extend(cb.fw.lines)
+    if not ret:
+        body.append(INDENT * 2 + "return ()")
+    elif len(ret) == 1:
+        body.append(INDENT * 2 + f"return {ret[0]}")
+    else:
+        body.append(INDENT * 2 + "return " + ", ".join(ret))
+    body = drop_unused(body, keep=set())
+    lines.extend(body)
+    return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
+
+def doc_text(cb) -> str:
+    parts = [plain_title(cb.title) or "Block"]
+    if cb.description:
+        parts.append(textwrap.fill(" ".join(cb.description.split()), 88))
+    if cb.formula:
+        parts.append(textwrap.fill("Formula: " + " ".join(cb.formula.split()), 88,
+                                   break_long_words=False, break_on_hyphens=False))
+    ins = ", ".join(f"{w.var}: {comment_text(str(w.array), 60)}" for w in cb.inputs)
+    outs = ", ".join(comment_text(str(a), 60) for a, _, _ in cb.info.outputs)
+    parts.append(f"Inputs: {ins or 'none'}.\nReturns: {outs or 'nothing'}.")
+    masks = [w.var for w in cb.inputs if w.live is not None]
+    if masks or any(st is not None for _, st, _ in cb.info.outputs):
+        parts.append("Arrays that can hold dead positions (FORMAT.md §2.4) travel with a "
+                     "bool mask `<name>_live`;\ndead positions hold 0.")
+    if cb.selection is not None:
+        axis = comment_text(cb.selection.axis.label, 20)
+        parts.append(f"`{cb.selection.pairs}`: the live (row, {axis}) pairs of a selection "
+                     f"(`live_pairs`). Arrays on {axis} are\ncomputed at those pairs only "
+                     f"and returned as pairs arrays, one row per pair; without it\nevery "
+                     "pair is computed and they are returned dense.")
+    return "\n\n".join(parts)

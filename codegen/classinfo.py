@@ -1,0 +1,60 @@
+"""What is known of a generated class once written, and of its members."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ncdc.ir.arrays import Array
+from ncdc.ir.morphisms import Broadcasted
+
+from . import liveness
+from .names import comment_text
+
+INDENT = "    "
+
+
+@dataclass
+class Param:
+    """A parameter or buffer attribute of a class, in IR pre-order."""
+
+    attr: str
+    site: Broadcasted
+    role: str
+
+
+@dataclass
+class Sub:
+    """A submodule attribute: one instance, or a ModuleList of ``repeat`` instances."""
+
+    attr: str
+    info: ClassInfo
+    repeat: int | None
+
+
+@dataclass
+class TapeEntry:
+    key: str
+    array: Array
+    static: liveness.StaticLive | None
+    full: bool
+
+
+@dataclass
+class ClassInfo:
+    """A generated class and the facts its callers need."""
+
+    key: str
+    name: str
+    source: str = ""
+    ctor_symbols: list = field(default_factory=list)  # FreeNumerics, sorted by name
+    kw_symbols: list = field(default_factory=list)  # data-fixed sizes the caller passes
+    uses_tape: bool = False
+    needs_quant: bool = False
+    input_static: tuple = ()
+    outputs: list = field(default_factory=list)  # (Array, StaticLive | None, full)
+    tape_after: dict = field(default_factory=dict)
+    members: list = field(default_factory=list)
+    pairs_outputs: tuple = ()  # per output: returned as a pairs array (pairs mode)
+
+
+def shape_text(array: Array) -> str:
+    return "[" + ", ".join(comment_text(a.label, 20) for a in array.shape) + "]"
