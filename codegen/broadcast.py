@@ -62,20 +62,15 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
     if scale is not None and w.pairs is not None and w.rank < 2:
         escape(w.origins, "block-scaled rounding along the sparse axis")
     cb.gen.prelude.add("quant")
+    args = f"{w.var}, {enc!r}, {cb.quant_guard()}"
     if scale is not None:
-        channels = cb.size_code(scale.channels)
-        code = f"mx_block_round({w.var}, {enc!r}, {channels})"
-    elif kind(dt) == "complex":
-        code = f"round_to({w.var}, {enc!r})"
-    else:
-        code = f"round_{enc.lower()}({w.var})"
-    guard = cb.quant_guard()
+        args += f", {cb.size_code(scale.channels)}"
+    note = f"held in {_format_text(dt)}"
     if fresh:
-        cb.fw.emit(f"if {guard}:")
-        cb.fw.emit(f"    {w.var} = {code}", f"held in {_format_text(dt)}")
+        cb.fw.emit(f"{w.var} = held({args})", note)
         return w
     name = "as_" + ("mxfp8" if scale is not None else enc.lower())
-    var = cb.fw.bind(name, f"{code} if {guard} else {w.var}", f"held in {_format_text(dt)}")
+    var = cb.fw.bind(name, f"held({args})", note)
     return dataclasses.replace(w, var=var, slot=None)
 
 

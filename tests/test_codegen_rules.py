@@ -201,3 +201,17 @@ def test_affine_write_scatters_and_marks_holes():
     assert torch.equal(vals[:, 2:5], x) and not vals[:, [0, 1, 5]].any()
     one, live1 = affine_write(torch.ones(()), [((), 0)], (4,))
     assert one.tolist() == [1, 0, 0, 0] and live1.tolist() == [True, False, False, False]
+
+
+def test_held_is_identity_in_exact_mode_and_rounds_in_emulate_mode():
+    from ncdc.codegen.prelude.quant import held
+
+    x = torch.tensor([1.0 + 2.0 ** -30, 3.0, -0.1], dtype=torch.float64)
+    assert held(x, "FP32", False) is x
+    want = x.to(torch.float32).to(torch.float64)  # RNE to binary32, independently
+    assert torch.equal(held(x, "FP32", True), want)
+    y = torch.linspace(-3, 3, 64, dtype=torch.float64)
+    from ncdc.codegen.prelude.quant import mx_block_round
+
+    assert torch.equal(held(y, "E4M3", True, 32), mx_block_round(y, "E4M3", 32))
+    assert held(y, "E4M3", False, 32) is y

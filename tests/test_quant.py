@@ -292,7 +292,7 @@ def test_prelude_is_self_contained():
     tree = ast.parse(PRELUDE.read_text())
     public = {"round_bf16", "round_e4m3", "round_e2m1", "round_e5m2", "round_fp16",
               "round_fp32", "round_ue8m0", "round_int32", "round_int64", "mx_block_round",
-              "round_to"}
+              "round_to", "held"}
     defined = set()
     for i, node in enumerate(tree.body):
         if isinstance(node, ast.Import):

@@ -151,3 +151,13 @@ def round_to(x, encoding):
             raise ValueError(f"cannot round complex values to {encoding}")
         return torch.complex(fn(x.real), fn(x.imag))
     return fn(x)
+
+
+def held(x, encoding, emulate=True, channels=None):
+    """`x` as held in storage `encoding` when `emulate` is true (MX block rounding over groups
+    of `channels` along the last axis when `channels` is given), else `x` itself unchanged."""
+    if not emulate:
+        return x
+    if channels is not None:
+        return mx_block_round(x, encoding, channels)
+    return round_to(x, encoding)
