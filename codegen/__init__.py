@@ -41,15 +41,18 @@ def generate_source(morphism, env=None, *, sizes=None, quant: str = "exact",
 
 
 def compile_torch(morphism, env=None, *, sizes=None, quant: str = "exact",
-                  dtype: str = "float64", module_name: str | None = None):
+                  dtype: str = "float64", module_name: str | None = None, stand_in: bool = False):
     """``(source, module)``: the generated source and an instance of its root class (in
-    ``dtype``, constructed with the binding's sizes as defaults)."""
+    ``dtype``, constructed with the binding's sizes as defaults; ``stand_in``: seeded stand-ins
+    for data only the user can supply, with a warning)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     env = _env_for(morphism, env, sizes)
     g = generate(morphism, env, quant=quant, module_name=module_name)
     mod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
+    if g.root.needs_stand_in:
+        kwargs["stand_in"] = stand_in
     return g.source, instantiate(mod, g.class_name, DTYPES[dtype], **kwargs)
 
 

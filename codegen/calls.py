@@ -61,6 +61,9 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if info.needs_quant:
         ctor.append("quant=quant")
         cb.passes_quant = True
+    if info.needs_stand_in:
+        ctor.append("stand_in=stand_in")
+        cb.passes_stand_in = True
     make = f"{info.name}({', '.join(ctor)})"
     args = []
     for w, st in zip(wires, info.input_static):

@@ -8,7 +8,7 @@ from ncdc.ir.names import plain_title
 
 from .classinfo import INDENT
 from .emit import drop_unused, wrap_line
-from .names import check_docstring, comment_text, docstring
+from .names import check_docstring, comment_text, docstring, string_literal
 
 
 def class_source(cb, ret: list[str], derivable: dict) -> str:
@@ -25,6 +25,8 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         params.append(f"{gen.sym_name(s)}={d}" if d is not None else gen.sym_name(s))
     if info.needs_quant:
         params.append(f"quant={gen.quant!r}")
+    if info.needs_stand_in:
+        params.append("stand_in=False")
     sig = "self" + (", *, " + ", ".join(params) if params else "")
     lines.append(INDENT + f"def __init__({sig}):")
     lines.append(INDENT * 2 + "super().__init__()")
@@ -33,10 +35,17 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         lines.append(INDENT * 2 + f"self.{n} = {n}")
     if cb.needs_quant:
         lines.append(INDENT * 2 + 'self.emulate = quant == "emulate"')
-    if cb.members.needs_one:
-        lines.append(INDENT * 2 + 'self.register_buffer("one", torch.ones(()), '
-                     'persistent=False)')
+    if cb.user_data:
+        lines.append(INDENT * 2 + "self.stand_in = stand_in")
+        lines.append(INDENT * 2 + "self.register_load_state_dict_post_hook(data_loaded)")
     lines.extend(cb.members.init_lines)
+    if cb.members.reset_lines:
+        lines.append(INDENT * 2 + "self.reset_parameters()")
+    lines.append("")
+    lines.append(INDENT + "def reset_parameters(self):")
+    lines.extend(cb.members.reset_lines or [INDENT * 2 + "pass  # no parameters of its own"])
+    if cb.user_data:
+        lines.append(INDENT * 2 + "self.data_missing = not self.stand_in")
     lines.append("")
     args = ["self"]
     for w, live in zip(cb.inputs, cb.input_masks):
@@ -56,6 +65,8 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     head = INDENT + f"def forward({sig}):"
     lines.append(head)
     body = []
+    if cb.user_data:
+        body.append(INDENT * 2 + f"require_data(self, {string_literal(', '.join(cb.user_data))})")
     if cb.uses_tape:
         body.append(INDENT * 2 + "tape = {} if tape is None else tape")
     if cb.lead_used and cb.lead_source is not None:

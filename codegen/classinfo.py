@@ -49,6 +49,7 @@ class ClassInfo:
     kw_symbols: list = field(default_factory=list)  # data-fixed sizes the caller passes
     uses_tape: bool = False
     needs_quant: bool = False
+    needs_stand_in: bool = False  # holds user data (codegen/fixed_data.py)
     input_static: tuple = ()
     outputs: list = field(default_factory=list)  # (Array, StaticLive | None, full)
     tape_after: dict = field(default_factory=dict)

@@ -36,6 +36,59 @@ class Ctx:
         self.pairs_axis = None
         self.s_labels: frozenset = frozenset()
 
+    # -- services of the class being written (codegen/lower.py) -----------------------------
+    def lead(self) -> str | None:
+        """The local holding the leading (batch) shape, or None in a nullary class."""
+        return self.cb.lead()
+
+    def size_code(self, expr) -> str:
+        """Code for a size expression in ``forward``."""
+        return self.cb.sizes.fwd(expr)
+
+    def init_size(self, expr) -> str:
+        """Code for a size expression in ``__init__`` (the constructor's arguments)."""
+        return self.cb.sizes.init(expr)
+
+    def axis_size(self, axis) -> str:
+        return self.cb.sizes.axis(axis)
+
+    def symbol(self, sym) -> str:
+        """Code for a size symbol in ``forward`` (``self.<name>`` or a data-fixed local)."""
+        return self.cb.sizes.fwd_symbol(sym)
+
+    def init_symbol(self, sym) -> str:
+        return self.cb.sizes.init_symbol(sym)
+
+    def param(self, base: str, role: str, shape: list[str], init: str, learned: bool = True,
+              dtype: str | None = None) -> str:
+        """A parameter or buffer of this operator (see :meth:`codegen.members.Members.add_param`);
+        returns the code reading it."""
+        return self.cb.members.add_param(base, self.b, role, shape, init, learned, dtype)
+
+    def table(self, base: str, shape: list[str], value: str) -> str:
+        """A non-persistent buffer computed by ``reset_parameters``."""
+        return self.cb.members.add_table(base, shape, value)
+
+    def use(self, prelude: str) -> None:
+        """Paste the named prelude (``codegen/prelude/<name>.py``) into the file."""
+        self.gen.prelude.add(prelude)
+
+    def unit(self) -> str:
+        return self.cb.unit()
+
+    def run_block(self, block, wires: list[Wire], lifted: tuple = ()) -> list[Wire]:
+        """The outputs of ``block`` on ``wires``: inlined when drawn in place and not lifted over
+        a degree, else a submodule call."""
+        if not lifted and self.cb.inline_block(block):
+            return self.cb.lower_block(block, wires)
+        return self.cb.call_block(block, wires, lifted=lifted)
+
+    def tape_write(self, slot, wire: Wire) -> None:
+        self.cb.tape_write(slot, wire)
+
+    def tape_read(self, slot, array, bind: bool = True) -> Wire:
+        return self.cb.tape_read(slot, array, bind)
+
     # -- labels ------------------------------------------------------------------------------
     def axis(self, lab):
         tag = lab[0]
@@ -58,7 +111,7 @@ class Ctx:
         return ("p",) if lab in self.s_labels else lab
 
     def size(self, lab) -> str:
-        return self.cb.axis_size(self.axis(lab))
+        return self.axis_size(self.axis(lab))
 
     def ref(self, lab) -> int:
         return self.gen.ref_size(self.axis(lab).size)
@@ -90,7 +143,7 @@ class Ctx:
 
     def expand(self, code: str, dst: list, present: set, full: bool) -> str:
         missing = [lab for lab in dst if lab not in present]
-        lead = self.cb.lead()
+        lead = self.lead()
         if not missing and (full or lead is None):
             return code
         sizes = [self.size(lab) if lab not in present else "-1" for lab in dst]

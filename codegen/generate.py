@@ -104,6 +104,7 @@ PRELUDE_TITLES = {
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",
     "pairs": "arrays on a sparse axis at its live pairs only",
+    "fixed": "fixed arrays: computed by rule, or data the user supplies",
 }
 
 
@@ -126,6 +127,9 @@ class Generated:
                     raise SpecError(f"{key}: shape {tuple(value.shape)}, expected "
                                     f"{tuple(target.shape)}")
                 target.copy_(value.to(target.dtype))
+        for m in module.modules():
+            if hasattr(m, "data_missing"):
+                m.data_missing = False
 
 
 def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
@@ -210,7 +214,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("quant", "views", "pairs"):
+    for name in ("quant", "views", "pairs", "fixed"):
         if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
@@ -232,6 +236,8 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
         imports.append("import functools")
     if re.search(r"\bmath\.", body):
         imports.append("import math")
+    if re.search(r"\bwarnings\.", body):
+        imports.append("import warnings")
     imports.append("")
     imports.append("import torch")
     if re.search(r"(?<![\w.])F\.", body):
@@ -260,6 +266,9 @@ LOADER = '''def load_interpreter_params(module, params):
                 raise ValueError(f"{key}: shape {tuple(value.shape)}, expected "
                                  f"{tuple(target.shape)}")
             target.copy_(value.to(target.dtype))
+    for m in module.modules():
+        if hasattr(m, "data_missing"):
+            m.data_missing = False
     return module
 '''
 
@@ -267,7 +276,7 @@ LOADER = '''def load_interpreter_params(module, params):
 def check_source(source: str) -> None:
     """The emitted text must parse, and import nothing but torch and the standard library."""
     tree = ast.parse(source)
-    allowed = {"torch", "math", "functools"}
+    allowed = {"torch", "math", "functools", "warnings"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name.split(".")[0] for a in node.names]

@@ -55,7 +55,10 @@ class ClassBuilder:
         self.sizes = SizeCodes(gen)
         self.needs_quant = False  # this class rounds (emulate mode)
         self.passes_quant = False  # a submodule rounds
+        self.user_data: list[str] = []  # titles of the user data this class holds
+        self.passes_stand_in = False  # a submodule holds user data
         self.uses_tape = False
+        self._unit: str | None = None
         self.lead_source: tuple[str, int] | None = None
         self.lead_used = False
         reserved = {"self", "torch", "nn", "math", "F", "functools", "lead", "tape"}
@@ -100,21 +103,16 @@ class ClassBuilder:
         return "lead"
 
     # -- members (codegen/members.py) -------------------------------------------------------
-    def add_param(self, base: str, site: Broadcasted, role: str, init_code: str,
-                  learned: bool) -> str:
-        return self.members.add_param(base, site, role, init_code, learned)
-
-    def add_table(self, base: str, init_code: str) -> str:
-        """A non-persistent buffer computed at construction (not a parameter)."""
-        return self.members.add_table(base, init_code)
-
-    @property
-    def init_lines(self) -> list[str]:
-        return self.members.init_lines
-
     def unit(self) -> str:
-        self.members.needs_one = True
-        return "self.one"
+        """A float scalar 1 buffer (follows the module's dtype and device)."""
+        if self._unit is None:
+            self._unit = self.members.add_table("one", [], "torch.ones(())")
+        return self._unit
+
+    def stand_in_flag(self, title: str) -> str:
+        """The flag saying user data may be stood in for (the class holds ``title``)."""
+        self.user_data.append(title)
+        return "self.stand_in"
 
     def quant_guard(self) -> str:
         self.needs_quant = True
@@ -191,6 +189,7 @@ class ClassBuilder:
         info.tape_after = dict(self.tape)
         info.uses_tape = self.uses_tape
         info.needs_quant = self.needs_quant or self.passes_quant
+        info.needs_stand_in = bool(self.user_data) or self.passes_stand_in
         info.members = list(self.members.items)
         ctor = set(self.sizes.init_symbols) | set(self.sizes.fwd_symbols)
         for m in self.members.items:

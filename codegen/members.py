@@ -1,11 +1,37 @@
-"""The members of one generated class: parameters, buffers, tables and submodules, with the
-``__init__`` lines that make them and one namespace for their attribute names."""
+"""The members of one generated class: parameters, buffers, tables and submodules, with one
+namespace for their attribute names.
+
+``__init__`` only allocates (``torch.empty``), so a module can be built on the meta device;
+every value is set by ``reset_parameters()``, which ``__init__`` calls last (the ``nn.Linear``
+convention): building under ``torch.device("meta")`` and then ``to_empty(device=...)`` plus
+``reset_parameters()`` on every module gives the initialisation eager construction gives.
+"""
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ncdc.ir.morphisms import Broadcasted
 
 from .classinfo import INDENT, Param, Sub
-from .names import Namer
+from .names import Namer, string_literal
+
+
+def zeros(p: str) -> str:
+    return f"nn.init.zeros_({p})"
+
+
+def ones(p: str) -> str:
+    return f"nn.init.ones_({p})"
+
+
+def normal(p: str) -> str:
+    return f"nn.init.normal_({p})"
+
+
+def empty(shape: list[str], dtype: str | None = None) -> str:
+    """Code allocating an uninitialised tensor of ``shape`` (size codes)."""
+    dims = ", ".join(shape) if shape else "()"
+    return f"torch.empty({dims}{', dtype=' + dtype if dtype else ''})"
 
 
 class Members:
@@ -13,26 +39,35 @@ class Members:
 
     def __init__(self, taken=()):
         self.attrs = Namer(taken)
-        self.init_lines: list[str] = []
+        self.init_lines: list[str] = []  # __init__ statements after the sizes
+        self.reset_lines: list[str] = []  # reset_parameters statements
         self.items: list = []  # Param and Sub, in order
         self.needs_one = False
 
-    def add_param(self, base: str, site: Broadcasted, role: str, init_code: str,
-                  learned: bool) -> str:
+    def add_param(self, base: str, site: Broadcasted, role: str, shape: list[str], init: str | Callable,
+                  learned: bool = True, dtype: str | None = None) -> str:
+        """A parameter (``learned``) or persistent buffer of ``shape``; ``init`` is the
+        ``reset_parameters`` statement setting it: a string, or ``init(attribute code)``."""
         attr = self.attrs.fresh(base)
+        p = f"self.{attr}"
         if learned:
-            self.init_lines.append(INDENT * 2 + f"self.{attr} = nn.Parameter({init_code})")
+            self.init_lines.append(INDENT * 2 + f"{p} = nn.Parameter({empty(shape, dtype)})")
         else:
-            self.init_lines.append(INDENT * 2 + f'self.register_buffer("{attr}", {init_code})')
+            self.init_lines.append(INDENT * 2 + f"self.register_buffer({string_literal(attr)}, "
+                                   f"{empty(shape, dtype)})")
+        self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
         self.items.append(Param(attr, site, role))
-        return f"self.{attr}"
+        return p
 
-    def add_table(self, base: str, init_code: str) -> str:
-        """A non-persistent buffer computed at construction (not a parameter)."""
+    def add_table(self, base: str, shape: list[str], value: str) -> str:
+        """A non-persistent buffer of ``shape`` computed by ``reset_parameters`` from ``value``
+        (code)."""
         attr = self.attrs.fresh(base)
-        self.init_lines.append(INDENT * 2
-                               + f'self.register_buffer("{attr}", {init_code}, persistent=False)')
-        return f"self.{attr}"
+        p = f"self.{attr}"
+        self.init_lines.append(INDENT * 2 + f"self.register_buffer({string_literal(attr)}, "
+                               f"{empty(shape)}, persistent=False)")
+        self.reset_lines.append(INDENT * 2 + f"{p}.copy_({value})")
+        return p
 
     def add_sub(self, base: str, info, make: str, repeat: int | None = None,
                 count: str | None = None) -> str:

@@ -140,5 +140,5 @@ def check_docstring(literal: str, indent: str, text: str) -> None:
 
 
 def string_literal(text: str) -> str:
-    """An escaped single-line string literal."""
-    return repr(str(text))
+    """An escaped single-line, ASCII-only string literal (lone surrogates included)."""
+    return ascii(str(text))

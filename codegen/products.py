@@ -7,6 +7,7 @@ from ncdc.ir.errors import SpecError
 
 from . import liveness
 from .emit import align_code, atom
+from .members import zeros
 from .names import identifier
 
 
@@ -92,26 +93,26 @@ def _weight_name(op) -> str:
 def linear_params(ctx, in_labels: list, out_labels: list):
     """Declare a Linear's weight ``[in targets..., out target...]`` (and bias ``[out target]``)
     as parameters of the class: ``(weight code, bias code or None, base name)``."""
-    op, b, cb = ctx.op, ctx.b, ctx.cb
+    op, b = ctx.op, ctx.b
     in_axes = [ctx.axis(lab) for lab in in_labels]
-    shape = [cb.init_size_code(a.size) for a in in_axes + [ctx.axis(lab) for lab in out_labels]]
+    out_axes = [ctx.axis(lab) for lab in out_labels]
+    shape = [ctx.init_size(a.size) for a in in_axes + out_axes]
     base = _weight_name(op)
-    cplx = kind(b.output_weaves[0].datatype) == "complex"
-    ctor = "torch.randn" if not cplx else "_complex_randn"
-    if cplx:
+    if kind(b.output_weaves[0].datatype) == "complex":
         raise SpecError("complex Linear weights are not supported by the code generator",
                         b.path)
     if in_labels:
-        fan = " * ".join(cb.init_size_code(a.size) for a in in_axes)
-        fan = f"({fan})" if len(in_axes) > 1 else fan
-        init = f"{ctor}({', '.join(shape)}) * {fan} ** -0.5"
+        n_in = len(in_axes)
+
+        def init(p):
+            fan = f"{p}.shape[0]" if n_in == 1 else f"math.prod({p}.shape[:{n_in}])"
+            return f"nn.init.normal_({p}, std={fan} ** -0.5)"
     else:
-        init = f"torch.zeros({', '.join(shape)})"
-    weight = cb.add_param(base, b, "weight", init, True)
+        def init(p):
+            return f"nn.init.zeros_({p})"
+    weight = ctx.param(base, "weight", shape, init)
     bias = None
     if op.bias:
-        bshape = [cb.init_size_code(ctx.axis(lab).size) for lab in out_labels]
-        bias = cb.add_param(base + "_bias", b, "bias",
-                            f"torch.zeros({', '.join(bshape)})",
-                            True)
+        bias = ctx.param(base + "_bias", "bias", [ctx.init_size(a.size) for a in out_axes],
+                         zeros)
     return weight, bias, base

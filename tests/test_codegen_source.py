@@ -141,7 +141,7 @@ def test_standalone_import_with_only_torch(tmp_path, prefix_source):
         import torch
         import deepseek_prefix as m
         torch.manual_seed(0)
-        model = m.Model().double()
+        model = m.Model(stand_in=True).double()  # E_cmp, alpha: seeded stand-ins
         ids = torch.randint(0, 100, (2, 12))
         collapse, streams = model(ids)
         assert collapse.shape == (2, 12, 4) and streams.shape == (2, 12, 4, 64), streams.shape

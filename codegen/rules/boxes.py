@@ -68,17 +68,13 @@ def block_operator(ctx):
     if block is None:
         raise SpecError("a BlockOperator without its block", ctx.b.path)
     wires = _block_inputs(ctx, 0, list(block.dom))
-    cb = ctx.cb
-    if not ctx.deg_labels and cb.inline_block(block):
-        outs = cb.lower_block(block, wires)
-    else:
-        outs = cb.call_block(block, wires, lifted=tuple(ctx.b.degree))
+    outs = ctx.run_block(block, wires, lifted=tuple(ctx.b.degree))
     return _results(ctx, outs)
 
 
 @rule(ParaBlockOperator)
 def para_block_operator(ctx):
-    op, b, cb = ctx.op, ctx.b, ctx.cb
+    op, b = ctx.op, ctx.b
     block = op.block
     if ctx.deg_labels and (op.grabs or op.drops):
         raise SpecError("a ParaBlockOperator with tape ports lifted over a degree is not "
@@ -86,15 +82,12 @@ def para_block_operator(ctx):
     n_grab = len(op.grabs)
     # bind the grabbed ports into the tape (they normally are the tape's value already)
     for g, o, w in zip(op.grabs, ctx.ops[:n_grab], ctx.wires[:n_grab]):
-        cb.tape_write(g.tape, w)
+        ctx.tape_write(g.tape, w)
     wires = _block_inputs(ctx, n_grab, list(block.dom))
-    if not ctx.deg_labels and cb.inline_block(block):
-        outs = cb.lower_block(block, wires)
-    else:
-        outs = cb.call_block(block, wires, lifted=tuple(ctx.b.degree))
+    outs = ctx.run_block(block, wires, lifted=tuple(ctx.b.degree))
     res = _results(ctx, outs)
     for j, d in enumerate(op.drops):
-        w = cb.tape_read(d.tape, d.size, bind=False)
+        w = ctx.tape_read(d.tape, d.size, bind=False)
         jj = len(outs) + j
         labels = [("o", jj, p) for p in range(len(b.output_weaves[jj].target))]
         static = None

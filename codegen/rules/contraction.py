@@ -3,10 +3,13 @@ from __future__ import annotations
 
 from ncdc.ir.datatypes import Natural, kind, strip
 from ncdc.ir.errors import SpecError
+from ncdc.ir.names import plain_title
 from ncdc.ir.operators import Einops, Embedding, Linear
 
 from .. import liveness
 from ..emit import align_code
+from ..fixed_data import user_data
+from ..members import normal
 from ..names import identifier
 from ..operands import OpResult
 from ..products import contract, fold_live, group_labels, linear_params
@@ -108,7 +111,7 @@ def linear(ctx):
 
 @rule(Embedding)
 def embedding(ctx):
-    b, cb = ctx.b, ctx.cb
+    b = ctx.b
     if len(ctx.ops) != 1:
         raise SpecError("an Embedding takes one index input", b.path)
     dt = strip(b.input_weaves[0].datatype)
@@ -118,16 +121,15 @@ def embedding(ctx):
     if b.input_weaves[0].target:
         raise SpecError("an Embedding's index must be rank 0 (all TILED)", b.path)
     out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
-    shape = [cb.init_size_code(dt.max_value)] + [cb.init_size_code(ctx.axis(lab).size)
-                                                  for lab in out_labels]
+    shape = [ctx.init_size(dt.max_value)] + [ctx.init_size(ctx.axis(lab).size)
+                                             for lab in out_labels]
     base = (identifier(ctx.op.label, "embedding") if ctx.op.label else "embedding") + "_table"
     out_kind = kind(b.output_weaves[0].datatype)
     if out_kind == "natural":
-        init = f"torch.zeros({', '.join(shape)}, dtype=torch.long)"
-        table = cb.add_param(base, b, "table", init, False)
+        table = user_data(ctx, base, "table", shape, b.output_weaves[0].datatype,
+                          plain_title(ctx.op.label or base))
     else:
-        init = f"torch.randn({', '.join(shape)})"
-        table = cb.add_param(base, b, "table", init, True)
+        table = ctx.param(base, "table", shape, normal)
     o = ctx.ops[0]
     labels = o.labels + out_labels
     var = ctx.bind(f"{base[:-6]}_rows", f"{table}[{o.expr}]", labels)

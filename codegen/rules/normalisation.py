@@ -5,6 +5,8 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
 from .. import liveness
+from ..formula import FormulaPrinter
+from ..members import ones, zeros
 from ..operands import OpResult
 from ..registry import rule
 
@@ -44,26 +46,32 @@ def _out_live(ctx, o, keep, tl, labels, live, var, out, fold: bool):
 
 @rule(Normalize)
 def normalize(ctx):
-    op, cb = ctx.op, ctx.cb
+    """RMSNorm over the target dims: ``F.rms_norm`` where they are trailing and all live (the
+    same function), else ``x / sqrt(mean(x^2) + eps)`` over the live entries."""
+    op = ctx.op
     o, keep, tl, labels, src, live, dim, out = _target(ctx, "Normalize")
     if op.epsilon is None:
         eps = repr(LEGACY_RMS_EPSILON)
     else:
-        eps = cb.size_code(op.epsilon) if _integral(op.epsilon) else _constant(cb, op.epsilon)
-    if live is None:
-        mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
+        eps = ctx.size_code(op.epsilon) if _integral(op.epsilon) else _constant(ctx, op.epsilon)
+    shape = [ctx.init_size(ctx.axis(lab).size) for lab in tl]
+    gain = ctx.param("rms_norm_gain", "gain", shape, ones) if op.gain else None
+    trailing = labels[-len(tl):] == tl
+    if live is None and trailing:
+        sizes = ", ".join(ctx.size(lab) for lab in tl) + ("," if len(tl) == 1 else "")
+        code = f"F.rms_norm({src}, ({sizes}), {gain or 'None'}, {eps})"
     else:
-        count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
-        mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
-    code = f"{src} / torch.sqrt({mean} + {eps})"
-    shape = [cb.init_size_code(ctx.axis(lab).size) for lab in tl]
-    shape_code = ", ".join(shape)
-    if op.gain:
-        gain = cb.add_param("rms_norm_gain", ctx.b, "gain", f"torch.ones({shape_code})", True)
-        code = f"{code} * {gain}"
+        if live is None:
+            mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
+        else:
+            count = ctx.bind("live_count",
+                             f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
+            mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
+        code = f"{src} / torch.sqrt({mean} + {eps})"
+        if gain is not None:
+            code = f"{code} * {gain}"
     if op.bias:
-        shift = cb.add_param("rms_norm_shift", ctx.b, "shift", f"torch.zeros({shape_code})",
-                             True)
+        shift = ctx.param("rms_norm_shift", "shift", shape, zeros)
         code = f"{code} + {shift}"
     var = ctx.bind("normed", code, out)
     return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
@@ -75,10 +83,8 @@ def _integral(expr) -> bool:
     return sympy.sympify(expr).is_Integer is True
 
 
-def _constant(cb, expr) -> str:
-    from ..formula import FormulaPrinter
-
-    return FormulaPrinter("x", cb._fwd_symbol)(expr)
+def _constant(ctx, expr) -> str:
+    return FormulaPrinter("x", ctx.symbol)(expr)
 
 
 @rule(L1Norm)
@@ -89,7 +95,7 @@ def l1_norm(ctx):
     total = f"{src}.sum(dim={dim}, keepdim=True)"
     eps = ctx.op.epsilon
     if eps is not None and not (_integral(eps) and int(eps) == 0):
-        total = f"{total} + {_constant(ctx.cb, eps)}"
+        total = f"{total} + {_constant(ctx, eps)}"
         code = f"{src} / ({total})"
     else:
         code = f"{src} / {total}"

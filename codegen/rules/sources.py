@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
+from ncdc.ir.names import plain_title
 from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
+from ..fixed_data import natural_bound, prime_total, user_data
 from ..formula import FormulaPrinter
 from ..names import identifier
 from ..operands import OpResult
@@ -13,17 +15,27 @@ from ..registry import rule
 
 @rule(FixedArray)
 def fixed_array(ctx):
-    """A buffer: its values are not in the spec (load them with ``load_interpreter_params``)."""
-    b, cb = ctx.b, ctx.cb
+    """A buffer: the Engram primes computed by their rule, else data only the user can supply
+    (``codegen/fixed_data.py``)."""
+    b, op = ctx.b, ctx.op
     out = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
-    shape = [cb.init_size_code(ctx.axis(lab).size) for lab in out]
-    shape_code = ", ".join(shape)
-    if kind(b.output_weaves[0].datatype) == "natural":
-        init = f"torch.ones({shape_code}, dtype=torch.long)"
+    shape = [ctx.init_size(ctx.axis(lab).size) for lab in out]
+    dt = b.output_weaves[0].datatype
+    base = identifier(op.label, "fixed") if op.label else "fixed"
+    total = prime_total(ctx, op) if kind(dt) == "natural" and len(out) == 1 else None
+    if total is not None:
+        ctx.use("fixed")
+        args = f"{ctx.symbol(total)}, {natural_bound(ctx, dt)}"
+
+        def init(p):
+            return f"{p}.copy_(consecutive_primes({p}.shape[0], {args}))"
+
+        buf = ctx.param(base, "fixed", shape, init, learned=False, dtype="torch.long")
+    elif kind(dt) == "natural":
+        buf = user_data(ctx, base, "fixed", shape, dt, plain_title(op.label or base))
     else:
-        init = f"torch.zeros({shape_code})"
-    base = identifier(ctx.op.label, "fixed") if ctx.op.label else "fixed"
-    buf = cb.add_param(base, b, "fixed", init, False)
+        raise SpecError("a real-valued fixed array has no values in the spec and no rule; the "
+                        "code generator supports natural ones", b.path)
     return [OpResult(buf, out, full=False)]
 
 
@@ -31,24 +43,23 @@ def fixed_array(ctx):
 def rotary(ctx):
     """``F[x, t] = exp(i * stride * x * theta[t])``, ``theta[t] = base^(-t/|t|)`` (YaRN:
     ``theta[t] (1 - r[t] + r[t]/factor)``, ``r`` the clamped ramp); positions from 0."""
-    b, cb, op = ctx.b, ctx.cb, ctx.op
+    b, op = ctx.b, ctx.op
     if ctx.ops:
         raise SpecError("a rotary table takes no input", b.path)
     tgt = b.output_weaves[0].target
     if len(tgt) != 2:
         raise SpecError("a rotary table has the target [positions, pairs]", b.path)
-    init = FormulaPrinter("t", cb._init_symbol)
-    pairs = cb.init_size_code(tgt[1].size)
-    base = init(op.base)
-    theta = (f"({base}) ** (-torch.arange({pairs}, dtype=torch.float64) / {pairs})")
+    sym = FormulaPrinter("t", ctx.symbol)  # reset_parameters reads sizes off self
+    pairs = ctx.size_code(tgt[1].size)
+    ramp = f"torch.arange({pairs}, dtype=torch.float64)"
+    theta = f"({sym(op.base)}) ** (-{ramp} / {pairs})"
     if isinstance(op, YarnRotary):
-        lo, hi, factor = init(op.ramp_start), init(op.ramp_end), init(op.factor)
-        cb.init_lines.append(" " * 8 + f"ramp = ((torch.arange({pairs}, dtype=torch.float64) - "
-                             f"{lo}) / ({hi} - {lo})).clamp(0, 1)")
-        theta = f"{theta} * (1 - ramp + ramp / {factor})"
-    name = cb.add_table("theta", f"({theta}).to(torch.get_default_dtype())")
-    stride = FormulaPrinter("x", cb._fwd_symbol)(op.position_stride)
-    n_pos = cb.axis_size(tgt[0])
+        lo, hi, factor = sym(op.ramp_start), sym(op.ramp_end), sym(op.factor)
+        ramp = f"(({ramp} - {lo}) / ({hi} - {lo})).clamp(0, 1)"
+        theta = f"{theta} * (1 - {ramp} + {ramp} / {factor})"
+    name = ctx.table("theta", [ctx.init_size(tgt[1].size)], theta)
+    stride = FormulaPrinter("x", ctx.symbol)(op.position_stride)
+    n_pos = ctx.axis_size(tgt[0])
     positions = f"torch.arange({n_pos}, dtype={name}.dtype, device={name}.device)"
     if stride != "1":
         positions = f"{positions} * {stride}"

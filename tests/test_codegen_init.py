@@ -1,0 +1,160 @@
+"""Initialisation of generated modules: ``reset_parameters`` on every class, meta-device
+construction (``to_empty`` + ``reset_parameters``) equal to eager construction, the Engram primes
+computed exactly, and user data refused until loaded or stood in for."""
+from __future__ import annotations
+
+import ast
+import time
+import warnings
+
+import numpy as np
+import pytest
+import sympy
+import torch
+from ncdc.codegen import generate, load_module
+
+from ncdc import interpreter
+
+
+@pytest.fixture(scope="module")
+def prefix(bundled):
+    env = bundled.bind("tiny").env
+    m = interpreter.prefix(bundled.data)
+    g = generate(m, env)
+    return m, env, g, load_module(g.source)
+
+
+def _post_order(module):
+    """Modules in the order eager construction initialises them (children first)."""
+    for child in module.children():
+        yield from _post_order(child)
+    yield module
+
+
+def _state(module):
+    return {k: v.detach().clone() for k, v in
+            list(module.state_dict().items())
+            + [(f"{n}#buffer", b) for n, b in module.named_buffers()]}
+
+
+def test_every_class_has_reset_parameters(prefix):
+    _, _, g, _ = prefix
+    tree = ast.parse(g.source)
+    classes = [n for n in tree.body if isinstance(n, ast.ClassDef)]
+    assert len(classes) > 10
+    for cls in classes:
+        methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+        assert "reset_parameters" in methods, cls.name
+
+
+def test_meta_then_reset_equals_eager_by_seed(prefix):
+    _, _, g, mod = prefix
+    cls = getattr(mod, g.class_name)
+    torch.manual_seed(7)
+    eager = cls()
+    with torch.device("meta"):
+        lazy = cls()
+    assert all(p.is_meta for p in lazy.parameters())
+    lazy = lazy.to_empty(device="cpu")
+    torch.manual_seed(7)
+    for m in _post_order(lazy):
+        if hasattr(m, "reset_parameters"):  # containers (ModuleList) have none
+            m.reset_parameters()
+    want, got = _state(eager), _state(lazy)
+    assert want.keys() == got.keys()
+    for k in want:
+        assert torch.equal(want[k], got[k]), k
+
+
+def test_reset_distribution_matches_the_init_rule(prefix):
+    """Pre-order resets (as FSDP-style init loops do) give each array the rule's distribution:
+    weights normal with std 1/sqrt(fan-in) (fan-in from the interpreter's parameter specs),
+    biases and shifts 0, gains 1, tables std 1; computed buffers exact."""
+    m, env, g, mod = prefix
+    with torch.device("meta"):
+        module = getattr(mod, g.class_name)()
+    module = module.to_empty(device="cpu").double()
+    torch.manual_seed(3)
+    for sub in module.modules():
+        if hasattr(sub, "reset_parameters"):
+            sub.reset_parameters()
+    specs = {s.key: s for s in interpreter.interpret(m, env, stand_in=True).param_specs}
+    state = module.state_dict()
+    checked = 0
+    for name, key in g.param_keys.items():
+        spec, value = specs[key], state[name].numpy()
+        if spec.role == "weight" and spec.site.input_weaves:
+            fan = int(np.prod([np.prod(env.sizes(w.target)) for w in spec.site.input_weaves]))
+            std = value.std()
+            n = value.size
+            assert abs(std - fan ** -0.5) < 6 * fan ** -0.5 / np.sqrt(2 * n), (name, std, fan)
+            assert abs(value.mean()) < 6 * fan ** -0.5 / np.sqrt(n), name
+            checked += 1
+        elif spec.role in ("bias", "shift"):
+            assert not value.any(), name
+        elif spec.role == "gain":
+            assert (value == 1).all(), name
+    assert checked > 10
+
+
+def test_primes_computed_exactly(prefix):
+    m, env, g, mod = prefix
+    module = getattr(mod, g.class_name)()
+    run = interpreter.interpret(m, env, stand_in=True)
+    keys = [(n, k) for n, k in g.param_keys.items() if k.endswith("p_{1}.value")]
+    assert keys
+    for name, key in keys:
+        got = module.state_dict()[name].numpy()
+        assert np.array_equal(got, run.params[key])
+        assert all(sympy.isprime(int(p)) for p in got)
+        assert int(got.sum()) == env.size(next(s for s in env.values if s.label == "T_{1}"))
+
+
+def test_released_prime_rule():
+    from ncdc.codegen.prelude.fixed import consecutive_primes
+
+    want = []
+    p = 16_000_000
+    for _ in range(24):
+        p = sympy.nextprime(p)
+        want.append(p)
+    assert sum(want) == 384_006_168
+    assert consecutive_primes(24, 384_006_168, 2 ** 40).tolist() == want
+    with pytest.raises(ValueError):
+        consecutive_primes(24, 384_006_169, 2 ** 40)
+    with pytest.raises(ValueError):
+        consecutive_primes(24, 384_006_168, 16_000_100)
+
+
+def test_user_data_refused_until_loaded_or_stood_in(bundled):
+    env = bundled.bind("tiny").env
+    block = bundled.block("data.content[3].content[1].body.operator.block.body.content[1]"
+                          ".content[1].content[0].content[1].content[0].body.body.operator.block")
+    g = generate(block, env)
+    mod = load_module(g.source)
+    cls = getattr(mod, g.class_name)
+    x = torch.from_numpy(interpreter.random_inputs(block, env, 0)[0])
+    module = cls()
+    with pytest.raises(ValueError, match="stand_in"):
+        module(x)
+    run = interpreter.interpret(block, env, stand_in=True)
+    mod.load_interpreter_params(module, run.params)
+    assert np.array_equal(module(x).numpy(), run(x.numpy())[0])
+    again = cls()
+    again.load_state_dict(module.state_dict())
+    again(x)
+    with pytest.warns(UserWarning, match="stand-in"):
+        stood = cls(stand_in=True)
+    stood(x)
+
+
+def test_released_sizes_construct_on_meta_quickly(bundled):
+    env = bundled.bind("released", {"b": 4}).env
+    t0 = time.perf_counter()
+    g = generate(interpreter.prefix(bundled.data), env)
+    mod = load_module(g.source)
+    with warnings.catch_warnings(), torch.device("meta"):
+        module = getattr(mod, g.class_name)()
+    elapsed = time.perf_counter() - t0
+    assert sum(p.numel() for p in module.parameters()) > 10 ** 10
+    assert elapsed < 10, elapsed
