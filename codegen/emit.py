@@ -15,16 +15,26 @@ from .names import Namer
 
 
 class SizePrinter:
-    """Prints integer size/stride/shift expressions as Python code.
+    """Prints integer size/stride/shift expressions as exact Python integer code.
 
-    ``symbol_code(sym)`` gives the code for one symbol (``self.m``, ``m`` or a local ``b``) and
-    records its use."""
+    A rational expression ``n / d`` (integer polynomials) prints as ``n // d``: its floor,
+    exact when the value is an integer (as sizes are) and the floor a natural bound means
+    otherwise. Anything else (``sqrt(2)``, a float) is a :class:`SpecError`, never a silent
+    approximation. The result is safe as an operand of ``*`` (a sum or quotient is
+    parenthesised). ``symbol_code(sym)`` gives the code for one symbol (``self.m``, ``m`` or a
+    local ``b``) and records its use."""
 
     def __init__(self, symbol_code):
         self.symbol_code = symbol_code
 
     def __call__(self, expr) -> str:
-        return self._print(sympy.sympify(expr), 0)
+        e = sympy.sympify(expr)
+        if e.is_Integer:
+            return str(int(e))
+        num, den = sympy.fraction(sympy.together(e))
+        if den == 1:
+            return self._print(num, 2)
+        return f"({self._print(num, 2)} // {self._print(den, 3)})"
 
     def _print(self, e, prec: int) -> str:
         if isinstance(e, sympy.Symbol):
@@ -33,7 +43,7 @@ class SizePrinter:
             v = int(e)
             return f"({v})" if v < 0 and prec > 0 else str(v)
         if e.is_Rational:
-            return self._wrap(f"{e.p} // {e.q}", 2, prec)
+            return self._wrap(f"{e.p} // {e.q}", 3, prec + 1)
         if e.is_Add:
             terms = sorted(e.args, key=lambda t: (t.is_Number, sympy.default_sort_key(t)))
             out = self._print(terms[0], 1)
@@ -64,7 +74,9 @@ class SizePrinter:
             for d in den:
                 out += " // " + self._print(d, 3)
             return self._wrap(out, 2, prec)
-        if e.is_Pow and not (e.exp.is_Number and e.exp.is_negative):
+        if e.is_Pow and e.exp.is_Integer and e.exp.is_negative:
+            return self._wrap(f"1 // {self._print(e.base ** -e.exp, 3)}", 2, prec)
+        if e.is_Pow and not any(x.is_Number and not x.is_Integer for x in (e.base, e.exp)):
             return self._wrap(f"{self._print(e.base, 4)} ** {self._print(e.exp, 4)}", 3, prec)
         raise SpecError(f"size expression {sympy.sstr(e)} cannot be printed as integer code")
 
@@ -175,21 +187,25 @@ def permute_suffix(cur: list, want: list) -> str:
 
 
 def einsum_letters(labels_in_order: list, hint) -> dict:
-    """A distinct lowercase letter per label, preferring the first letter of ``hint(label)``."""
+    """A distinct ASCII letter per label (``torch.einsum`` takes a-z, A-Z), preferring the
+    first ASCII letter of ``hint(label)``."""
     out: dict = {}
     used: set[str] = set()
     for lab in labels_in_order:
         if lab in out:
             continue
-        word = "".join(ch for ch in hint(lab).lower() if ch.isalpha())
+        word = "".join(ch for ch in str(hint(lab)).lower() if ch in _LOWER)
         pick = next((ch for ch in word if ch not in used), None)
         if pick is None:
-            pick = next(ch for ch in "abcdefghijklmnopqrstuvwxyz" if ch not in used)
+            pick = next((ch for ch in _LOWER + _LOWER.upper() if ch not in used), None)
+        if pick is None:
+            raise SpecError("an einsum over more than 52 distinct axes")
         used.add(pick)
         out[lab] = pick
     return out
 
 
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
 _ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) = (.*)$")
 
 

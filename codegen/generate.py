@@ -21,7 +21,7 @@ from ncdc.ir.params import param_specs
 from .classinfo import INDENT, ClassInfo, Param, Sub
 from .generator import Generator
 from .lower import ClassBuilder
-from .names import comment_text, docstring
+from .names import comment_text, docstring, string_literal
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
 _counter = itertools.count()
@@ -224,7 +224,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     body_parts.append(root.source)
     keys_lines = ["PARAM_KEYS = {"]
     for k, v in keys.items():
-        keys_lines.append(f"    {k!r}: {v!r},")
+        keys_lines.append(f"    {string_literal(k)}: {string_literal(v)},")
     keys_lines.append("}")
     keys_lines.append('"""state_dict key -> parameter key of the reference interpreter."""')
     body_parts.append("\n".join(keys_lines) + "\n" if keys else

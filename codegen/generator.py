@@ -13,7 +13,14 @@ from .classinfo import ClassInfo
 from .escapes import PairsEscape
 from .fingerprint import structural_key
 from .lower import ClassBuilder
-from .names import RESERVED_ATTRIBUTES, Namer, class_name, identifier
+from .names import (
+    CONSTRUCTOR_ARGUMENTS,
+    FORWARD_LOCALS,
+    RESERVED_ATTRIBUTES,
+    Namer,
+    class_name,
+    identifier,
+)
 from .wires import Wire
 
 
@@ -28,16 +35,16 @@ class Generator:
         self.ref_env = env.with_values(ref_values) if ref_values else env
         self.classes: dict[str, ClassInfo] = {}
         self.order: list[ClassInfo] = []
-        self.class_names = Namer()
         self.prelude: set[str] = set()
         self.symbol_names = self._name_symbols(all_symbols)
+        self.class_names = Namer(set(self.symbol_names.values()))
         self.slot_keys: dict[int, str] = {}
         self._slot_namer = Namer()
         self._key_cache: dict = {}
 
     @staticmethod
     def _name_symbols(symbols) -> dict:
-        namer = Namer(RESERVED_ATTRIBUTES | {"self", "lead", "tape", "quant", "one", "theta"})
+        namer = Namer(RESERVED_ATTRIBUTES | FORWARD_LOCALS | CONSTRUCTOR_ARGUMENTS)
         out = {}
         for s in sorted(set(symbols), key=lambda s: (identifier(s.label, "size", lower=False),
                                                      s.uid)):
@@ -46,7 +53,8 @@ class Generator:
 
     def sym_name(self, sym: FreeNumeric) -> str:
         if sym not in self.symbol_names:
-            taken = Namer(set(self.symbol_names.values()) | RESERVED_ATTRIBUTES)
+            taken = Namer(set(self.symbol_names.values()) | RESERVED_ATTRIBUTES | FORWARD_LOCALS
+                          | CONSTRUCTOR_ARGUMENTS | self.class_names.taken)
             self.symbol_names[sym] = taken.fresh(identifier(sym.label, "size", lower=False))
         return self.symbol_names[sym]
 

@@ -35,7 +35,7 @@ from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
 from .emit import FunctionWriter
 from .escapes import NotCompact, escape
 from .members import Members
-from .names import RESERVED_ATTRIBUTES, Namer, comment_text, identifier
+from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
 from .pairs import Selection, is_selection_mask
 from .sizes import SizeCodes
 from .wires import Wire
@@ -61,7 +61,7 @@ class ClassBuilder:
         self._unit: str | None = None
         self.lead_source: tuple[str, int] | None = None
         self.lead_used = False
-        reserved = {"self", "torch", "nn", "math", "F", "functools", "lead", "tape"}
+        reserved = set(FORWARD_LOCALS)
         reserved |= {gen.symbol_names[s] for s in gen.data_symbols if s in gen.symbol_names}
         self.fw = FunctionWriter(INDENT * 2, reserved)
         self.inputs: list[Wire] = []

@@ -1,11 +1,18 @@
 """Identifiers and text for generated code: every piece of spec text that reaches the source goes
-through here, as a sanitised identifier, a single-line comment fragment, or an escaped string
-literal."""
+through here, as a sanitised identifier (ASCII, never a keyword), a single-line comment
+fragment, or an escaped string literal.
+
+Names are given by :class:`Namer` scopes that all start from :data:`RESERVED_NAMES` (keywords,
+builtins, the file's imports and helpers): the file's classes, each class's attributes, each
+function's locals, the size symbols (constructor arguments, attributes and locals at once).
+"""
 from __future__ import annotations
 
 import ast
+import builtins
 import keyword
 import re
+from importlib import resources
 
 _LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|mathit|operatorname|mathbbm|mathbb|"
                              r"mathcal|tfrac|frac|lvert|rvert|left|right)\b")
@@ -20,8 +27,40 @@ RESERVED_ATTRIBUTES = frozenset({
     "call_super_init", "quant", "emulate", "dtype", "get_submodule", "get_parameter",
     "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
     "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
-})
+    "reset_parameters", "stand_in", "data_missing",
+}) | frozenset(name for name in dir(__import__("torch").nn.Module) if not name.startswith("__"))
 
+
+PRELUDES = ("quant", "views", "pairs", "fixed")
+"""The modules of ``codegen/prelude`` that may be pasted into a generated file."""
+
+
+def _prelude_names() -> frozenset:
+    """Every top-level name a prelude defines (functions, classes, constants)."""
+    out = set()
+    for name in PRELUDES:
+        text = resources.files("ncdc.codegen").joinpath("prelude", f"{name}.py").read_text("utf-8")
+        for node in ast.parse(text).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                out.add(node.name)
+            elif isinstance(node, ast.Assign):
+                out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return frozenset(out)
+
+
+FILE_GLOBALS = frozenset({"torch", "nn", "F", "math", "functools", "warnings", "PARAM_KEYS",
+                          "load_interpreter_params"}) | _prelude_names()
+"""Names every generated file may define or import at module level besides its classes."""
+
+RESERVED_NAMES = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
+                  | frozenset(dir(builtins)) | FILE_GLOBALS | {"self", "cls"})
+"""Names no identifier from spec text may take, in any scope."""
+
+FORWARD_LOCALS = frozenset({"lead", "tape"})
+"""Locals every ``forward`` may define itself."""
+
+CONSTRUCTOR_ARGUMENTS = frozenset({"quant", "stand_in"})
+"""Keyword arguments of generated constructors besides the sizes."""
 
 _ABS = re.compile(r"\\lvert(.*?)\\rvert")
 
@@ -42,8 +81,7 @@ def identifier(text: str, fallback: str = "value", lower: bool = True) -> str:
     out = "_".join(p.lower() if lower else p for p in parts) or fallback
     if out[0].isdigit():
         out = f"{fallback}_{out}"
-    if keyword.iskeyword(out) or keyword.issoftkeyword(out) or out in {"self", "torch", "nn",
-                                                                         "math", "F"}:
+    if keyword.iskeyword(out) or keyword.issoftkeyword(out) or out in RESERVED_NAMES:
         out += "_"
     return out
 
@@ -54,7 +92,7 @@ def class_name(title: str, fallback: str = "Block") -> str:
     out = "".join(p[:1].upper() + p[1:] for p in parts) or fallback
     if out[0].isdigit():
         out = fallback + out
-    if keyword.iskeyword(out):
+    if keyword.iskeyword(out) or out in RESERVED_NAMES:
         out += "_"
     return out
 
@@ -66,12 +104,15 @@ def snake_case(name: str) -> str:
 
 
 class Namer:
-    """Deterministic deduplication within one namespace: ``name``, ``name_2``, ``name_3``..."""
+    """Deterministic deduplication within one namespace: ``name``, ``name_2``, ``name_3``...;
+    never one of :data:`RESERVED_NAMES` (a reserved base gets a trailing ``_`` first)."""
 
     def __init__(self, taken=()):
-        self.taken: set[str] = set(taken)
+        self.taken: set[str] = set(taken) | RESERVED_NAMES
 
     def fresh(self, base: str, sep: str = "_") -> str:
+        if base in RESERVED_NAMES and base + "_" not in self.taken:
+            base += "_"
         if base not in self.taken:
             self.taken.add(base)
             return base
@@ -95,9 +136,27 @@ def comment_text(text: str, limit: int = 90) -> str:
     return safe
 
 
+def _raw_safe(text: str) -> bool:
+    """True when ``r\"\"\"text\"\"\"`` is a faithful literal: printable characters and line
+    breaks only, no triple quote, no closing quote or backslash at the end, no trailing
+    blanks on a line."""
+    if '"""' in text or text.endswith(('"', "\\")) or "\r" in text:
+        return False
+    if any(not line.isprintable() or line != line.rstrip() for line in text.split("\n")):
+        return False
+    return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+
+
 def docstring(text: str, indent: str) -> str:
-    """A triple-quoted docstring literal that evaluates exactly to ``text`` (escaped: backslashes,
-    quotes and non-printable characters), indented for a class body."""
+    """A triple-quoted docstring literal that evaluates exactly to ``text``, indented for a
+    class body: a raw string with the text as written (LaTeX backslashes, ``§``) where that is
+    faithful, else an escaped one (backslashes, quotes and non-printable characters)."""
+    if _raw_safe(text):
+        lines = text.split("\n")
+        if len(lines) == 1:
+            return f'r"""{lines[0]}"""'
+        return 'r"""' + lines[0] + "\n" + "\n".join(
+            (indent + ln) if ln else "" for ln in lines[1:]) + "\n" + indent + '"""'
     out = []
     for ch in text:
         code = ord(ch)
