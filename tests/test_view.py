@@ -14,11 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from ncdc.ir.morphisms import Block, Broadcasted, Morphism, Truncated
+from ncdc.ir.shapes import array_text
 
 from ncdc.cli import main
-from ncdc.ir.morphisms import Block, Broadcasted, Morphism, Truncated
-from ncdc.ir.operators import BlockOperator, ParaBlockOperator
-from ncdc.ir.shapes import array_text
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "out" / "view"
@@ -188,7 +187,7 @@ def _title(m):
 
 
 def test_sinkhorn_repetition_after_two_expansions(page, bundled):
-    swl, mhc, mc = _mixing_coefficients(bundled)
+    swl, mhc, _ = _mixing_coefficients(bundled)
     for b in (swl, mhc):
         expand(page, b.path)
     mc_id = next(i for i in drawn(page, "block", mhc.path)
@@ -273,7 +272,7 @@ def test_search_and_keyboard(page):
 
 
 def test_details_show_formula_params_and_occurrences(page, bundled):
-    swl, mhc, mc = _mixing_coefficients(bundled)
+    _, _, mc = _mixing_coefficients(bundled)
     mc_id = mc.path.removesuffix(".operator.block")  # drawn as the box that applies it
     page.evaluate("(id) => window.__ncdc.reveal(id)", mc_id)
     page.evaluate("window.__ncdc.done")
@@ -288,3 +287,34 @@ def test_details_show_formula_params_and_occurrences(page, bundled):
     links.first.click()
     page.evaluate("window.__ncdc.done")
     assert page.locator("#canvas g.node.selected").get_attribute("data-id") == other
+
+
+# ---------------------------------------------------------------- ncdc graph (for tools)
+
+
+def test_graph_dot_has_nested_clusters_and_repetition(tmp_path):
+    dot = tmp_path / "mc.dot"
+    assert main(["graph", "--block", "Mixing Coefficients", "-o", str(dot)]) == 0
+    text = dot.read_text("utf-8")
+    assert 'label="Sinkhorn Round ×19"' in text
+    # clusters nest: a cluster opened inside another one before that one closes
+    depth, deepest = 0, 0
+    for line in text.splitlines():
+        if line.lstrip().startswith("subgraph"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif line.strip() == "}" and depth:
+            depth -= 1
+    assert deepest >= 2
+
+
+def test_graph_has_no_unknown_wire_labels(tmp_path):
+    import networkx as nx
+
+    gml = tmp_path / "all.graphml"
+    assert main(["graph", "-o", str(gml)]) == 0
+    g = nx.read_graphml(gml)
+    assert all(a["shape"] not in ("?", "unknown", "") for *_, a in g.edges(data=True))
+    inner = [a["cluster_path"] for _, a in g.nodes(data=True)
+             if a["cluster_label"] == "Single-Pass mHC"]
+    assert inner and all(p.startswith("data.content[2] > ") for p in inner)  # inside the layer

@@ -25,6 +25,21 @@ def add_parser(sub) -> None:
     p.set_defaults(run=run)
 
 
+def _flat_clusters(g):
+    """GraphML holds no nested data: each node gets its enclosing block's label and the chain
+    of enclosing block paths (``cluster_path``, outermost first) as plain attributes."""
+    h = g.copy()
+    clusters = h.graph.pop("clusters", {})
+    for _, attrs in h.nodes(data=True):
+        chain, c = [], attrs.get("cluster", "")
+        while c:
+            chain.append(c)
+            c = clusters[c][1]
+        attrs["cluster_label"] = clusters[attrs["cluster"]][0] if attrs.get("cluster") else ""
+        attrs["cluster_path"] = " > ".join(reversed(chain))
+    return h
+
+
 def run(args) -> int:
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".dot", ".gv", ".graphml"):
@@ -36,7 +51,7 @@ def run(args) -> int:
     g = wiring_graph(root, binding.env if binding is not None else None)
     try:
         if ext == ".graphml":
-            nx.write_graphml(g, args.output)
+            nx.write_graphml(_flat_clusters(g), args.output)
         else:
             with open(args.output, "w", encoding="utf-8") as fh:
                 fh.write(to_dot(g))

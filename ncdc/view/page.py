@@ -30,17 +30,17 @@ def render_page(scene: dict, title: str, binding: str) -> str:
     return "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:\">",
+        ('<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+         "script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data:\">"),
         f"<title>{html.escape(title)} — ncdc view</title>",
         "<style>" + _asset("view.css") + "</style>",
         "</head><body>",
         '<header><h1 id="heading"></h1><span class="binding" id="binding"></span>',
-        '<div id="search-wrap"><input id="search" type="search" placeholder="search blocks  (/)" '
-        'aria-label="search blocks"><ul id="results"></ul></div>',
+        ('<div id="search-wrap"><input id="search" type="search" placeholder="search blocks  (/)" '
+         'aria-label="search blocks"><ul id="results"></ul></div>'),
         '<span id="status"></span>',
-        '<span class="legend">+ opens a block · ×N repeats · dashed wires can hold dead '
-        "positions</span></header>",
+        ('<span class="legend">+ opens a block · ×N repeats · dashed wires can hold dead '
+         "positions</span></header>"),
         '<main id="stage"><svg id="canvas" xmlns="http://www.w3.org/2000/svg"></svg></main>',
         '<aside><div id="details"></div><h3>tape slots</h3><ul id="tapes"></ul></aside>',
         '<script type="application/json" id="scene">' + _script_json(scene) + "</script>",

@@ -64,7 +64,7 @@ GLYPHS = {
 class _End:
     """The producing end of a wire: a node's output port (or a container's input port)."""
 
-    __slots__ = ("node", "port", "obj")
+    __slots__ = ("node", "obj", "port")
 
     def __init__(self, node: str, port: int, obj):
         self.node, self.port, self.obj = node, port, obj
