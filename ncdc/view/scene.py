@@ -209,6 +209,7 @@ class SceneBuilder:
         formula = getattr(op, "formula", None)
         if formula is not None and not isinstance(formula, str):
             extra["formula"] = sympy.latex(formula)
+            extra["formulaText"] = sympy.sstr(formula)
         if kind == "TypeConvert":
             extra["format"] = f"{op.source} → {op.target}"
         if kind == "Elementwise":

@@ -62,6 +62,7 @@
     if (n.kind === "operator") {
       if (n.format) return n.format;
       if (n.function) return n.function;
+      if (n.formulaText) return n.formulaText.length > 48 ? n.formulaText.slice(0, 47) + "\u2026" : n.formulaText;
       if (n.params && n.params.length) {
         const p = n.params[0];
         return `${p.role} [${p.axes.join(", ")}]`;
