@@ -56,8 +56,8 @@ def normalize(ctx):
         count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
         mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
     code = f"{src} / torch.sqrt({mean} + {eps})"
-    shape = [cb.init_size_code(ctx.axis(lab).size) for lab in tl]
-    shape_code = ", ".join(shape)
+    if op.gain or op.bias:  # the shape is an __init__ size: computed only for a parameter
+        shape_code = ", ".join(cb.init_size_code(ctx.axis(lab).size) for lab in tl)
     if op.gain:
         gain = cb.add_param("rms_norm_gain", ctx.b, "gain", f"torch.ones({shape_code})", True)
         code = f"{code} * {gain}"
