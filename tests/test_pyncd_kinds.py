@@ -14,6 +14,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import ThreadedComposed
 from ncdc.ir.operators.tensorlogic import TensorEquation
 from ncdc.spec.loader import load_text
+from ncdc.spec.validate import validate
 
 import ncdc
 from ncdc.cli import main
@@ -137,3 +138,32 @@ def test_bad_tensorlogic_is_located(where, message, path):
     with pytest.raises(SpecError) as info:
         load_text(_broken(where))
     assert message in str(info.value) and f"at {path}" in str(info.value)
+
+
+def _validate_changed(path, change) -> list[str]:
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    change(doc)
+    return [str(d) for d in validate(load_text(json.dumps(doc))) if d.severity == "error"]
+
+
+def test_routing_is_checked_at_the_step():
+    def change(doc):
+        doc["data"]["routing"][1] = [2, 1]  # X[k, j] where step 1 reads W[i, k]
+
+    (problem,) = _validate_changed(PROGRAM, change)
+    assert "compose-mismatch" in problem and "step 1 takes R[i, k]" in problem
+    assert problem.split(" at ")[-1].startswith("data.content[1]")
+
+
+def test_a_weave_that_is_not_its_tensor_ref_is_reported():
+    def swap(doc):
+        doc["data"]["input_weaves"][0]["_shape"].reverse()
+
+    def extra(doc):
+        doc["data"]["operator"]["rhs"].append(doc["data"]["operator"]["rhs"][0])
+
+    (problem,) = _validate_changed(PYNCD / "tl_matmul.json", swap)
+    assert "operator-rank" in problem and "needs the weave [*, k]" in problem
+    assert "at data.input_weaves[0]" in problem
+    (problem,) = _validate_changed(PYNCD / "tl_matmul.json", extra)
+    assert "operator-arity" in problem and "takes 3 operand(s)" in problem
