@@ -33,6 +33,7 @@ def load_rules() -> dict[type, Callable]:
         normalisation,
         selection,
         sources,
+        tensorlogic,
         views,
     )
 

@@ -9,6 +9,7 @@ import numpy as np
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Composed, Truncated
+from ncdc.ir.readings import apply_reading
 
 from .evaluate import Evaluator
 from .inputs import coerce, tape_needs, tape_slots
@@ -66,13 +67,15 @@ class Interpreted:
     tape. Inputs are arrays (all live) or ``(values, live)`` pairs, in dom order."""
 
     def __init__(self, morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
-                 stand_in: bool = False, seed: int = 0, fuse: bool = True):
+                 stand_in: bool = False, seed: int = 0, fuse: bool = True,
+                 reading: str = "faithful"):
         if quant not in ("exact", "emulate"):
             raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
         if isinstance(morphism, Truncated):
             raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
                             "complete leading part of a truncated composition", morphism.path)
-        self.morphism, self.env, self.quant = morphism, env, quant
+        morphism = apply_reading(morphism, reading)
+        self.morphism, self.env, self.quant, self.reading = morphism, env, quant, reading
         with deep_recursion(morphism):
             self.table = ParamTable(morphism, env)
             self.tape_needs = tape_needs(morphism)
@@ -147,7 +150,8 @@ class Interpreted:
 
 def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
               preset: str | None = None, params=None, quant: str = "exact", tape=None,
-              stand_in: bool = False, seed: int = 0, fuse: bool = True) -> Interpreted:
+              stand_in: bool = False, seed: int = 0, fuse: bool = True,
+              reading: str = "faithful") -> Interpreted:
     """Prepare ``morphism`` for evaluation (FORMAT.md semantics).
 
     ``env``: an :class:`~ir.env.Env` (e.g. ``spec.bind("tiny").env``); without one the sizes
@@ -158,13 +162,14 @@ def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
     (seeded stand-ins, listed in ``.stand_ins``). ``quant``: ``exact`` or ``emulate``
     (``QUANT_POLICY.md``). ``tape``: default tape slots (uid or label -> array). ``fuse``:
     evaluate bank Linear + diagonal View pairs as one contraction (:mod:`interpreter.fusion`).
+    ``reading``: ``faithful`` or ``pyncd`` (pyncd's own torch lowering, :mod:`ir.readings`).
     """
     if env is None:
         env = bind_for(morphism, sizes, constants, preset)
     elif sizes or constants:
         raise ValueError("give either env or sizes/constants, not both")
     return Interpreted(morphism, env, params=params, quant=quant, tape=tape,
-                       stand_in=stand_in, seed=seed, fuse=fuse)
+                       stand_in=stand_in, seed=seed, fuse=fuse, reading=reading)
 
 
 def prefix(spec_data):

@@ -50,20 +50,28 @@ def normalize(ctx):
         eps = repr(LEGACY_RMS_EPSILON)
     else:
         eps = cb.size_code(op.epsilon) if _integral(op.epsilon) else _constant(cb, op.epsilon)
+    count = None
+    if live is not None:
+        count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
+    if op.centred:  # LayerNorm (pyncd reading): subtract the mean first
+        mu = f"{src}.mean(dim={dim}, keepdim=True)" if live is None else \
+            f"{src}.sum(dim={dim}, keepdim=True) / {count}"
+        src = ctx.bind("centred", f"{src} - {mu}" if live is None else
+                       ctx.where_live(live, f"{src} - {mu}"), labels)
     if live is None:
         mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
     else:
-        count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
         mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
     code = f"{src} / torch.sqrt({mean} + {eps})"
-    shape = [cb.init_size_code(ctx.axis(lab).size) for lab in tl]
-    shape_code = ", ".join(shape)
+    if op.gain or op.bias:  # the shape is an __init__ size: computed only for a parameter
+        shape_code = ", ".join(cb.init_size_code(ctx.axis(lab).size) for lab in tl)
     if op.gain:
-        gain = cb.add_param("rms_norm_gain", ctx.b, "gain", f"torch.ones({shape_code})", True)
+        gain = cb.add_param("layer_norm_weight" if op.centred else "rms_norm_gain", ctx.b,
+                            "gain", f"torch.ones({shape_code})", True)
         code = f"{code} * {gain}"
     if op.bias:
-        shift = cb.add_param("rms_norm_shift", ctx.b, "shift", f"torch.zeros({shape_code})",
-                             True)
+        shift = cb.add_param("layer_norm_bias" if op.centred else "rms_norm_shift", ctx.b,
+                             "shift", f"torch.zeros({shape_code})", True)
         code = f"{code} + {shift}"
     var = ctx.bind("normed", code, out)
     return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)

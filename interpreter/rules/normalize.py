@@ -2,7 +2,8 @@
 
 * ``Normalize``: ``y = x (mean(x^2) + eps)^(-1/2)`` over **all target axes jointly**, the mean
   over live positions only (divided by the live count); then ``* gain``, ``+ shift``. The
-  older field-less form (``epsilon`` None) is RMSNorm without gain, ``eps = 1e-5``.
+  older field-less form (``epsilon`` None) is RMSNorm without gain, ``eps = 1e-5``. A
+  ``centred`` one (the pyncd reading's LayerNorm) has the live mean subtracted first.
 * ``L1Norm``: ``y = x / (sum x + eps)`` over its one target axis (live terms; dead stay dead).
 * ``SoftMax`` (older generation): stable softmax over all target axes jointly; dead positions
   stand for -inf before the exponential (0 after it).
@@ -33,6 +34,11 @@ def normalize(b, inputs, ctx):
     nt = _ntarget(b)
     axes = tuple(range(x.ndim - nt, x.ndim))
     count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
+    if op.centred:  # LayerNorm (pyncd reading): the mean of the live positions subtracted
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = x - np.sum(x, axis=axes, keepdims=True) / np.maximum(count, 1)
+        if v.live is not None:
+            x = np.where(v.live, x, 0)
     sq = np.square(np.abs(x)) if np.iscomplexobj(x) else x * x
     eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -23,6 +23,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="torch dtype (tolerance 1e-10 / 1e-5 relative; emulate: identical)")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="random draws per block")
+    p.add_argument("--reading", choices=("faithful", "pyncd"), default="faithful",
+                   help="pyncd: reproduce pyncd's torch lowering (Elementwise as ReLU, Normalize "
+                        "as LayerNorm); default faithful")
     p.set_defaults(run=run)
 
 
@@ -69,7 +72,7 @@ def run(args) -> int:
               f"{'torch':>8}  result")
     for k, (name, m, key) in enumerate(todo, 1):
         r = check_morphism(m, binding.env, name=name, quant=args.quant, dtype=args.dtype,
-                           seeds=args.seeds, cache=cache, key=key)
+                           seeds=args.seeds, cache=cache, key=key, reading=args.reading)
         results.append(r)
         if not args.json:
             label = name if len(name) <= width else "..." + name[-(width - 3):]

@@ -20,6 +20,9 @@ def add_parser(subparsers) -> None:
                    help="default of the generated modules' quant switch (default exact)")
     p.add_argument("-o", "--output", metavar="FILE.py",
                    help="write the source here (default: standard output)")
+    p.add_argument("--reading", choices=("faithful", "pyncd"), default="faithful",
+                   help="pyncd: reproduce pyncd's torch lowering (Elementwise as ReLU, Normalize "
+                        "as LayerNorm); default faithful")
     p.set_defaults(run=run)
 
 
@@ -42,7 +45,7 @@ def run(args) -> int:
     stem = os.path.splitext(os.path.basename(spec.source))[0]
     g = codegen.generate(morphism, binding.env, quant=args.quant,
                          module_name=None if args.block else stem,
-                         source_name=os.path.basename(spec.source))
+                         source_name=os.path.basename(spec.source), reading=args.reading)
     took = time.perf_counter() - t0
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:

@@ -43,6 +43,9 @@ def add_parser(subparsers) -> None:
                    help="write outputs (out0, live0, ...) and the final tape (tape/<label>)")
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
+    p.add_argument("--reading", choices=("faithful", "pyncd"), default="faithful",
+                   help="pyncd: reproduce pyncd's torch lowering (Elementwise as ReLU, Normalize "
+                        "as LayerNorm); default faithful")
     p.set_defaults(run=run)
 
 
@@ -107,7 +110,7 @@ def run(args) -> int:
             f"the complete leading part of the model ({len(morphism.content)} items)"
     params = load_params(args.params) if args.params else None
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
-                                 stand_in=args.stand_in, seed=args.seed)
+                                 stand_in=args.stand_in, seed=args.seed, reading=args.reading)
     if args.save_params:
         save_params(run_.params, args.save_params)
     if args.inputs:
