@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - typed errors are reported, others re-raised
+    except Exception as exc:  # typed errors are reported, others re-raised
         status = report_error(exc, getattr(args, "json", False))
         if status is None:
             raise

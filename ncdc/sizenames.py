@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 import sympy
+
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.shapes import size_text
@@ -64,7 +65,7 @@ def qualified_names(doc) -> dict[FreeNumeric, str]:
             others = {c for o in group if o is not s for c in cands[o]}
             pick = next((c for c in cands[s] if c not in others), None)
             names[s] = f"{s.label}@{pick}" if pick is not None else f"id:{s.uid}"
-        if len(set(names[s] for s in group)) < len(group):  # two picks collided
+        if len({names[s] for s in group}) < len(group):  # two picks collided
             for s in group:
                 names[s] = f"id:{s.uid}"
     return names
