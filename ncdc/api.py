@@ -134,9 +134,12 @@ def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
 
 
 def _bind(symbols, names, preset, sizes, constants) -> Binding:
-    from .sizenames import resolve
+    from .sizenames import check_keys, resolve
 
-    return bind(symbols, preset, resolve(sizes, names), resolve(constants, names))
+    sizes, constants = resolve(sizes, names), resolve(constants, names)
+    check_keys(symbols, names, sizes, "--size")
+    check_keys(symbols, names, constants, "--constant")
+    return bind(symbols, preset, sizes, constants)
 
 
 def spec_of(morphism) -> Spec | None:

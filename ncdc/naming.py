@@ -90,8 +90,13 @@ def labels(root: Morphism) -> dict[str, str]:
     return {b.path: b.label for b in named_blocks(root)}
 
 
+_ESCAPED = re.compile(r"\\([&%$#_])")
+
+
 def _norm(text: str) -> str:
-    return " ".join(plain_title(text).split()).casefold()
+    """Comparison form of a name: plain text, LaTeX escapes (``\\&``) dropped, spaces
+    collapsed, case folded."""
+    return " ".join(_ESCAPED.sub(r"\1", plain_title(text)).split()).casefold()
 
 
 _SPLIT = re.compile(r"\s*/\s*")
@@ -130,7 +135,7 @@ def suggestions(named: list[NamedBlock], query: str, n: int = 8) -> list[tuple[s
     query (case-insensitive), best first; the first site of each is given."""
     first: dict[str, NamedBlock] = {}
     for b in named:
-        for name in (b.site.node.title, b.label):
+        for name in (b.site.node.title, b.segments[-1], b.label):
             first.setdefault(_norm(name), b)
     close = difflib.get_close_matches(_norm(query), list(first), n=n, cutoff=0.6)
     out, seen = [], set()

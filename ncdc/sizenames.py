@@ -86,6 +86,26 @@ def resolve(keys, names: dict[FreeNumeric, str]) -> dict:
     return out
 
 
+def check_keys(symbols, names: dict[FreeNumeric, str], keys, origin: str) -> None:
+    """A :class:`BindingError` for the first key of ``keys`` that names no symbol, listing
+    the names known (qualified where labels are shared) and the close matches."""
+    import difflib
+
+    from ncdc.ir.errors import BindingError
+    from ncdc.spec.bindings import match
+
+    syms = list(symbols)
+    for key in keys or {}:
+        if match(syms, key):
+            continue
+        known = sorted({names.get(s, s.label) for s in syms})
+        near = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+        hint = f"; did you mean {', '.join(near)}?" if near else ""
+        raise BindingError(f"{origin} {key}: no symbol of this spec is named {key!r}{hint} "
+                           f"(known: {', '.join(known[:60])}"
+                           + (", ...)" if len(known) > 60 else ")"))
+
+
 def expr_text(expr, env=None, names: dict[FreeNumeric, str] | None = None) -> str:
     """An integral expression as text: the integer when bound, else sympy's form with shared
     labels written qualified."""

@@ -14,6 +14,14 @@ import sys
 PRESET_NAMES = ("released", "tiny", "medium")
 
 
+class UsageError(Exception):
+    """A command-line value the command cannot use (exit status 2)."""
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)
+
+
 def add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", nargs="?", default=None, metavar="SPEC",
                    help="spec file (default: the bundled DeepSeek-V4.1-Flash spec, salvaged)")
@@ -130,7 +138,7 @@ def report_error(exc: BaseException, as_json: bool) -> int | None:
     for an exception that is a bug, not a user's problem."""
     from ncdc.ir.errors import SpecError, SpecFormatError
 
-    if isinstance(exc, SpecFormatError):
+    if isinstance(exc, (SpecFormatError, UsageError)):
         status = 2
     elif isinstance(exc, SpecError):
         status = 1
