@@ -35,7 +35,7 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
 def add_block_arg(p, default: str = "the whole model", dest_help: str = "") -> None:
     p.add_argument("--block", default=None, metavar="BLOCK",
                    help=(dest_help or "the block to use") + f" (default: {default}); a title, "
-                        "a label as `ncdc check` prints it, a parameter-key path or a JSON path")
+                        "a label as ncdc check prints it, a parameter-key path or a JSON path")
 
 
 def add_size_args(p: argparse.ArgumentParser, default_preset: str = "released") -> None:

@@ -36,7 +36,7 @@ def add_parser(subparsers) -> None:
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
                           "(interpreter/QUANT_POLICY.md) (default: exact)")
     p.add_argument("--params", metavar="FILE",
-                   help="parameters, .npz or .safetensors, keyed as `ncdc params` lists them "
+                   help="parameters, .npz or .safetensors, keyed as ncdc params lists them "
                         "(default: seeded initialisation)")
     p.add_argument("--save-params", metavar="FILE", help="write the parameters used to FILE")
     p.add_argument("--inputs", metavar="FILE",
