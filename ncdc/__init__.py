@@ -66,4 +66,29 @@ def __dir__():
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [
+    "DEFAULT_PRESET",
+    "PRESETS",
+    "Binding",
+    "BindingError",
+    "BlockLookupError",
+    "Diagnostic",
+    "Env",
+    "Evaluation",
+    "EvaluationError",
+    "Interpreted",
+    "ParamSpec",
+    "Site",
+    "Spec",
+    "SpecDecodeError",
+    "SpecError",
+    "SpecFormatError",
+    "SpecTypeError",
+    "TruncatedError",
+    "__version__",
+    "bundled_spec_path",
+    "compile_torch",
+    "interpret",
+    "load",
+    "spec_of",
+]

@@ -131,20 +131,24 @@ def find(root: Morphism, query: str) -> Site:
 
 
 def suggestions(named: list[NamedBlock], query: str, n: int = 8) -> list[tuple[str, str]]:
-    """Close matches of a mistyped name: titles and labels within difflib's ratio 0.6 of the
-    query (case-insensitive), best first; the first site of each is given."""
+    """Close matches of a mistyped name, best first: titles, last label segments and labels
+    within difflib's ratio 0.6 of the query, then (for a query of 4 characters or more) the
+    titles containing it; case-insensitive, the first site of each name."""
     first: dict[str, NamedBlock] = {}
     for b in named:
         for name in (b.site.node.title, b.segments[-1], b.label):
             first.setdefault(_norm(name), b)
-    close = difflib.get_close_matches(_norm(query), list(first), n=n, cutoff=0.6)
+    nq = _norm(query)
+    close = difflib.get_close_matches(nq, list(first), n=n, cutoff=0.6)
+    if len(nq) >= 4:
+        close += sorted(k for k in first if nq in k and " / " not in k and k not in close)
     out, seen = [], set()
     for key in close:
         b = first[key]
         if b.path not in seen:
             seen.add(b.path)
             out.append((b.label, b.path))
-    return out
+    return out[:n]
 
 
 def candidate_table(rows: list[tuple[str, str]], limit: int = 40) -> str:

@@ -35,7 +35,7 @@ def run(args) -> int:
 
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".dot", ".gv", ".graphml"):
-        raise UsageError(f"{args.output}: the output must end in .dot, .gv or .graphml")
+        raise UsageError(f"{args.output}: the output must end in .dot or .graphml (or .gv)")
     spec = load_spec(args)
     binding = optional_binding(spec, args, "edge labels")
     root = spec.site(args.block).node if args.block else spec.data
