@@ -114,8 +114,8 @@ def _fmt(x: float) -> str:
 def table(rows: list[dict]) -> list[str]:
     """The result table: fixed-width numbers first, shapes, then the full block label."""
     sw = max([len(r["shapes"]) for r in rows] + [6])
-    header = (f"{'RESULT':<8}  {'MAX ABS':>8}  {'MAX REL':>8}  {'INTERP':>9}  {'TORCH':>9}  "
-              f"{'SHAPES':<{sw}}  BLOCK")
+    header = (f"{'result':<8}  {'max abs':>8}  {'max rel':>8}  {'interp':>9}  {'torch':>9}  "
+              f"{'shapes':<{sw}}  block")
     lines = [header]
     for r in rows:
         lines.append(f"{'ok' if r['ok'] else 'MISMATCH':<8}  {_fmt(r['max_abs']):>8}  "
