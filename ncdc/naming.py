@@ -7,11 +7,13 @@ A block's **label** is the chain of block titles from the root to it, each title
 :func:`find` accepts, in this order:
 
 1. a JSON path (``data.content[2]``);
-2. a title, plain or LaTeX, case-insensitive (``Mixing Coefficients``, ``\\text{Mixing
+2. a whole label or parameter-key path (``Sliding Window Layer / Single-Pass mHC~1``,
+   ``Sliding Window Layer/Single-Pass mHC~1``); iteration marks ``@i`` of key paths are
+   ignored;
+3. a title, plain or LaTeX, case-insensitive (``Mixing Coefficients``, ``\\text{Mixing
    Coefficients}``); several different blocks with the title are ambiguous, several
    occurrences of one term are not (the first is taken);
-3. a label or a parameter-key path, or any trailing part of one (``Single-Pass mHC~1``,
-   ``Sliding Window Layer/Single-Pass mHC~1``); iteration marks ``@i`` of key paths are ignored.
+4. a trailing part of a label or key path (``Single-Pass mHC~1``, ``mHC~1 / Cast~1``).
 
 Anything else is a :class:`BlockLookupError` whose ``candidates`` are the (label, path) pairs of
 an ambiguous name or the close matches (difflib) of a typo.
@@ -99,12 +101,14 @@ def _norm(text: str) -> str:
     return " ".join(_ESCAPED.sub(r"\1", plain_title(text)).split()).casefold()
 
 
-_SPLIT = re.compile(r"\s*/\s*")
-_ITERATION = re.compile(r"@\d+$")
+_SLASH = re.compile(r"\s*/\s*")
+_ITERATION = re.compile(r"@\d+(?=/|$)")
 
 
-def _segments(query: str) -> tuple[str, ...]:
-    return tuple(_norm(_ITERATION.sub("", s)) for s in _SPLIT.split(query.strip()) if s)
+def _canon(path: str) -> str:
+    """Comparison form of a label or key path: separators without spaces, ``@i`` dropped.
+    (Compared as whole strings, so a title that holds a slash, ``x / 448``, still matches.)"""
+    return _ITERATION.sub("", _SLASH.sub("/", _norm(path)))
 
 
 def find(root: Morphism, query: str) -> Site:
@@ -114,12 +118,14 @@ def find(root: Morphism, query: str) -> Site:
         if s.path == q:
             return s
     named = named_blocks(root)
-    nq = _norm(q)
-    hits = [b for b in named if b.site.node.tag.title == q or _norm(b.site.node.title) == nq]
+    want = _canon(q)
+    canon = [_canon(b.label) for b in named]
+    hits = [b for b, c in zip(named, canon) if c == want]
     if not hits:
-        want = _segments(q)
-        if want:
-            hits = [b for b in named if tuple(_norm(s) for s in b.segments[-len(want):]) == want]
+        nq = _norm(q)
+        hits = [b for b in named if b.site.node.tag.title == q or _norm(b.site.node.title) == nq]
+    if not hits and want:
+        hits = [b for b, c in zip(named, canon) if c.endswith("/" + want.lstrip("/"))]
     if hits:
         if len({b.site.node.tag.uid for b in hits}) > 1:
             raise BlockLookupError(f"{q!r} names {len(hits)} different blocks; give one of "
