@@ -2,7 +2,8 @@
 
 A block's **label** is the chain of block titles from the root to it, each title followed by
 ``~k`` when it is the k-th repeat among its siblings (the segments of parameter keys), joined by
-`` / ``: ``Sliding Window Layer / Single-Pass mHC~1 / Cast``. Labels are unique per block site.
+`` / ``: ``Sliding Window Layer / Single-Pass mHC~1 / Cast``; a block the truncation cut counts
+as ``(truncated block)``. Labels are unique per block site.
 
 :func:`find` accepts, in this order:
 
@@ -25,10 +26,13 @@ import re
 from dataclasses import dataclass
 
 from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import Block, Morphism
+from ncdc.ir.morphisms import Block, Morphism, Truncated
 from ncdc.ir.names import plain_title
 from ncdc.ir.params import block_segments, titled_children
 from ncdc.ir.walk import Site, walk
+
+CUT_BLOCK = "(truncated block)"
+"""The label segment of a block the truncation cut (its title is lost), as ``ir.walk`` names it."""
 
 
 class BlockLookupError(SpecError):
@@ -82,6 +86,9 @@ def named_blocks(root: Morphism) -> list[NamedBlock]:
             titles = titles + (node.title,)
             out.append(NamedBlock(Site(node, path, titles, depth), chain))
             segs = _children_segments(node)
+        elif isinstance(node, Truncated) and node.expected == "Block":
+            chain, titles = chain + (CUT_BLOCK,), titles + (CUT_BLOCK,)
+            segs = {}
         for step, child in reversed(node.children()):
             stack.append((child, path + step, chain, segs, depth + 1, titles))
     return out
