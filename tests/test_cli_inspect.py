@@ -127,14 +127,15 @@ def test_show_all_and_json(capsys):
     rc, out, _ = run(capsys, "show", str(TRANSFORMER), "--all", "--json")
     rows = json.loads(out)["blocks"]
     assert [r["title"] for r in rows][:3] == ["Embedding", "Transformer Layer", r"Add \& Norm"]
-    assert rows[1]["repetition"] == "6" and rows[1]["dom"] == ["R[x, m]"]
+    assert rows[1]["repetition"] == 6
+    assert rows[1]["dom"] == [{"datatype": "R", "axes": ["x", "m"], "shape": ["x", "m"]}]
     rc, out, _ = run(capsys, "show", "--all", "--depth", "1")
     assert rc == 0 and "A^{0}  () → (Q(FP32)[x, n])" in out
 
 
 def test_show_unknown_block(capsys):
     rc, _, err = run(capsys, "show", "--block", "Sinkhorn")
-    assert rc == 1 and "similar titles" in err and "First Sinkhorn Round" in err
+    assert rc == 1 and "did you mean" in err and "First Sinkhorn Round" in err
 
 
 # --------------------------------------------------------------------------- blocks

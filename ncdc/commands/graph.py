@@ -1,27 +1,30 @@
-"""``ncdc graph``: the wiring of a block as a graph file — boxes as nodes, wires as edges
-labelled with their shapes (:mod:`ir.graph`). ``-o FILE.dot`` writes Graphviz text, ``-o
-FILE.graphml`` GraphML (networkx). Sizes are symbolic unless ``--preset``/``--size`` is given."""
+"""``ncdc graph``: the wiring of a block as a graph file (see ``ir.graph``)."""
 from __future__ import annotations
 
 import os
-import sys
 
-import networkx as nx
-from ncdc.ir.errors import SpecError
-from ncdc.ir.graph import to_dot, wiring_graph
-
-from .common import add_size_args, add_spec_args, emit_json, load_spec
+from .common import (
+    UsageError,
+    add_block_arg,
+    add_size_args,
+    add_spec_args,
+    emit_json,
+    load_spec,
+)
 from .show import optional_binding
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("graph", help="write the wiring graph (.dot or .graphml)",
-                       description=__doc__)
+                       description="The wiring of a block as a graph file: boxes as nodes, "
+                       "wires as edges labelled with their shapes. -o FILE.dot writes Graphviz "
+                       "text, -o FILE.graphml GraphML. Sizes are symbolic unless --preset or "
+                       "--size is given.")
     add_spec_args(p)
-    add_size_args(p, default_preset="none (symbolic shapes)")
-    p.add_argument("--block", default=None, help="the block to draw (default: the whole model)")
+    add_size_args(p, default_preset="none: symbolic shapes")
+    add_block_arg(p, default="the whole model", dest_help="the block to draw")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="output file, .dot or .graphml")
+                   help="output file, FILE.dot (or .gv) or FILE.graphml")
     p.set_defaults(run=run)
 
 
@@ -41,10 +44,13 @@ def _flat_clusters(g):
 
 
 def run(args) -> int:
+    import networkx as nx
+    from ncdc.ir.errors import SpecError
+    from ncdc.ir.graph import to_dot, wiring_graph
+
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".dot", ".gv", ".graphml"):
-        print(f"error: {args.output}: the output must end in .dot or .graphml", file=sys.stderr)
-        return 2
+        raise UsageError(f"{args.output}: the output must end in .dot or .graphml (or .gv)")
     spec = load_spec(args)
     binding = optional_binding(spec, args, "edge labels")
     root = spec.site(args.block).node if args.block else spec.data
@@ -66,3 +72,4 @@ def run(args) -> int:
         print(f"wrote {args.output}: {info['nodes']} nodes, {info['wires']} wires"
               + (f", {mismatches} mismatched" if mismatches else ""))
     return 0
+

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import os
 
-from ncdc.ir.errors import SpecError
-
-from .common import add_size_args, add_spec_args, emit_json, load_spec
+from .common import (
+    UsageError,
+    add_block_arg,
+    add_size_args,
+    add_spec_args,
+    emit_json,
+    load_spec,
+)
 from .show import optional_binding
 
 
@@ -19,18 +24,19 @@ def add_parser(sub) -> None:
                        description=__doc__)
     add_spec_args(p)
     add_size_args(p, default_preset="none (symbolic shapes)")
-    p.add_argument("--block", default=None, help="the block to draw (default: the whole model)")
+    add_block_arg(p, default="the whole model", dest_help="the block to draw")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
                    help="output file, ending in .html")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from ncdc.ir.errors import SpecError
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene
 
     if os.path.splitext(args.output)[1].lower() not in (".html", ".htm"):
-        raise SpecError(f"{args.output}: the output must end in .html")
+        raise UsageError(f"{args.output}: the output must end in .html")
     spec = load_spec(args)
     binding = optional_binding(spec, args, "wire labels")
     root = spec.site(args.block).node if args.block else spec.data
