@@ -1,9 +1,4 @@
-"""``ncdc view``: the diagram as one self-contained, interactive HTML page.
-
-Blocks are nested boxes that open and close (the page starts at the top level), repeated blocks
-carry ×N, operators are drawn by kind, wires carry their shapes (bound when a preset or sizes are
-given), and the side panel shows the selected block's description, formula, parameters, JSON
-path and its other occurrences. The page works offline."""
+"""``ncdc view``: the diagram as one self-contained, interactive HTML page (see DESCRIPTION)."""
 from __future__ import annotations
 
 import os
@@ -18,10 +13,17 @@ from .common import (
 )
 from .show import optional_binding
 
+DESCRIPTION = """The diagram as one self-contained, interactive HTML page.
+
+Blocks are nested boxes that open and close (the page starts at the top level), repeated blocks
+carry ×N, operators are drawn by kind, wires carry their shapes (bound when a preset or sizes are
+given), and the side panel shows the selected block's description, formula, parameters, JSON
+path and its other occurrences. The page works offline."""
+
 
 def add_parser(sub) -> None:
     p = sub.add_parser("view", help="write an interactive picture of the diagram (.html)",
-                       description=__doc__)
+                       description=DESCRIPTION)
     add_spec_args(p)
     add_size_args(p, default_preset="none (symbolic shapes)")
     add_block_arg(p, default="the whole model", dest_help="the block to draw")
@@ -32,6 +34,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ncdc.ir.errors import SpecError
+
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene
 
