@@ -121,9 +121,11 @@ def _canon(path: str) -> str:
 def find(root: Morphism, query: str) -> Site:
     """The block (or, by JSON path, any morphism) that ``query`` names; see the module doc."""
     q = query.strip()
-    for s in walk(root):
-        if s.path == q:
-            return s
+    sites = {s.path: s for s in walk(root)}
+    if q in sites:
+        return sites[q]
+    if q.startswith((root.path + ".", root.path + "[")):
+        return _enclosing(root, sites, q)
     named = named_blocks(root)
     want = _canon(q)
     canon = [_canon(b.label) for b in named]
@@ -141,6 +143,26 @@ def find(root: Morphism, query: str) -> Site:
         return hits[0].site
     raise BlockLookupError(f"no block is named {q!r}" + (
         "; did you mean one of these?" if (near := suggestions(named, q)) else ""), near)
+
+
+_LAST_STEP = re.compile(r"(?:\.[A-Za-z_]\w*|\[\d+\])$")
+
+
+def _enclosing(root: Morphism, sites: dict[str, Site], path: str) -> Site:
+    """A JSON path that is not a morphism's (a field, as validation reports them): an error
+    naming the nearest enclosing morphism."""
+    probe = path
+    while probe and probe not in sites:
+        cut = _LAST_STEP.sub("", probe)
+        if cut == probe:
+            break
+        probe = cut
+    near = sites.get(probe)
+    if near is None:
+        raise BlockLookupError(f"no morphism is at path {path!r}", [])
+    label = labels(root).get(near.path) or " / ".join(near.titles) or type(near.node).__name__
+    raise BlockLookupError(f"no morphism is at path {path!r}; the nearest enclosing one is:",
+                           [(label, near.path)])
 
 
 def suggestions(named: list[NamedBlock], query: str, n: int = 8) -> list[tuple[str, str]]:

@@ -99,3 +99,12 @@ def test_cli_accepts_check_labels(capsys):
 
 def test_errors_are_spec_errors():
     assert issubclass(ncdc.BlockLookupError, ncdc.SpecError)
+
+
+def test_a_field_path_names_its_enclosing_morphism(bundled):
+    """Validation reports field paths (`..._cod_stride_shift[0]`); naming one points to the
+    morphism that holds the field."""
+    with pytest.raises(BlockLookupError) as e:
+        bundled.block("data.content[2].body.content[0]._cod_stride_shift[0]")
+    assert e.value.candidates == [("Sliding Window Layer / Single-Pass mHC",
+                                   "data.content[2].body.content[0]")]

@@ -82,7 +82,8 @@ def test_validate_undecodable_and_unreadable(capsys, tmp_path, attention_core_js
 def test_validate_with_sizes(capsys):
     rc, out, _ = run(capsys, "validate", str(TRANSFORMER), "--preset", "released")
     assert rc == 0 and out.count("warning: unbound-symbol") == 8
-    assert "--size id:1252803392=N" in out          # two symbols are labelled k
+    # two symbols are labelled k; the hint names id 1252803392 by its qualified name
+    assert "k (id 1252803392) has no value" in out and "--size k@L_{v}=N" in out
     rc, out, _ = run(capsys, "validate", str(TRANSFORMER), "--preset", "tiny")
     assert rc == 0 and "valid: 0 error(s), 0 warning(s)" in out
     rc, _, err = run(capsys, "validate", str(TRANSFORMER), "--size", "nosuch=3")

@@ -65,16 +65,16 @@ def test_version(capsys):
 
 def test_help_imports_no_heavy_module_and_is_fast(tmp_path):
     """Timed as an installed copy runs: with bytecode cached (a first run writes it to a
-    private cache; the second is timed)."""
+    private cache; the second is timed), in CPU time (the machine may be shared)."""
     code = (
         "import sys, time\n"
-        "t = time.perf_counter()\n"
+        "t = time.process_time()\n"
         "from ncdc.cli import build_parser\n"
         "import argparse\n"
         "p = build_parser(); p.format_help()\n"
         "sub = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)][0]\n"
         "for q in sub.choices.values(): q.format_help()\n"
-        "took = time.perf_counter() - t\n"
+        "took = time.process_time() - t\n"
         f"heavy = sorted(m for m in sys.modules if m.startswith({HEAVY!r}))\n"
         "print(took); print(heavy)\n")
     cache = {"PYTHONPYCACHEPREFIX": str(tmp_path), "PYTHONDONTWRITEBYTECODE": ""}

@@ -40,7 +40,8 @@ def add_block_arg(p, default: str = "the whole model", dest_help: str = "") -> N
 
 def add_size_args(p: argparse.ArgumentParser, default_preset: str = "released") -> None:
     p.add_argument("--preset", default=None, metavar="PRESET",
-                   help=f"size preset: released, tiny or medium (default: {default_preset})")
+                   help=f"size preset: {', '.join(PRESET_NAMES[:-1])} or {PRESET_NAMES[-1]} "
+                        f"(default: {default_preset})")
     p.add_argument("--size", action="append", default=[], metavar="NAME=N",
                    help="bind a size by label, qualified name (k@BLOCK), code form or id:N "
                         "(repeatable)")
