@@ -33,6 +33,7 @@ from .morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    ThreadedComposed,
     Truncated,
 )
 from .operators import BlockOperator, ParaBlockOperator
@@ -72,6 +73,8 @@ class _Builder:
     def build(self, m: Morphism, inputs: list[Port], path: str, titles: tuple) -> list[Port]:
         if isinstance(m, Block):
             return self.build(m.body, inputs, path + ".body", titles + (m.title,))
+        if isinstance(m, ThreadedComposed):
+            return self.threaded(m, inputs, path, titles)
         if isinstance(m, Composed):
             return self.sequence(m.content, inputs, path, titles)
         if isinstance(m, ProductOfMorphisms):
@@ -94,6 +97,15 @@ class _Builder:
         for k, p in enumerate(inputs):
             self.wire(p, nid, k)
         return []
+
+    def threaded(self, m: ThreadedComposed, inputs, path, titles):
+        """Steps at their JSON paths, each fed the pool entries its routing names."""
+        pool, last = list(inputs), []
+        for i, (step, route) in enumerate(zip(m.steps, m.routing)):
+            last = self.build(step, [pool[k] for k in route if k < len(pool)],
+                              f"{path}.content[{i}]", titles)
+            pool.extend(last)
+        return last
 
     def sequence(self, content, inputs, path, titles):
         ports = inputs

@@ -167,3 +167,14 @@ def test_a_weave_that_is_not_its_tensor_ref_is_reported():
     assert "at data.input_weaves[0]" in problem
     (problem,) = _validate_changed(PYNCD / "tl_matmul.json", extra)
     assert "operator-arity" in problem and "takes 3 operand(s)" in problem
+
+
+def test_the_program_graph_follows_the_routing(tmp_path):
+    out = tmp_path / "g.dot"
+    assert main(["graph", str(PROGRAM), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for edge in ('"in:0" -> "data.content[0]"', '"in:0" -> "data.content[1]"',
+                 '"in:1" -> "data.content[0]"', '"data.content[0]" -> "data.content[1]"',
+                 '"data.content[1]" -> "out:0"'):
+        assert edge in text
+    assert text.count(" -> ") == 5

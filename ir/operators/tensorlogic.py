@@ -86,6 +86,13 @@ class TensorEquation(Operator):
     operator: Operator | None = None
 
     @property
+    def label(self) -> str:
+        """The display name, else the left-hand array's name."""
+        if self.name is not None:
+            return self.name.text
+        return self.lhs_name.text if self.lhs_name is not None else ""
+
+    @property
     def refs(self) -> tuple[TensorRef, ...]:
         """The factors read from inputs, in input order."""
         return tuple(f for f in self.rhs if isinstance(f, TensorRef))
