@@ -36,6 +36,7 @@ from .morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    ThreadedComposed,
     Truncated,
 )
 from .operators import BlockOperator, ParaBlockOperator
@@ -84,6 +85,8 @@ class _Builder:
                 return self.build(m.body, inputs, path + ".body", titles + (m.title,))
             finally:
                 self.scope.pop()
+        if isinstance(m, ThreadedComposed):
+            return self.threaded(m, inputs, path, titles)
         if isinstance(m, Composed):
             return self.sequence(m.content, inputs, path, titles)
         if isinstance(m, ProductOfMorphisms):
@@ -113,6 +116,15 @@ class _Builder:
         if rep == 1:
             return block.title
         return f"{block.title} ×{size_text(rep, self.env)}"
+
+    def threaded(self, m: ThreadedComposed, inputs, path, titles):
+        """Steps at their JSON paths, each fed the pool entries its routing names."""
+        pool, last = list(inputs), []
+        for i, (step, route) in enumerate(zip(m.steps, m.routing)):
+            last = self.build(step, [pool[k] for k in route if k < len(pool)],
+                              f"{path}.content[{i}]", titles)
+            pool.extend(last)
+        return last
 
     def sequence(self, content, inputs, path, titles):
         ports = inputs

@@ -68,6 +68,9 @@ class _Rewrite:
         if isinstance(t, tuple):
             items = tuple(self.term(x) for x in t)
             return t if all(a is b for a, b in zip(items, t)) else items
+        if isinstance(t, dict):  # a Truncated term's recovered fields
+            items = {k: self.term(v) for k, v in t.items()}
+            return t if all(items[k] is v for k, v in t.items()) else items
         if not isinstance(t, (Morphism, Operator)) or not dataclasses.is_dataclass(t):
             return t
         changes = {}
@@ -75,7 +78,7 @@ class _Rewrite:
             if f.name == "path" or not f.init:
                 continue
             val = getattr(t, f.name)
-            if isinstance(val, (Morphism, Operator, tuple)):
+            if isinstance(val, (Morphism, Operator, tuple, dict)):
                 new = self.term(val)
                 if new is not val:
                     changes[f.name] = new

@@ -167,3 +167,28 @@ def test_a_weave_that_is_not_its_tensor_ref_is_reported():
     assert "at data.input_weaves[0]" in problem
     (problem,) = _validate_changed(PYNCD / "tl_matmul.json", extra)
     assert "operator-arity" in problem and "takes 3 operand(s)" in problem
+
+
+def test_the_program_graph_follows_the_routing(tmp_path):
+    out = tmp_path / "g.dot"
+    assert main(["graph", str(PROGRAM), "-o", str(out)]) == 0
+    text = out.read_text(encoding="utf-8")
+    for edge in ('"in:0" -> "data.content[0]"', '"in:0" -> "data.content[1]"',
+                 '"in:1" -> "data.content[0]"', '"data.content[0]" -> "data.content[1]"',
+                 '"data.content[1]" -> "out:0"'):
+        assert edge in text
+    assert text.count(" -> ") == 5
+
+
+def test_a_field_less_normalize_alone_compiles():
+    """Alone, the Normalize's axis size m is fixed by the data (no parameter shape uses it): no
+    parameter is made, so no __init__ size is needed (RMSNorm, eps 1e-5, no gain)."""
+    spec = ncdc.load(PYNCD / "transformer.json")
+    node = spec.block("data.content[1].body.content[0].body.content[3]")
+    env = spec.bind("tiny", sizes={"m": 6, "x": 3}).env
+    _, module = compile_torch(node, env=env)
+    assert dict(module.state_dict()) == {}
+    x = np.random.default_rng(6).standard_normal((3, 6))
+    want = x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(module(torch.as_tensor(x)).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(ncdc.interpret(node, env=env)(x)[0], want, rtol=1e-12)

@@ -109,7 +109,7 @@ def test_faithful_normalize_is_rms_norm(spec, env):
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
-def test_the_reading_keeps_shared_terms_shared(spec):
+def test_apply_reading(spec):
     once = apply_reading(spec.data, "pyncd")
     assert apply_reading(spec.data, "faithful") is spec.data
     layer = once.content[1].body
@@ -128,3 +128,29 @@ def test_cli_reading_flag(command, tmp_path, capsys):
         source = (tmp_path / "m.py").read_text(encoding="utf-8")
         assert "torch.relu" in source and "layer_norm_weight" in source
         assert "torch.sigmoid" not in source
+
+
+def test_the_reading_reaches_into_a_salvaged_spec(bundled):
+    from ncdc.ir.morphisms import Broadcasted
+    from ncdc.ir.operators import Normalize
+    from ncdc.ir.walk import walk
+
+    def norms(root):
+        return [s.node.operator for s in walk(root) if isinstance(s.node, Broadcasted)
+                and isinstance(s.node.operator, Normalize)]
+
+    rewritten = apply_reading(bundled.data, "pyncd")
+    before, after = norms(bundled.data), norms(rewritten)
+    assert len(after) == len(before) > 0
+    assert all(op.centred and op.gain and op.bias for op in after)
+    assert not any(op.centred for op in before)
+
+
+def test_a_shared_term_stays_shared(spec):
+    from ncdc.ir.morphisms import Composed
+
+    norm = spec.block(SECOND_ADD_NORM).body.content[3]
+    twice = Composed((norm, norm), path="data")
+    out = apply_reading(twice, "pyncd")
+    assert out.content[0] is out.content[1] and out.content[0] is not norm
+    assert out.content[0].operator.centred and not norm.operator.centred

@@ -48,8 +48,14 @@ def normalize(ctx):
     o, keep, tl, labels, src, live, dim, out = _target(ctx, "Normalize")
     if op.epsilon is None:
         eps = repr(LEGACY_RMS_EPSILON)
+    elif _integral(op.epsilon):
+        eps = cb.size_code(op.epsilon)
+    elif op.epsilon.is_Rational:
+        eps = repr(float(op.epsilon))
     else:
-        eps = cb.size_code(op.epsilon) if _integral(op.epsilon) else _constant(cb, op.epsilon)
+        eps = _constant(cb, op.epsilon)
+    if op.centred and live is None and labels[len(labels) - len(tl):] == tl:
+        return _layer_norm(ctx, src, len(tl), eps, out)
     count = None
     if live is not None:
         count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
@@ -75,6 +81,19 @@ def normalize(ctx):
         code = f"{code} + {shift}"
     var = ctx.bind("normed", code, out)
     return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
+
+
+def _layer_norm(ctx, src: str, n: int, eps: str, out):
+    """A centred Normalize over the trailing dims (the pyncd reading): ``F.layer_norm``."""
+    op, cb = ctx.op, ctx.cb
+    shape_code = ", ".join(cb.init_size_code(ctx.axis(lab).size) for lab in out[-n:])
+    weight = cb.add_param("layer_norm_weight", ctx.b, "gain", f"torch.ones({shape_code})",
+                          True) if op.gain else "None"
+    bias = cb.add_param("layer_norm_bias", ctx.b, "shift", f"torch.zeros({shape_code})",
+                        True) if op.bias else "None"
+    var = ctx.bind("normed", f"F.layer_norm({src}, {src}.shape[-{n}:], {weight}, {bias}, "
+                   f"eps={eps})", out)
+    return [OpResult(var, out)]
 
 
 def _integral(expr) -> bool:

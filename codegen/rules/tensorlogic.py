@@ -9,9 +9,9 @@ from ncdc.ir.operators import Elementwise, Identity
 from ncdc.ir.operators.tensorlogic import (
     COMPARISONS,
     IversonBinOp,
-    IversonConst,
     IversonUnaryOp,
     TensorEquation,
+    constant_value,
     distinct,
     iverson_axes,
 )
@@ -44,14 +44,14 @@ class _Printer:
     def __call__(self, expr) -> tuple[str, bool]:
         if isinstance(expr, Axis):
             return self.index[expr], False
-        if isinstance(expr, IversonConst):
-            return str(int(expr.value)), False
+        if not iverson_axes(expr):  # constants fold: every code below is then a tensor
+            return str(constant_value(expr)), False
         if isinstance(expr, IversonUnaryOp):
             code, is_bool = self(expr.operand)
             if expr.op == "~":
                 return (f"~{atom(code)}", True) if is_bool else (f"(1 - {code})", False)
             code = self._number(code, is_bool)
-            return (f"{atom(code)}.abs()" if expr.op == "abs" else f"-{atom(code)}"), False
+            return (f"{atom(code)}.abs()" if expr.op == "abs" else f"(-{atom(code)})"), False
         assert isinstance(expr, IversonBinOp)
         (lc, lb), (rc, rb) = self(expr.lhs), self(expr.rhs)
         if expr.op in ("&", "|"):
@@ -67,6 +67,9 @@ class _Printer:
 
 def _predicate(ctx, f, dtype: str, device: str) -> tuple[str, list]:
     axes = distinct(iverson_axes(f))
+    if not axes:  # a constant factor
+        value = float(constant_value(f))
+        return ctx.bind("predicate", f"torch.tensor({value!r}, dtype={dtype}{device})"), []
     labels = [_label_of(ctx, a) for a in axes]
     index = {}
     for i, (a, lab) in enumerate(zip(axes, labels)):

@@ -70,6 +70,21 @@ def iverson_axes(expr) -> tuple[Axis, ...]:
     return ()
 
 
+def constant_value(expr) -> int:
+    """The value of a predicate with no axis leaves (pyncd's rules on integers)."""
+    if isinstance(expr, IversonConst):
+        return int(expr.value)
+    if isinstance(expr, IversonUnaryOp):
+        v = constant_value(expr.operand)
+        return {"abs": abs(v), "-": -v, "~": 1 - v}[expr.op]
+    if not isinstance(expr, IversonBinOp):
+        raise TypeError(f"{type(expr).__name__} has axes or is not a predicate")
+    a, b = constant_value(expr.lhs), constant_value(expr.rhs)
+    ops = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "+": a + b,
+           "-": a - b, "*": a * b, "&": a != 0 and b != 0, "|": a != 0 or b != 0}
+    return int(ops[expr.op])
+
+
 def distinct(axes) -> tuple[Axis, ...]:
     """``axes`` with repeats removed (first occurrence kept)."""
     return tuple(dict.fromkeys(axes))
@@ -84,6 +99,13 @@ class TensorEquation(Operator):
     lhs_indices: tuple[Axis, ...] = ()
     rhs: tuple = ()
     operator: Operator | None = None
+
+    @property
+    def label(self) -> str:
+        """The display name, else the left-hand array's name."""
+        if self.name is not None:
+            return self.name.text
+        return self.lhs_name.text if self.lhs_name is not None else ""
 
     @property
     def refs(self) -> tuple[TensorRef, ...]:

@@ -49,6 +49,7 @@ from .labels import plain_label
 # operator kind -> glyph family (what the picture draws for it)
 GLYPHS = {
     "Einops": "contraction", "Linear": "contraction", "Embedding": "contraction",
+    "TensorEquation": "contraction",
     "Arithmetic": "elementwise", "Elementwise": "elementwise", "GenericOperator": "elementwise",
     "Identity": "elementwise", "PairsAsComplex": "elementwise", "Decomplex": "elementwise",
     "TypeConvert": "cast", "Cast": "cast",
