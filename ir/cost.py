@@ -59,7 +59,6 @@ from .operators import (
     BlockOperator,
     Einops,
     Elementwise,
-    Embedding,
     GenericOperator,
     L1Norm,
     Linear,
@@ -461,7 +460,7 @@ def _state(b: Broadcasted) -> tuple[StateCost, ...]:
             continue
         try:
             arr = b.input_weaves[k].fill(tuple(rx.cod))
-        except Exception:  # noqa: BLE001 - ill-typed: validation reports it
+        except Exception:  # noqa: BLE001, S112 - ill-typed: validation reports it
             continue
         sl = _prod(a.size for a in arr.shape if not is_token_axis(a))
         label = type(b.operator).__name__ + (f" {b.operator.label}" if b.operator.label else "")

@@ -8,7 +8,7 @@ import sys
 
 from ncdc.ir.errors import SpecError, SpecFormatError
 
-COMMANDS = ("validate", "show", "blocks", "params", "graph", "eval", "compile", "check")
+COMMANDS = ("validate", "show", "blocks", "params", "cost", "graph", "eval", "compile", "check")
 
 
 def build_parser() -> argparse.ArgumentParser:
