@@ -177,6 +177,28 @@ class ArrayCost:
 
 
 @dataclass(frozen=True)
+class ParamCost:
+    """One learned or fixed array of an operator, ``count`` times (iterations of a repeated
+    block); ``block`` is the title of the nearest enclosing block."""
+
+    label: str
+    path: str
+    shape: tuple[sympy.Expr, ...]
+    datatype: Datatype
+    learned: bool
+    count: sympy.Expr = ONE
+    block: str | None = None
+
+    @property
+    def elements(self) -> sympy.Expr:
+        return _prod(self.shape)
+
+    @property
+    def name(self) -> str:
+        return f"{self.block}/{self.label}" if self.block else self.label
+
+
+@dataclass(frozen=True)
 class StateCost:
     """What a decoder keeps for one look-back read: ``slice`` elements per token for the
     ``window - 1`` previous tokens, ``count`` times (iterations of a repeated block)."""
@@ -214,6 +236,7 @@ class Cost:
     natural_bytes: sympy.Expr = ZERO
     arrays: tuple[ArrayCost, ...] = ()
     state: tuple[StateCost, ...] = ()
+    params: tuple[ParamCost, ...] = ()
     partial: bool = False
     tokens: sympy.Expr = ONE
 
@@ -223,7 +246,7 @@ class Cost:
                     self.activated + other.activated, self.lookups + other.lookups,
                     self.flops + other.flops, wb, self.natural_bytes + other.natural_bytes,
                     self.arrays + other.arrays, self.state + other.state,
-                    self.partial or other.partial, self.tokens)
+                    self.params + other.params, self.partial or other.partial, self.tokens)
 
     def bytes_at(self, fmt: str) -> sympy.Expr:
         """Bytes of every learned array in weight format ``fmt`` (naturals at 8 bytes)."""
@@ -246,7 +269,8 @@ class Cost:
                        activated=r * self.activated, lookups=r * self.lookups,
                        flops=r * self.flops, weight_bytes=wb,
                        natural_bytes=r * self.natural_bytes,
-                       state=tuple(replace(s, count=r * s.count) for s in self.state))
+                       state=tuple(replace(s, count=r * s.count) for s in self.state),
+                       params=tuple(replace(p, count=r * p.count) for p in self.params))
 
     def lifted(self, degree: tuple[Axis, ...]) -> Cost:
         """The cost of running once per index of ``degree`` (weights shared across it)."""
@@ -313,8 +337,8 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
     if isinstance(m, Truncated):
         return replace(total, partial=True)
     if isinstance(m, Block):
-        rep = m.tag.repetition
-        return total.repeated(rep)
+        named = tuple(p if p.block else replace(p, block=m.title) for p in total.params)
+        return replace(total, params=named).repeated(m.tag.repetition)
     if isinstance(m, Broadcasted):
         if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
             own = Cost(arrays=_outputs(m))
@@ -354,8 +378,11 @@ def _leaf(b: Broadcasted) -> Cost:
     learned = fixed = activated = lookups = nat = ZERO
     wb = {f: ZERO for f in FORMATS}
     deg = b.degree
+    params = []
     for role, shape, _labels, dt, is_learned in roles:
         n = _prod(shape)
+        label = (b.operator.label or type(b.operator).__name__) + "." + role
+        params.append(ParamCost(label, b.path + ".operator", tuple(shape), dt, is_learned))
         if not is_learned:
             fixed += n
             continue
@@ -375,7 +402,7 @@ def _leaf(b: Broadcasted) -> Cost:
             activated += n
     flops = _prod(_work(a) for a in deg) * _flops(b)
     return Cost(learned, fixed, activated, lookups, flops, tuple((f, wb[f]) for f in FORMATS),
-                nat, _outputs(b), _state(b))
+                nat, _outputs(b), _state(b), tuple(params))
 
 
 def _target_work(w) -> sympy.Expr:
@@ -485,6 +512,6 @@ def _lookback(rx: Morphism) -> sympy.Expr | None:
     return None
 
 
-__all__ = ["FORMATS", "ArrayCost", "Cost", "StateCost", "block_costs", "cost", "element_bytes",
+__all__ = ["FORMATS", "ArrayCost", "Cost", "ParamCost", "StateCost", "block_costs", "cost", "element_bytes",
            "format_name", "formula_ops", "is_token_axis", "tokens_of", "weight_bytes",
            "with_tokens"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 import sys
 import time
 
+from ncdc.preflight import add_memory_arg, require
+
 from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
 
 
@@ -23,6 +25,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
                    help="torch dtype (tolerance 1e-10 / 1e-5 relative; emulate: identical)")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="random draws per block")
+    add_memory_arg(p)
     p.set_defaults(run=run)
 
 
@@ -58,6 +61,9 @@ def run(args) -> int:
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     todo = targets(spec, args)
+    for _, m, _ in todo:
+        require(m, binding.env, command="check", max_memory=args.max_memory,
+                torch_bytes=8 if args.dtype == "float64" else 4)
     cache = ModuleCache()
     results = []
     t0 = time.perf_counter()

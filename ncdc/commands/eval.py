@@ -13,6 +13,8 @@ import time
 import numpy as np
 from ncdc.ir.errors import EvaluationError
 
+from ncdc.preflight import add_memory_arg, require
+
 from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
 
 
@@ -43,6 +45,7 @@ def add_parser(subparsers) -> None:
                    help="write outputs (out0, live0, ...) and the final tape (tape/<label>)")
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
+    add_memory_arg(p)
     p.set_defaults(run=run)
 
 
@@ -105,6 +108,7 @@ def run(args) -> int:
         morphism = interpreter.prefix(spec.data)
         where = "the whole model" if morphism is spec.data else \
             f"the complete leading part of the model ({len(morphism.content)} items)"
+    require(morphism, env, command="eval", max_memory=args.max_memory)
     params = load_params(args.params) if args.params else None
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
                                  stand_in=args.stand_in, seed=args.seed)
