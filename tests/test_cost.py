@@ -262,3 +262,12 @@ def test_cli_cost_errors(capsys):
 def test_cli_cost_transformer(capsys):
     rc, out, _ = run(capsys, "cost", str(TRANSFORMER), "--preset", "tiny", "--json")
     assert rc == 0 and json.loads(out)["total"]["learned"]["value"] > 0
+
+
+def test_cli_cost_tokens_override_a_preset(capsys):
+    # tiny binds b = 6; --tokens 16 solves x = a*b for b (the size with no released value)
+    rc, out, _ = run(capsys, "cost", "--preset", "tiny", "--tokens", "16", "--json")
+    assert rc == 0 and json.loads(out)["total"]["tokens_per_call"]["value"] == 16
+    rc, out, _ = run(capsys, "cost", str(TRANSFORMER), "--preset", "tiny", "--tokens", "16",
+                     "--json")
+    assert rc == 0 and json.loads(out)["total"]["tokens_per_call"]["value"] == 16

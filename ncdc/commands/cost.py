@@ -13,6 +13,7 @@ from ncdc.ir.errors import BindingError, SpecError
 from ncdc.ir.morphisms import Block
 from ncdc.ir.tags import BlockDrawing
 from ncdc.ir.walk import walk
+from ncdc.spec.bindings import match
 
 from .common import add_size_args, add_spec_args, emit_json, load_spec, parse_assignments
 
@@ -46,26 +47,31 @@ def token_axis(spec, root):
                        "'tokens'); bind its sizes with --size")
 
 
-def _solve_tokens(axis, env, tokens: int, symbols):
-    """The binding of the one free symbol of ``axis.size`` that makes it ``tokens``."""
-    expr = env.subs(axis.size)
-    free = sorted((s for s in expr.free_symbols if s in set(symbols)), key=lambda s: s.uid)
-    if not free:
-        if expr != tokens:
-            raise BindingError(f"--tokens {tokens}: the token axis {axis.label} already has "
-                               f"{sympy.sstr(expr)} positions at this binding")
-        return {}
-    if len(free) > 1:
+def _solve_tokens(axis, env, tokens: int, given: set):
+    """The binding of one size symbol of ``axis.size`` that makes it ``tokens``: the one not
+    given with ``--size``, preferring a size the spec states no released value for (``b`` in
+    ``x = a*b``); the others keep their values."""
+    free = sorted((s for s in axis.size.free_symbols if s not in given), key=lambda s: s.uid)
+    open_ = [s for s in free if getattr(s, "default", None) is None]
+    pick = open_ if len(open_) == 1 else free
+    if len(pick) != 1:
+        names = ", ".join(s.label for s in free) or "none"
+        raise BindingError(f"--tokens {tokens}: cannot tell which size of the token axis "
+                           f"{axis.label} = {sympy.sstr(axis.size)} to solve for (candidates: "
+                           f"{names}); give the others with --size")
+    target = pick[0]
+    rest = env.subs(axis.size.xreplace({target: sympy.Dummy("t")}))
+    expr = rest.xreplace({d: target for d in rest.atoms(sympy.Dummy)})
+    if expr.free_symbols - {target}:
         raise BindingError(f"--tokens {tokens}: the token axis size {sympy.sstr(expr)} has "
-                           f"several free sizes ({', '.join(s.label for s in free)}); give "
-                           "them with --size")
-    sol = sympy.solve(sympy.Eq(expr, tokens), free[0])
+                           "other unbound sizes; give them with --size")
+    sol = sympy.solve(sympy.Eq(expr, tokens), target)
     ok = [v for v in sol if v.is_Integer and v > 0]
     if not ok:
         raise BindingError(f"--tokens {tokens}: {axis.label} = {sympy.sstr(axis.size)} cannot "
-                           f"be {tokens} with a positive integer {free[0].label} (got "
-                           f"{', '.join(sympy.sstr(v) for v in sol) or 'no solution'})")
-    return {free[0]: int(ok[0])}
+                           f"be {tokens} with a positive integer {target.label} (solution: "
+                           f"{', '.join(sympy.sstr(v) for v in sol) or 'none'})")
+    return {target: int(ok[0])}
 
 
 def _value(expr, env):
@@ -153,7 +159,8 @@ def run(args) -> int:
         if args.tokens < 1:
             raise BindingError(f"--tokens {args.tokens}: the token count must be at least 1")
         axis = token_axis(spec, root)
-        env = env.with_values(_solve_tokens(axis, env, args.tokens, spec.symbols.values()))
+        given = {s for k in sizes for s in match(spec.symbols.values(), k)}
+        env = env.with_values(_solve_tokens(axis, env, args.tokens, given))
     memo = block_costs(root)
     rows = []
     base = len(site.titles) - 1 if site else 0
