@@ -232,6 +232,7 @@ class Cost:
     activated: sympy.Expr = ZERO
     lookups: sympy.Expr = ZERO
     flops: sympy.Expr = ZERO
+    matmul_flops: sympy.Expr = ZERO
     weight_bytes: tuple[tuple[str, sympy.Expr], ...] = tuple((f, ZERO) for f in FORMATS)
     natural_bytes: sympy.Expr = ZERO
     arrays: tuple[ArrayCost, ...] = ()
@@ -244,7 +245,7 @@ class Cost:
         wb = tuple((f, a + b) for (f, a), (_, b) in zip(self.weight_bytes, other.weight_bytes))
         return Cost(self.learned + other.learned, self.fixed + other.fixed,
                     self.activated + other.activated, self.lookups + other.lookups,
-                    self.flops + other.flops, wb, self.natural_bytes + other.natural_bytes,
+                    self.flops + other.flops, self.matmul_flops + other.matmul_flops, wb, self.natural_bytes + other.natural_bytes,
                     self.arrays + other.arrays, self.state + other.state,
                     self.params + other.params, self.partial or other.partial, self.tokens)
 
@@ -267,7 +268,8 @@ class Cost:
         wb = tuple((f, r * b) for f, b in self.weight_bytes)
         return replace(self, learned=r * self.learned, fixed=r * self.fixed,
                        activated=r * self.activated, lookups=r * self.lookups,
-                       flops=r * self.flops, weight_bytes=wb,
+                       flops=r * self.flops, matmul_flops=r * self.matmul_flops,
+                       weight_bytes=wb,
                        natural_bytes=r * self.natural_bytes,
                        state=tuple(replace(s, count=r * s.count) for s in self.state),
                        params=tuple(replace(p, count=r * p.count) for p in self.params))
@@ -279,6 +281,7 @@ class Cost:
         d = _prod(_work(a) for a in degree)
         other = _prod(a.size for a in degree if not is_token_axis(a))
         return replace(self, lookups=d * self.lookups, flops=d * self.flops,
+                       matmul_flops=d * self.matmul_flops,
                        arrays=tuple(replace(a, axes=degree + a.axes) for a in self.arrays),
                        state=tuple(replace(s, slice=other * s.slice) for s in self.state))
 
@@ -401,8 +404,20 @@ def _leaf(b: Broadcasted) -> Cost:
         else:
             activated += n
     flops = _prod(_work(a) for a in deg) * _flops(b)
-    return Cost(learned, fixed, activated, lookups, flops, tuple((f, wb[f]) for f in FORMATS),
+    mm = flops if _is_contraction(b) else ZERO
+    return Cost(learned, fixed, activated, lookups, flops, mm, tuple((f, wb[f]) for f in FORMATS),
                 nat, _outputs(b), _state(b), tuple(params))
+
+
+def _is_contraction(b: Broadcasted) -> bool:
+    """A ``Linear`` with an input, or an ``Einops`` with a group summed over two or more
+    operands: the work a matrix multiply does."""
+    op = b.operator
+    if isinstance(op, Linear):
+        return bool(b.input_weaves)
+    if isinstance(op, Einops):
+        return len(b.input_weaves) >= 2 and any(op.signature)
+    return False
 
 
 def _target_work(w) -> sympy.Expr:
