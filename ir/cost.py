@@ -96,21 +96,44 @@ def format_name(text: str) -> str:
     return key
 
 
-def weight_bytes(shape: tuple, fmt: str) -> sympy.Expr:
-    """Bytes of a real array of ``shape`` held in weight format ``fmt``."""
+def weight_bytes(shape: tuple, fmt: str, lead: int = 0) -> sympy.Expr:
+    """Bytes of a real array of ``shape`` held in weight format ``fmt``. Block scales group
+    runs of 32 along the grouped run (:func:`scale_layout`): the ``lead`` leading axes
+    flattened when ``lead`` > 0 (a ``Linear`` weight's input axes, the axes it contracts), else
+    the trailing axis; a partial last group still takes a scale."""
     n = sympy.Mul(*shape) if shape else ONE
     if fmt == "float32":
         return 4 * n
     if fmt == "bfloat16":
         return 2 * n
-    last = shape[-1] if shape else ONE
-    rows = sympy.Mul(*shape[:-1]) if len(shape) > 1 else ONE
-    scales = rows * sympy.ceiling(last / 32)
+    rows, run = scale_layout(shape, lead)
+    scales = rows * sympy.ceiling(run / 32)
     if fmt == "mxfp8":
         return n + scales
     if fmt == "mxfp4":
-        return rows * sympy.ceiling(last / 2) + scales
+        return rows * sympy.ceiling(run / 2) + scales
     raise ValueError(f"unknown weight format {fmt!r}")
+
+
+def scale_layout(shape: tuple, lead: int = 0) -> tuple:
+    """(rows, run): the array seen as ``rows`` independent runs of ``run`` values that block
+    scales group: the ``lead`` leading axes flattened (``lead`` > 0), else the trailing axis."""
+    shape = tuple(shape)
+    if not shape:
+        return ONE, ONE
+    if 0 < lead < len(shape):
+        return _prod(shape[lead:]), _prod(shape[:lead])
+    if lead >= len(shape):
+        return ONE, _prod(shape)
+    return _prod(shape[:-1]), shape[-1]
+
+
+def weight_lead(b: Broadcasted, role: str) -> int:
+    """How many leading axes of a parameter of ``b`` block scales group along: a ``Linear``
+    weight's input target axes (the axes it contracts); 0 (the trailing axis) otherwise."""
+    if role == "weight" and isinstance(b.operator, Linear):
+        return sum(len(w.target) for w in b.input_weaves)
+    return 0
 
 
 def element_bytes(dt: Datatype) -> sympy.Expr:
@@ -393,8 +416,9 @@ def _leaf(b: Broadcasted) -> Cost:
         if kind(dt) == "natural":
             nat += 8 * n
         else:
+            lead = weight_lead(b, role)
             for f in FORMATS:
-                wb[f] += weight_bytes(shape, f)
+                wb[f] += weight_bytes(shape, f, lead)
         if role == "table":
             row = _prod(a.size for a in b.output_weaves[0].target)
             lookups += _prod(_work(a) for a in deg) * row
@@ -528,5 +552,6 @@ def _lookback(rx: Morphism) -> sympy.Expr | None:
 
 
 __all__ = ["FORMATS", "ArrayCost", "Cost", "ParamCost", "StateCost", "block_costs", "cost", "element_bytes",
-           "format_name", "formula_ops", "is_token_axis", "tokens_of", "weight_bytes",
+           "format_name", "formula_ops", "is_token_axis", "scale_layout", "tokens_of",
+           "weight_bytes", "weight_lead",
            "with_tokens"]

@@ -297,3 +297,9 @@ def test_contraction_flops_match_torch_flop_counter(spec, title):
     if title == "Routed Experts":
         want = want.subs(sym(spec, "k"), sym(spec, "e"))
     assert counter.get_total_flops() == env.subs(want)
+
+
+def test_weight_bytes_group_along_contracted_axes():
+    # a Linear weight [in=70, out=3]: scales group its 70 input positions, per output
+    assert weight_bytes((70, 3), "mxfp8", lead=1) == 3 * 70 + 3 * 3
+    assert weight_bytes((2, 35, 3), "mxfp4", lead=2) == 3 * 35 + 3 * 3
