@@ -11,6 +11,7 @@ import sys
 import time
 
 import numpy as np
+from ncdc.interpreter.storage_policy import add_weights_arg, weights_params
 from ncdc.ir.errors import EvaluationError
 
 from ncdc.preflight import add_memory_arg, require
@@ -46,6 +47,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
     add_memory_arg(p)
+    add_weights_arg(p)
     p.set_defaults(run=run)
 
 
@@ -110,6 +112,8 @@ def run(args) -> int:
             f"the complete leading part of the model ({len(morphism.content)} items)"
     require(morphism, env, command="eval", max_memory=args.max_memory)
     params = load_params(args.params) if args.params else None
+    params, stored = weights_params(morphism, env, params, args.weights, seed=args.seed,
+                                    stand_in=args.stand_in)
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
                                  stand_in=args.stand_in, seed=args.seed)
     if args.save_params:
@@ -166,6 +170,9 @@ def run(args) -> int:
         print(f"  out{k}: {row['type']} shape={tuple(row['shape'])} {row['dtype']} "
               f"live={row['live']:.3f}  {stats}")
     print(f"  time: {elapsed * 1e3:.1f} ms")
+    if stored:
+        print(f"  weights held in storage formats: {len(stored)} array(s), "
+              f"{sum(b for _, _, b in stored):,} bytes")
     for key in run_.params.computed:
         print(f"  computed by rule: {key}")
     for key in run_.stand_ins:
