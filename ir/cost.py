@@ -367,8 +367,7 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
         return replace(total, params=named).repeated(m.tag.repetition)
     if isinstance(m, Broadcasted):
         if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
-            own = Cost(arrays=_outputs(m))
-            return own + total.lifted(m.degree)
+            return total.lifted(m.degree)  # its outputs are its body's, lifted
         return _leaf(m)
     return total
 

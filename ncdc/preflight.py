@@ -203,6 +203,23 @@ def require(morphism, env: Env, *, command: str, max_memory: str | int | None = 
     return est
 
 
+def require_each(morphisms, env: Env, *, command: str, max_memory: str | int | None = None,
+                 torch_bytes: int | None = None) -> Estimate | None:
+    """:func:`require` for a command that runs ``morphisms`` one after the other: the largest
+    estimate decides."""
+    if isinstance(max_memory, str):
+        max_memory = parse_size(max_memory)
+    ests = [estimate(m, env, torch_bytes=torch_bytes) for m in morphisms]
+    known = [e for e in ests if e is not None]
+    if not known:
+        return None
+    worst = max(known, key=lambda e: e.total)
+    avail = (2**63, "NCDC_NO_PREFLIGHT=1") if os.environ.get("NCDC_NO_PREFLIGHT") == "1" \
+        else None
+    check_budget(worst, command=command, max_memory=max_memory, available=avail)
+    return worst
+
+
 def add_memory_arg(p) -> None:
     """The ``--max-memory`` option of every command that allocates."""
     p.add_argument("--max-memory", default=None, metavar="SIZE",
@@ -211,4 +228,5 @@ def add_memory_arg(p) -> None:
 
 
 __all__ = ["OVERHEAD", "Estimate", "Item", "MemoryBudgetError", "add_memory_arg",
-           "available_memory", "check_budget", "estimate", "human", "parse_size", "require"]
+           "available_memory", "check_budget", "estimate", "human", "parse_size", "require",
+           "require_each"]

@@ -303,3 +303,15 @@ def test_weight_bytes_group_along_contracted_axes():
     # a Linear weight [in=70, out=3]: scales group its 70 input positions, per output
     assert weight_bytes((70, 3), "mxfp8", lead=1) == 3 * 70 + 3 * 3
     assert weight_bytes((2, 35, 3), "mxfp4", lead=2) == 3 * 35 + 3 * 3
+
+
+def test_cli_cost_huge_repetition(tmp_path, transformer_json, capsys):
+    path = tmp_path / "rep.json"
+    path.write_text(json.dumps(_with_repetition(transformer_json, 10**12)))
+    t0 = time.perf_counter()
+    rc, out, _ = run(capsys, "cost", str(path), "--preset", "tiny", "--json")
+    assert rc == 0 and time.perf_counter() - t0 < 10
+    doc = json.loads(out)
+    assert doc["total"]["learned"]["value"] > 10**12
+    rc, _, err = run(capsys, "eval", str(path), "--preset", "tiny")
+    assert rc == 1 and "nothing was allocated" in err and "x1000000000000 iterations" in err

@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ncdc.preflight import add_memory_arg, require
+from ncdc.preflight import add_memory_arg, require_each
 
 from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
 
@@ -61,9 +61,8 @@ def run(args) -> int:
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     todo = targets(spec, args)
-    for _, m, _ in todo:
-        require(m, binding.env, command="check", max_memory=args.max_memory,
-                torch_bytes=8 if args.dtype == "float64" else 4)
+    require_each([m for _, m, _ in todo], binding.env, command="check",
+                 max_memory=args.max_memory, torch_bytes=8 if args.dtype == "float64" else 4)
     cache = ModuleCache()
     results = []
     t0 = time.perf_counter()
