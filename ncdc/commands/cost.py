@@ -16,6 +16,7 @@ from ncdc.ir.walk import walk
 from ncdc.spec.bindings import match
 
 from .common import add_size_args, add_spec_args, emit_json, load_spec, parse_assignments
+from .show import note_unbound
 
 
 def add_parser(sub) -> None:
@@ -78,7 +79,7 @@ def _value(expr, env):
     """An int or float at the binding, or the formula text where a size is unbound."""
     val = env.subs(expr)
     if val.free_symbols:
-        return sympy.sstr(val)
+        return sympy.sstr(sympy.N(sympy.expand(val), 6))
     if val.is_Integer:
         return int(val)
     return float(val)
@@ -133,8 +134,25 @@ def summarise(c, env, fmt: str, formulas: bool = True) -> dict:
     return out
 
 
+def _degree(term) -> float:
+    """Total degree of a monomial in its symbols (1/b has -1); constants 0."""
+    return float(sum(e for base, e in term.as_powers_dict().items() if base.free_symbols))
+
+
 def _si(v, unit: str = "") -> str:
+    """A number with an SI prefix; a formula (unbound sizes) by its leading term for large
+    sizes, ``+...`` marking the rest."""
     if isinstance(v, str):
+        try:
+            terms = sympy.Add.make_args(sympy.sympify(v))
+        except (sympy.SympifyError, TypeError, ValueError):
+            terms = ()
+        if terms:
+            lead = max(terms, key=lambda t: (_degree(t), abs(float(t.as_coeff_Mul()[0]))))
+            coeff, rest = lead.as_coeff_Mul()
+            text = _si(float(coeff), unit) if rest == 1 else \
+                f"{_si(float(coeff), unit)}*{sympy.sstr(rest)}"
+            return text + ("+..." if len(terms) > 1 else "")
         return v if len(v) <= 14 else v[:11] + "..."
     v = float(v)
     for scale, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -186,6 +204,9 @@ def run(args) -> int:
                    "weights": fmt, "rules": "ir/cost.py (module docstring)",
                    "blocks": rows, "total": whole})
         return 0
+    if args.tokens is None:
+        note_unbound(spec, binding, preset, "array sizes (per-token figures show their "
+                     "leading term; --tokens N binds them)")
     _print(rows, whole, fmt, root is spec.data and spec.truncated)
     return 0
 
