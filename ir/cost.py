@@ -211,10 +211,17 @@ class ParamCost:
     learned: bool
     count: sympy.Expr = ONE
     block: str | None = None
+    lead: int = 0
 
     @property
     def elements(self) -> sympy.Expr:
         return _prod(self.shape)
+
+    def bytes_at(self, fmt: str) -> sympy.Expr:
+        """Bytes of all its copies held in weight format ``fmt`` (naturals: 8 per element)."""
+        if kind(self.datatype) == "natural":
+            return 8 * self.count * self.elements
+        return self.count * weight_bytes(self.shape, format_name(fmt), self.lead)
 
     @property
     def name(self) -> str:
@@ -407,7 +414,8 @@ def _leaf(b: Broadcasted) -> Cost:
     for role, shape, _labels, dt, is_learned in roles:
         n = _prod(shape)
         label = (b.operator.label or type(b.operator).__name__) + "." + role
-        params.append(ParamCost(label, b.path + ".operator", tuple(shape), dt, is_learned))
+        params.append(ParamCost(label, b.path + ".operator", tuple(shape), dt, is_learned,
+                                lead=weight_lead(b, role)))
         if not is_learned:
             fixed += n
             continue

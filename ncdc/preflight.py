@@ -114,11 +114,15 @@ def _width(dt, base: int) -> int:
     return 8 if k == "natural" else 2 * base if k == "complex" else base
 
 
-def estimate(morphism, env: Env, *, torch_bytes: int | None = None,
-             c: Cost | None = None) -> Estimate | None:
+def estimate(morphism, env: Env, *, torch_bytes: int | None = None, c: Cost | None = None,
+             held=None) -> Estimate | None:
     """The peak memory of interpreting ``morphism`` under ``env`` (and, with ``torch_bytes``,
     of also running a generated module whose floats are that wide); None when a size is
-    unbound (the command then reports the binding error itself)."""
+    unbound (the command then reports the binding error itself).
+
+    ``held`` models a runtime that keeps learned weights in a storage format and dequantises
+    at use instead of holding float64 copies: a format name for every learned real array, or
+    a function from :class:`ir.cost.ParamCost` to a format name (or None: float64)."""
     c = c if c is not None else cost(morphism)
     items: list[Item] = []
     params = biggest = 0
@@ -129,6 +133,9 @@ def estimate(morphism, env: Env, *, torch_bytes: int | None = None,
         one = n * _width(p.datatype, 8)
         each = _width(p.datatype, 8) + (_width(p.datatype, torch_bytes) if torch_bytes else 0)
         total = count * n * each
+        fmt = (held(p) if callable(held) else held) if p.learned else None
+        if fmt is not None and kind(p.datatype) == "real":
+            total = _num(p.bytes_at(fmt), env)
         params += total
         biggest = max(biggest, one)
         items.append(_param_item(p, env, total))

@@ -113,3 +113,15 @@ def test_estimate_bounds_the_measured_peak(spec, preset, sizes, block):
     assert est.total >= peak
     if preset == "medium":  # arrays dominate: they alone bound the peak, within a factor 3
         assert peak <= est.total - OVERHEAD <= 3 * peak
+
+
+def test_held_weights_count_at_their_format(spec):
+    env = spec.bind("released", {"b": 4}).env
+    m = spec.block("Routed Experts")
+    dense = estimate(m, env)
+    fp8 = estimate(m, env, held="mxfp8")
+    fp4 = estimate(m, env, held=lambda p: "mxfp4" if "Routed" in p.name else None)
+    bank = 5120 * 384 * 2304
+    assert dense.params == 3 * bank * 8  # float64
+    assert fp8.params == 3 * (bank + bank // 32)  # E4M3 + a UE8M0 per 32
+    assert fp4.params == 3 * (bank // 2 + bank // 32)  # packed E2M1 + the same scales
