@@ -54,22 +54,38 @@ def parse_size(text: str) -> int:
     return value
 
 
-def available_memory() -> tuple[int, str] | None:
-    """(bytes, where the figure comes from) of the memory available to a new allocation."""
+def available_memory(meminfo: str = "/proc/meminfo",
+                     cgroup: str = "/sys/fs/cgroup") -> tuple[int, str] | None:
+    """(bytes, where the figure comes from) of the memory available to a new allocation: psutil's
+    figure when psutil is installed, else ``MemAvailable`` of ``meminfo``; lowered to what a
+    cgroup v2 limit leaves (``memory.max - memory.current``) when one is set. None if unknown."""
+    found: list[tuple[int, str]] = []
     try:
         import psutil  # optional
     except ImportError:
         psutil = None
     if psutil is not None:
-        return int(psutil.virtual_memory().available), "psutil available memory"
+        found.append((int(psutil.virtual_memory().available), "psutil available memory"))
+    else:
+        try:
+            with open(meminfo, encoding="ascii") as fh:
+                for line in fh:
+                    if line.startswith("MemAvailable:"):
+                        found.append((int(line.split()[1]) * 1024,
+                                      f"MemAvailable in {meminfo}"))
+                        break
+        except (OSError, ValueError, IndexError):
+            pass
     try:
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024, "MemAvailable in /proc/meminfo"
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
+        with open(os.path.join(cgroup, "memory.max"), encoding="ascii") as fh:
+            limit = fh.read().strip()
+        with open(os.path.join(cgroup, "memory.current"), encoding="ascii") as fh:
+            used = int(fh.read().strip())
+        if limit != "max":
+            found.append((max(int(limit) - used, 0), f"cgroup limit in {cgroup}"))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
 
 
 def human(n: float) -> str:

@@ -125,3 +125,20 @@ def test_held_weights_count_at_their_format(spec):
     assert dense.params == 3 * bank * 8  # float64
     assert fp8.params == 3 * (bank + bank // 32)  # E4M3 + a UE8M0 per 32
     assert fp4.params == 3 * (bank // 2 + bank // 32)  # packed E2M1 + the same scales
+
+
+def test_available_memory_reads_meminfo_and_cgroup(tmp_path):
+    from ncdc.preflight import available_memory
+
+    mi = tmp_path / "meminfo"
+    mi.write_text("MemTotal: 100 kB\nMemAvailable:  2048 kB\n")
+    got = available_memory(str(mi), str(tmp_path / "none"))
+    if "psutil" not in got[1]:
+        assert got == (2048 * 1024, f"MemAvailable in {mi}")
+    cg = tmp_path / "cg"
+    cg.mkdir()
+    (cg / "memory.max").write_text("1000000\n")
+    (cg / "memory.current").write_text("400000\n")
+    assert available_memory(str(mi), str(cg)) == (600000, f"cgroup limit in {cg}")
+    (cg / "memory.max").write_text("max\n")
+    assert available_memory(str(mi), str(cg))[0] >= 0
