@@ -1,11 +1,11 @@
 """Weight storage formats: a policy mapping parameter keys to formats, and the encoding of a
 float array into one (and back).
 
-Formats (``ir.cost.FORMATS``): ``float32``, ``bfloat16``, ``mxfp8`` (E4M3 elements and one
+Formats (``ir.weight_formats.FORMATS``): ``float32``, ``bfloat16``, ``mxfp8`` (E4M3 elements and one
 UE8M0 scale per 32 consecutive values) and ``mxfp4`` (E2M1 elements packed two to a byte, low
 nibble first, with the same scales). Block scales group runs along the axes a ``Linear`` weight
 contracts (its input axes, flattened), along the trailing axis for every other array
-(:func:`ir.cost.scale_layout`); a run whose length is not a multiple of 32 ends in a partial
+(:func:`ir.weight_formats.scale_layout`); a run whose length is not a multiple of 32 ends in a partial
 group. The scale of a group is DeepSeek's recipe, the one the spec's "Cast to MXFP8" blocks
 state: ``2^ceil(log2(max(amax, 1e-4) / M))`` with ``M`` the element format's largest value (448,
 6), so no element saturates. Element codes are ml_dtypes' own round-to-nearest-even conversions
@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
-from ncdc.ir.cost import FORMATS, format_name, weight_lead
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import EvaluationError
+from ncdc.ir.weight_formats import FORMATS, format_name, weight_lead
 
 ELEMENT = {"mxfp8": (ml_dtypes.float8_e4m3fn, 448.0), "mxfp4": (ml_dtypes.float4_e2m1fn, 6.0)}
 GROUP = 32
@@ -124,7 +124,7 @@ class Stored:
 
 
 def _layout(shape, lead) -> tuple[int, int]:
-    """(rows, run) as ints, by the rule of :func:`ir.cost.scale_layout`."""
+    """(rows, run) as ints, by the rule of :func:`ir.weight_formats.scale_layout`."""
     if not shape:
         return 1, 1
     if 0 < lead < len(shape):

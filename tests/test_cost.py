@@ -315,3 +315,11 @@ def test_cli_cost_huge_repetition(tmp_path, transformer_json, capsys):
     assert doc["total"]["learned"]["value"] > 10**12
     rc, _, err = run(capsys, "eval", str(path), "--preset", "tiny")
     assert rc == 1 and "nothing was allocated" in err and "x1000000000000 iterations" in err
+
+
+def test_every_operator_has_a_flop_rule():
+    from ncdc.ir.cost_rules import FLOP_RULES
+    from ncdc.ir.operators import ALL_OPERATORS
+
+    missing = [c.__name__ for c in ALL_OPERATORS if c not in FLOP_RULES]
+    assert not missing, f"operators without a FLOP rule (ir/cost_rules.py): {missing}"
