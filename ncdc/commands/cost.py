@@ -2,7 +2,7 @@
 sizes and as numbers at the binding: learned elements, elements activated per token, weight
 bytes at a storage format (float32, bfloat16, mxfp8, mxfp4), FLOPs per token, the largest array
 one call materialises, and the state a decoder keeps (look-back windows). The counting rules are
-stated in ``ir/cost.py``. Each block's figures are for one call of that block; "per token"
+stated in ``ir/cost.py``, ``ir/cost_rules.py`` (FLOPs) and ``ir/weight_formats.py`` (bytes). Each block's figures are for one call of that block; "per token"
 divides by the token count of its domain (a block that runs per token is its own call).
 """
 from __future__ import annotations
@@ -116,6 +116,7 @@ def summarise(c, env, fmt: str, formulas: bool = True) -> dict:
         "weights": fmt,
         "flops_per_token": _quantity(c.flops_per_token),
         "flops_per_call": _quantity(c.flops),
+        "contraction_flops_per_token": _quantity(c.matmul_flops / c.tokens),
         "tokens_per_call": _quantity(c.tokens),
         "largest_array": None if largest is None else {
             "operator": largest.label, "json_path": largest.path,
@@ -201,7 +202,7 @@ def run(args) -> int:
     whole = summarise(total, env, fmt)
     if args.json:
         emit_json({"source": spec.source, "preset": preset, "tokens": args.tokens,
-                   "weights": fmt, "rules": "ir/cost.py (module docstring)",
+                   "weights": fmt, "rules": "ir/cost.py, ir/cost_rules.py, ir/weight_formats.py",
                    "blocks": rows, "total": whole})
         return 0
     if args.tokens is None:
@@ -248,7 +249,7 @@ def _print(rows, whole, fmt: str, truncated: bool) -> None:
         print(f"  decoder state           {_si(s['bytes']['value'], 'B')}: {s['operator']} keeps "
               f"{s['per_token']['value']} x {s['datatype']} per token for "
               f"{s['window']['value']} - 1 tokens")
-    print("  (counting rules: ir/cost.py)")
+    print("  (counting rules: ir/cost.py, ir/cost_rules.py, ir/weight_formats.py)")
 
 
 def _fmt_int(v) -> str:
