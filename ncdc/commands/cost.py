@@ -103,7 +103,7 @@ def summarise(c, env, fmt: str, formulas: bool = True) -> dict:
     def _quantity(expr) -> dict:
         out = {"value": _value(expr, env)}
         if formulas:
-            out["formula"] = sympy.sstr(expr)
+            out["formula"] = sympy.sstr(sympy.expand(expr))
         return out
 
     largest = max(c.arrays, key=lambda a: _rank(a.bytes, env), default=None)
