@@ -91,7 +91,8 @@ class ArrayCost:
 @dataclass(frozen=True)
 class ParamCost:
     """One learned or fixed array of an operator, ``count`` times (iterations of a repeated
-    block); ``block`` is the title of the nearest enclosing block."""
+    block); ``block`` is the title of the nearest enclosing block, ``lead`` how many leading
+    axes its block scales group along, ``active`` the elements one token reads."""
 
     label: str
     path: str
@@ -101,6 +102,7 @@ class ParamCost:
     count: sympy.Expr = ONE
     block: str | None = None
     lead: int = 0
+    active: sympy.Expr = ONE  # elements one token reads (k of e experts, one table row)
 
     @property
     def elements(self) -> sympy.Expr:
@@ -296,8 +298,16 @@ def _leaf(b: Broadcasted) -> Cost:
     for role, shape, _labels, dt, is_learned in roles:
         n = prod(shape)
         label = (b.operator.label or type(b.operator).__name__) + "." + role
+        if role == "table":  # a token reads rows of it
+            row = prod(a.size for a in b.output_weaves[0].target)
+            active = row
+        elif role == "weight" and isinstance(b.operator, Linear):
+            axes = [a for w in b.input_weaves for a in w.target] + list(b.output_weaves[0].target)
+            active = prod(work(a) for a in axes)
+        else:
+            active = n
         params.append(ParamCost(label, b.path + ".operator", tuple(shape), dt, is_learned,
-                                lead=weight_lead(b, role)))
+                                lead=weight_lead(b, role), active=active))
         if not is_learned:
             fixed += n
             continue
@@ -309,13 +319,9 @@ def _leaf(b: Broadcasted) -> Cost:
             for f in FORMATS:
                 wb[f] += weight_bytes(shape, f, lead)
         if role == "table":
-            row = prod(a.size for a in b.output_weaves[0].target)
             lookups += prod(work(a) for a in deg) * row
-        elif role == "weight" and isinstance(b.operator, Linear):
-            axes = [a for w in b.input_weaves for a in w.target] + list(b.output_weaves[0].target)
-            activated += prod(work(a) for a in axes)
         else:
-            activated += n
+            activated += active
     done = prod(work(a) for a in deg) * flops(b)
     mm = done if is_contraction(b) else ZERO
     return Cost(learned, fixed, activated, lookups, done, mm, tuple((f, wb[f]) for f in FORMATS),

@@ -138,7 +138,8 @@ def estimate(morphism, env: Env, *, torch_bytes: int | None = None, c: Cost | No
 
     ``held`` models a runtime that keeps learned weights in a storage format and dequantises
     at use instead of holding float64 copies: a format name for every learned real array, or
-    a function from :class:`ir.cost.ParamCost` to a format name (or None: float64)."""
+    a function from :class:`ir.cost.ParamCost` to a format name (or None: float64). The
+    temporary of such an array is then the part one token reads, dequantised to float32."""
     c = c if c is not None else cost(morphism)
     items: list[Item] = []
     params = biggest = 0
@@ -152,6 +153,7 @@ def estimate(morphism, env: Env, *, torch_bytes: int | None = None, c: Cost | No
         fmt = (held(p) if callable(held) else held) if p.learned else None
         if fmt is not None and kind(p.datatype) == "real":
             total = _num(p.bytes_at(fmt), env)
+            one = 4 * (_num(p.active, env) or 0)  # dequantised at use, a token's part
         params += total
         biggest = max(biggest, one)
         items.append(_param_item(p, env, total))
