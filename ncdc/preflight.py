@@ -201,16 +201,17 @@ def check_budget(est: Estimate | None, *, command: str, max_memory: int | None =
     if not over:
         return
     why = min(over)[1]
-    lines = [(f"{command} would need about {human(est.total)} but the limit is {why}; nothing "
-              f"was allocated. Estimate: parameters {human(est.params)}, largest arrays while "
-              f"running {human(est.activations)}. Largest:")]
-    for it in est.largest(3):
-        dims = "x".join(str(d) for d in it.shape) or "scalar"
-        lines.append(f"  {it.what} [{dims}]: {human(it.bytes)}")
-    lines.append("Shrink it: fewer tokens (--size b=N), a smaller preset (--preset medium or "
-                 "tiny), or one block (--block B); or raise --max-memory if the machine has the "
-                 "memory.")
-    raise MemoryBudgetError("\n".join(lines))
+    largest = "; ".join(f"{it.what} [{'x'.join(str(d) for d in it.shape) or 'scalar'}] "
+                        f"{human(it.bytes)}" for it in est.largest(3))
+    message = (f"{command} would need about {human(est.total)} but the limit is {why}; nothing "
+               f"was allocated (parameters {human(est.params)}, arrays while running "
+               f"{human(est.activations)}). Largest: {largest}. Shrink it: "
+               + ("one block (--block B), a smaller preset (--preset medium or tiny) or "
+                  "fewer tokens (--size b=N)" if est.params >= est.activations else
+                  "fewer tokens (--size b=N), a smaller preset (--preset medium or tiny) or "
+                  "one block (--block B)")
+               + "; or raise --max-memory if the machine has the memory.")
+    raise MemoryBudgetError(message)
 
 
 def require(morphism, env: Env, *, command: str, max_memory: str | int | None = None,
