@@ -91,8 +91,9 @@ class ArrayCost:
 @dataclass(frozen=True)
 class ParamCost:
     """One learned or fixed array of an operator, ``count`` times (iterations of a repeated
-    block); ``block`` is the title of the nearest enclosing block, ``lead`` how many leading
-    axes its block scales group along, ``active`` the elements one token reads."""
+    block); ``titles`` are the titles of the blocks around it up to the costed root (like a
+    parameter key of :mod:`ir.params`, without its ``~k`` and ``@i`` marks), ``lead`` how many
+    leading axes its block scales group along, ``active`` the elements one token reads."""
 
     label: str
     path: str
@@ -100,7 +101,7 @@ class ParamCost:
     datatype: Datatype
     learned: bool
     count: sympy.Expr = ONE
-    block: str | None = None
+    titles: tuple[str, ...] = ()
     lead: int = 0
     active: sympy.Expr = ONE  # elements one token reads (k of e experts, one table row)
 
@@ -116,7 +117,7 @@ class ParamCost:
 
     @property
     def name(self) -> str:
-        return f"{self.block}/{self.label}" if self.block else self.label
+        return "/".join(self.titles + (self.label,))
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,7 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
     if isinstance(m, Truncated):
         return replace(total, partial=True)
     if isinstance(m, Block):
-        named = tuple(p if p.block else replace(p, block=m.title) for p in total.params)
+        named = tuple(replace(p, titles=(m.title,) + p.titles) for p in total.params)
         return replace(total, params=named).repeated(m.tag.repetition)
     if isinstance(m, Broadcasted):
         if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):

@@ -323,3 +323,15 @@ def test_every_operator_has_a_flop_rule():
 
     missing = [c.__name__ for c in ALL_OPERATORS if c not in FLOP_RULES]
     assert not missing, f"operators without a FLOP rule (ir/cost_rules.py): {missing}"
+
+
+def test_cli_cost_weight_policy_total(capsys):
+    rc, out, _ = run(capsys, "cost", "--json", "--weights", "*/Routed Experts/*=mxfp4",
+                     "--weights", "*.table=mxfp8", "--weights", "bf16")
+    assert rc == 0
+    got = json.loads(out)["total"]["policy_bytes"]["value"]
+    bank = 5120 * 384 * 2304  # each a Linear [in, k/e, out]: scales along the 5120 or 2304 inputs
+    routed = 3 * (bank // 2 + bank // 32)
+    tables = sum(n * d + n * (d // 32) for n, d in ((129280, 5120), (384006168, 256)))
+    rest = 112_879_311_088 - 3 * bank - 129280 * 5120 - 384006168 * 256
+    assert got == routed + tables + 2 * rest

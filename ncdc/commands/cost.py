@@ -8,8 +8,9 @@ divides by the token count of its domain (a block that runs per token is its own
 from __future__ import annotations
 
 import sympy
-from ncdc.ir.cost import FORMATS, block_costs, domain, format_name, is_token_axis, with_tokens
-from ncdc.ir.errors import BindingError, SpecError
+from ncdc.interpreter.storage_policy import StoragePolicy
+from ncdc.ir.cost import FORMATS, block_costs, domain, is_token_axis, with_tokens
+from ncdc.ir.errors import BindingError
 from ncdc.ir.morphisms import Block
 from ncdc.ir.tags import BlockDrawing
 from ncdc.ir.walk import walk
@@ -28,9 +29,11 @@ def add_parser(sub) -> None:
     p.add_argument("--tokens", type=int, default=None, metavar="N",
                    help="bind the token count (solves the token axis size for its free size, "
                         "e.g. b = N/2 for x = a*b)")
-    p.add_argument("--weights", default="bfloat16", metavar="FORMAT",
-                   help=f"storage format of learned weights: {', '.join(FORMATS)} "
-                        "(default bfloat16; --json lists every format)")
+    p.add_argument("--weights", action="append", default=[], metavar="[PATTERN=]FORMAT|FILE",
+                   help=f"storage format of learned weights ({', '.join(FORMATS)}; default "
+                        "bfloat16; --json lists every format): FORMAT for all, PATTERN=FORMAT "
+                        "for the keys `ncdc params` lists that match a glob (first match wins; "
+                        "the total counts them), or a .json/.toml file of rules")
     p.add_argument("--depth", type=int, default=None, help="list this many block levels")
     p.add_argument("--all", action="store_true",
                    help="include annotation blocks (casts, elementwise maps)")
@@ -165,10 +168,9 @@ def _si(v, unit: str = "") -> str:
 def run(args) -> int:
     spec = load_spec(args)
     preset = args.preset or "released"
-    try:
-        fmt = format_name(args.weights)
-    except ValueError as exc:
-        raise SpecError(f"--weights: {exc}") from None
+    policy = StoragePolicy.parse(args.weights)
+    bare = [r.format for r in policy.rules if r.pattern == "*"]
+    fmt = bare[0] if bare else "bfloat16"
     sizes = parse_assignments(args.size, "--size")
     binding = spec.bind(preset, sizes, parse_assignments(args.constant, "--constant"))
     site = spec.site(args.block) if args.block else None
@@ -200,6 +202,11 @@ def run(args) -> int:
                      else "1", **summarise(c, env, fmt, formulas=args.json)})
     total = with_tokens(memo[id(root)], root)
     whole = summarise(total, env, fmt)
+    if policy.rules:
+        held = sum((p.bytes_at(policy.format_for(p.name) or fmt) for p in total.params
+                    if p.learned), sympy.Integer(0))
+        whole["policy_bytes"] = {"value": _value(held, env),
+                                 "rules": [f"{r.pattern}={r.format}" for r in policy.rules]}
     if args.json:
         emit_json({"source": spec.source, "preset": preset, "tokens": args.tokens,
                    "weights": fmt, "rules": "ir/cost.py, ir/cost_rules.py, ir/weight_formats.py",
@@ -239,6 +246,9 @@ def _print(rows, whole, fmt: str, truncated: bool) -> None:
     for f in FORMATS:
         mark = "  <- --weights" if f == fmt else ""
         print(f"  bytes at {f:<14} {_si(w['weight_bytes'][f]['value'], 'B')}{mark}")
+    if "policy_bytes" in w:
+        print(f"  bytes under --weights   {_si(w['policy_bytes']['value'], 'B')} "
+              f"({', '.join(w['policy_bytes']['rules'])}; others {fmt})")
     print(f"  FLOPs per token         {_si(w['flops_per_token']['value'])}")
     la = w["largest_array"]
     if la:
