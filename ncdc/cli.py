@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("validate", "show", "blocks", "params", "graph", "view", "eval", "compile", "check")
+COMMANDS = ("validate", "show", "blocks", "params", "cost", "graph", "view", "eval", "compile", "check")
 
 START = """\
 start with:

@@ -8,6 +8,7 @@ import time
 
 from .common import (
     add_block_arg,
+    add_memory_arg,
     add_quant_arg,
     add_reading_arg,
     add_size_args,
@@ -40,6 +41,7 @@ def add_parser(subparsers) -> None:
                        help="every block site, not only one per distinct body")
     add_size_args(p, default_preset="tiny")
     add_reading_arg(p)
+    add_memory_arg(p)
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do, "
                           "in both the interpreter and the generated module (default: exact)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
@@ -133,6 +135,10 @@ def run(args) -> int:
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env
     todo = targets(spec, args)
+    from ncdc.preflight import require_each
+
+    require_each([m for _, m, _ in todo], binding.env, command="check",
+                 max_memory=args.max_memory, torch_bytes=8 if args.dtype == "float64" else 4)
     cache = ModuleCache()
     rows = []
     t0 = time.perf_counter()

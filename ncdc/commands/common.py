@@ -58,6 +58,22 @@ def add_reading_arg(p) -> None:
                         "(default: faithful)")
 
 
+def add_memory_arg(p) -> None:
+    """``--max-memory``: the memory preflight's limit (see ``ncdc.preflight``)."""
+    p.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="refuse to start when the estimated peak memory exceeds SIZE (e.g. "
+                        "2GiB, 500MB); the machine's available memory is always a limit")
+
+
+def add_weights_arg(p) -> None:
+    """``--weights``: the storage policy of learned weights (see
+    ``ncdc.interpreter.storage_policy``)."""
+    p.add_argument("--weights", action="append", default=[], metavar="FORMAT",
+                   help="hold learned weights in a storage format (float32, bfloat16, mxfp8, "
+                        "mxfp4): FORMAT for every key, PATTERN=FORMAT for keys matching a glob "
+                        "(first match wins; repeatable), or a .json/.toml file of rules")
+
+
 def add_quant_arg(p, help: str) -> None:
     p.add_argument("--quant", choices=("exact", "emulate"), default="exact", metavar="MODE",
                    help=help)

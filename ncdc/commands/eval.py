@@ -7,10 +7,12 @@ import time
 
 from .common import (
     add_block_arg,
+    add_memory_arg,
     add_quant_arg,
     add_reading_arg,
     add_size_args,
     add_spec_args,
+    add_weights_arg,
     bind_from_args,
     emit_json,
     load_spec,
@@ -56,6 +58,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
     add_reading_arg(p)
+    add_memory_arg(p)
+    add_weights_arg(p)
     p.set_defaults(run=run)
 
 
@@ -112,9 +116,11 @@ def _fmt(x) -> str:
 
 def run(args) -> int:
     import numpy as np
+    from ncdc.interpreter.storage_policy import weights_params
     from ncdc.interpreter.weights import load_params, save_params
 
     from ncdc import interpreter
+    from ncdc.preflight import require
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
@@ -126,7 +132,10 @@ def run(args) -> int:
         morphism = spec.model()
         where = "the whole model" if morphism is spec.data else \
             f"the complete leading part of the model ({len(morphism.content)} items)"
+    require(morphism, env, command="eval", max_memory=args.max_memory)
     params = load_params(args.params) if args.params else None
+    params, stored = weights_params(morphism, env, params, args.weights, seed=args.seed,
+                                    stand_in=args.stand_in)
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
                                  stand_in=args.stand_in, seed=args.seed, reading=args.reading)
     if args.save_params:
@@ -184,6 +193,9 @@ def run(args) -> int:
         print(f"  out{k}: {row['type']} shape={tuple(row['shape'])} {row['dtype']} "
               f"live={row['live']:.3f}  {stats}")
     print(f"  time: {elapsed * 1e3:.1f} ms")
+    if stored:
+        print(f"  weights held in storage formats: {len(stored)} array(s), "
+              f"{sum(b for _, _, b in stored):,} bytes")
     for key in run_.params.computed:
         print(f"  computed by rule: {key}")
     for key in run_.stand_ins:
