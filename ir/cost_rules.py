@@ -10,6 +10,9 @@ length (window slots ``w|x`` included: the steady state of a long sequence).
 * ``Einops`` over ``n`` operands: with summed groups ``n`` per term (``n - 1`` products and one
   accumulation: ``2 * MACs`` for two operands), without groups ``n - 1`` per element. Complex
   products count 6, complex additions 2.
+* ``TensorEquation`` with ``n`` factors (arrays and Iverson predicates): ``n`` per term of the
+  sum over every index its factors and result name (``n - 1`` products and one accumulation),
+  plus one per result element for an elementwise operator after the sum.
 * ``Arithmetic``: per element, one per operation of its formula that involves the operand (an
   ``n``-ary sum or product ``n - 1``, every power and function 1; constant parts are folded).
 * ``TypeConvert``: 1 per element; 4 to a block-scaled format (magnitude, group maximum,
@@ -67,6 +70,7 @@ from .operators import (
     WeightedTriangularLower,
     YarnRotary,
 )
+from .operators.tensorlogic import TensorEquation, distinct
 
 ZERO, ONE = sympy.Integer(0), sympy.Integer(1)
 
@@ -153,6 +157,14 @@ def _einops(b):
     if groups:
         return prod(work(a) for a in groups.values()) * ((n - 1) * mul + add)
     return sympy.Integer(max(n - 1, 0) * mul)
+
+
+@flop_rule(TensorEquation)
+def _tensor_equation(b):
+    op = b.operator
+    axes = distinct(tuple(op.lhs_indices) + tuple(a for r in op.refs for a in r.axes))
+    after = ZERO if op.operator is None or isinstance(op.operator, Identity) else _out(b)
+    return prod(work(a) for a in axes) * len(op.rhs) + after
 
 
 @flop_rule(Arithmetic)
