@@ -261,6 +261,9 @@ def test_search_and_keyboard(page):
     assert sel.locator(".title").text_content() == "Expert Gate"
     assert "Expert Gate" in page.locator("#details h2").inner_text().replace("\xa0", " ")
     assert "JSON path" in page.locator("#details").inner_text()
+    # its cost, symbolic without a preset: the gate's weight [e, m] and bias [e]
+    assert "learned elements" in page.locator("#details").inner_text()
+    assert "e*m + e" in page.locator("#details").inner_text()
     # keyboard: → opens the selected block, ← closes it
     before = len(drawn(page))
     page.keyboard.press("ArrowRight")

@@ -315,6 +315,44 @@ def _attach_params(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
                              "learned": p.learned} for p in by_site[nid]]
 
 
+def _cost_text(expr, env: Env | None) -> str:
+    """A cost figure: the number at the binding, else the (expanded) formula."""
+    return size_text(sympy.expand(expr), env)
+
+
+def _attach_costs(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
+    """Give every block node the cost of one call of it (``ir.cost``): learned elements,
+    elements activated per token, FLOPs per token, bfloat16 weight bytes, decoder state."""
+    from ncdc.ir.cost import block_costs, with_tokens
+    from ncdc.ir.walk import walk
+
+    memo = _safe(lambda: block_costs(root), None)
+    if memo is None:
+        return
+    by_path = {}
+    for s in walk(root):
+        if isinstance(s.node, Block):
+            by_path[s.path] = s.node
+    for nid, node in scene_nodes.items():
+        if node["kind"] != "block":
+            continue
+        block = by_path.get(nid) or by_path.get(nid + ".operator.block")
+        c = memo.get(id(block)) if block is not None else None
+        if c is None:
+            continue
+        c = _safe(lambda c=c, block=block: with_tokens(c, block), None)
+        if c is None:
+            continue
+        state = sum((st.bytes for st in c.state), sympy.Integer(0))
+        node["cost"] = {
+            "learned elements": _cost_text(c.learned, env),
+            "activated per token": _cost_text(c.activated_per_token, env),
+            "FLOPs per token": _cost_text(c.flops_per_token, env),
+            "weights (bfloat16 bytes)": _cost_text(c.bytes_at("bfloat16"), env),
+            "decoder state (bytes)": _cost_text(state, env),
+        }
+
+
 def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
     """The scene of ``root`` (see the module docstring); the root's inputs and outputs are
     nodes of their own (``in:k``, ``out:j``)."""
@@ -336,6 +374,7 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
         b.ports(nid, 1, 0)
         b.wire(rid, e, nid, 0)
     _attach_params(b.nodes, root, env)
+    _attach_costs(b.nodes, root, env)
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}
 
 
