@@ -25,7 +25,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ncdc.ir import (
     FREE_INPUT,
     TILED,
+    AdditionOp,
     Arithmetic,
+    Array,
     Block,
     BlockTag,
     Broadcasted,
@@ -37,6 +39,7 @@ from ncdc.ir import (
     RawAxis,
     Reals,
     Rearrangement,
+    SoftMax,
     StrideMorphism,
     StrideRow,
     View,
@@ -111,6 +114,118 @@ def operator_overhead(n_tok, width):
         t_n = best(direct, number=20)
         rows.append((name, t_i, t_n))
     return rows
+
+
+CHAIN_EPS = 1e-6
+
+
+def chain(n_tok, width, n_nodes=32):
+    """A chain of ``n_nodes`` Broadcasted nodes cycling Linear, x + x, SoftMax, RMSNorm over
+    ``[x, m]`` (degree x, target m), and its direct numpy twin given the weights."""
+    x, m = axis("x", n_tok), axis("m", width)
+    over_x = Rearrangement((0,), (x,))
+    wire = Array(R, (x, m))
+    items, kinds = [], []
+    for i in range(n_nodes):
+        kind = ("linear", "add", "softmax", "rms")[i % 4]
+        kinds.append(kind)
+        if kind == "linear":
+            items.append(Broadcasted(Linear(Name(f"W_{i}")), (w("*", m),), (w("*", m),),
+                                     (over_x,)))
+        elif kind == "add":
+            items.append(Rearrangement((0, 0), (wire,)))
+            items.append(Broadcasted(AdditionOp(Name("+")), (w("*", m), w("*", m)),
+                                     (w("*", m),), (over_x, over_x)))
+        elif kind == "softmax":
+            items.append(Broadcasted(SoftMax(Name("softmax")), (w("*", m),), (w("*", m),),
+                                     (over_x,)))
+        else:
+            items.append(Broadcasted(Normalize(Name("rms"), epsilon=sympy.Float(CHAIN_EPS)),
+                                     (w("*", m),), (w("*", m),), (over_x,)))
+    return Composed(tuple(items)), kinds
+
+
+def chain_direct(kinds, weights):
+    """The chain written directly in numpy (the weights in chain order)."""
+    def run(X):
+        it = iter(weights)
+        for kind in kinds:
+            if kind == "linear":
+                X = X @ next(it)
+            elif kind == "add":
+                X = X + X
+            elif kind == "softmax":
+                e = np.exp(X - X.max(-1, keepdims=True))
+                X = e / e.sum(-1, keepdims=True)
+            else:
+                X = X / np.sqrt(np.mean(X * X, -1, keepdims=True) + CHAIN_EPS)
+        return X
+    return run
+
+
+def chain_onnx(kinds, weights, n_tok, width):
+    """The chain as an ONNX graph run by ``onnx.reference.ReferenceEvaluator`` (None when onnx
+    is not installed: ``pip install -e .[bench]``)."""
+    try:
+        from onnx import TensorProto, helper, numpy_helper
+        from onnx.reference import ReferenceEvaluator
+    except ImportError:
+        return None
+    nodes, inits, it, cur = [], [], iter(weights), "x0"
+    for i, kind in enumerate(kinds):
+        out = f"x{i + 1}"
+        if kind == "linear":
+            inits.append(numpy_helper.from_array(next(it), f"W{i}"))
+            nodes.append(helper.make_node("MatMul", [cur, f"W{i}"], [out]))
+        elif kind == "add":
+            nodes.append(helper.make_node("Add", [cur, cur], [out]))
+        elif kind == "softmax":
+            nodes.append(helper.make_node("Softmax", [cur], [out], axis=-1))
+        else:
+            nodes.append(helper.make_node("RMSNormalization", [cur, "gain"], [out], axis=-1,
+                                          epsilon=CHAIN_EPS))
+        cur = out
+    if "rms" in kinds:
+        inits.append(numpy_helper.from_array(np.ones(width), "gain"))
+    t = TensorProto.DOUBLE
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x0", t, [n_tok, width])],
+                              [helper.make_tensor_value_info(cur, t, [n_tok, width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    ev = ReferenceEvaluator(model)
+    return lambda X: ev.run(None, {"x0": X})[0]
+
+
+def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=7, number=50):
+    """Per-node cost of the chain: interpreter, ONNX ReferenceEvaluator and direct numpy,
+    interleaved; returns {name: (min, median)} in seconds per call."""
+    m, kinds = chain(n_tok, width, n_nodes)
+    run = interpreter.interpret(m, Env())
+    weights = [run.params[s.key] for s in run.param_specs]
+    direct = chain_direct(kinds, weights)
+    X = np.random.default_rng(2).standard_normal((n_tok, width))
+    ref = direct(X)
+    assert np.allclose(run(X)[0], ref, rtol=1e-10, atol=1e-12)
+    cands = {"interpreter": lambda: run(X), "numpy": lambda: direct(X)}
+    onnx_run = chain_onnx(kinds, weights, n_tok, width)
+    if onnx_run is not None:
+        assert np.allclose(onnx_run(X), ref, rtol=1e-10, atol=1e-12)
+        cands["onnx reference"] = lambda: onnx_run(X)
+    return interleaved(cands, rounds, number)
+
+
+def interleaved(cands, rounds=7, number=1):
+    """Time each candidate ``rounds`` times, the candidates taking turns; {name: (min, median)}
+    seconds per call."""
+    times = {k: [] for k in cands}
+    for fn in cands.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in cands.items():
+            t = time.perf_counter()
+            for _ in range(number):
+                fn()
+            times[k].append((time.perf_counter() - t) / number)
+    return {k: (min(v), float(np.median(v))) for k, v in times.items()}
 
 
 def window_scores(n_tok, n_win, width):

@@ -60,8 +60,9 @@ def _to_out(arr, sub: list, out_labels: list[int]):
     return got.reshape(shape)
 
 
-def linear_then_diagonal(ev, lin: Broadcasted, view: Broadcasted, ins, scope, batch):
-    """Evaluate ``lin ; view`` as one contraction (see the module docstring)."""
+def linear_then_diagonal(ev, lin: Broadcasted, view: Broadcasted, ins, scope, batch, params):
+    """Evaluate ``lin ; view`` as one contraction (see the module docstring); ``params`` are
+    the Linear occurrence's arrays by role."""
     def compute():
         nb = len(batch)
         deg_v = ev.degree_sizes(view)
@@ -70,7 +71,6 @@ def linear_then_diagonal(ev, lin: Broadcasted, view: Broadcasted, ins, scope, ba
         if len(ins) != len(lin.input_weaves):
             raise ValueError(f"the operator takes {len(lin.input_weaves)} arrays, got {len(ins)}")
         lifted = [gather(v, ev.plan(lin, k), nb) for k, v in enumerate(ins)]
-        params, _ = ev._take_params(lin, scope)
         W = params["weight"]
         deg_labels = [mapping[p] for p in wl.tiled_positions]
         out_labels = list(range(len(deg_v)))

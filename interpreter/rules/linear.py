@@ -4,6 +4,8 @@ target...]`` (several inputs: all their targets, in input order). The fold over 
 targets skips dead terms; a result is dead iff all its terms are, and gets no bias."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ncdc.ir.operators import Linear
 
@@ -22,7 +24,7 @@ def linear(b, inputs, ctx):
         nin = len(b.input_weaves[0].target)
         x = v.values
         lead = x.shape[:x.ndim - nin]
-        n_in = int(np.prod(W.shape[:nin], dtype=np.int64))
+        n_in = math.prod(W.shape[:nin])
         y = (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(lead + W.shape[nin:])
         live = _folded(v.live, nin, nout)
     else:

@@ -1,0 +1,406 @@
+"""An evaluation compiled once: :class:`Plan`, a flat sequence of steps over numbered registers.
+
+:func:`compile_plan` walks the root morphism once, for one batch shape, with the reference
+:class:`~interpreter.evaluate.Evaluator` as its toolbox, and resolves everything that does not
+depend on the data:
+
+* wiring: ``Rearrangement`` and ``ProductOfMorphisms`` become register renaming (no step);
+  ``Composed`` and ``Block`` bodies (unrolled ``repetition`` times, parameter titles
+  ``title@i``) become consecutive steps; boxes (``BlockOperator``, ``ParaBlockOperator``) are
+  inlined with their body lifted over the box's ``(*batch, *degree)``;
+* each ``Broadcasted``: its gather plans (a read that is the array itself is skipped by one
+  shape comparison), its rule, one :class:`~interpreter.context.RuleContext` (which memoises
+  sizes and constants as numbers), its parameter keys (occurrence counted once, here), the
+  placement of its results (nothing to do when the degree already leads and the mode is
+  ``exact``);
+* the bank ``Linear`` + diagonal ``View`` fusion (:mod:`interpreter.fusion`);
+* register lifetimes: a register is cleared after its last reader, so peak memory is that of
+  the recursive evaluator.
+
+Steps run in the evaluator's order, so parameter reads, the tape, the observer and the error
+locations (JSON path and block titles of the ``Broadcasted`` where an error arose) are the
+same; structural errors (arity, truncated terms, a box whose block does not fit) are raised
+when the plan is compiled, i.e. on the first call. ``interpret(..., plan=False)`` keeps the
+recursive evaluator as the reference the tests compare with.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
+from ncdc.ir.morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    Truncated,
+)
+from ncdc.ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.params import param_roles, repetitions
+
+from . import fusion
+from .context import RuleContext
+from .evaluate import NUMPY_ERRORS, Scope
+from .registry import rule_for
+from .reindex import gather
+
+
+class Plan:
+    """Straight-line steps ``fn(regs)`` with the registers each clears afterwards; the root's
+    inputs are registers ``0..n-1``, its outputs ``outputs``."""
+
+    def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int]):
+        self.n_regs, self.n_inputs, self.outputs = n_regs, n_inputs, outputs
+        self.steps = _with_lifetimes(steps, n_inputs, outputs)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def run(self, inputs: list) -> list:
+        regs = list(inputs) + [None] * (self.n_regs - self.n_inputs)
+        for fn, frees in self.steps:
+            fn(regs)
+            for r in frees:
+                regs[r] = None
+        return [regs[r] for r in self.outputs]
+
+
+def _with_lifetimes(steps, n_inputs, outputs):
+    """(fn, registers to clear after it) per step: each register after its last reader (or
+    after its writer when nothing reads it), never an output."""
+    last = {}
+    for i, (_fn, reads, writes) in enumerate(steps):
+        for r in writes:
+            last.setdefault(r, i)
+        for r in reads:
+            last[r] = i
+    keep = set(outputs)
+    frees = [[] for _ in steps]
+    for r, i in last.items():
+        if r not in keep:
+            frees[i].append(r)
+    return [(fn, tuple(f)) for (fn, _r, _w), f in zip(steps, frees)]
+
+
+def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
+    """The plan of ``ev.root`` for inputs with leading ``batch`` dims."""
+    b = _Builder(ev)
+    regs = list(range(n_inputs))
+    b.n = n_inputs
+    root = ev.root
+    if isinstance(root, Block):
+        outs = b.block_body(root, regs, (root.title,), batch)
+    else:
+        outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
+    return Plan(b.steps, b.n, n_inputs, outs)
+
+
+def _locate(exc, b: Broadcasted, titles):
+    """The error ``exc`` raised at ``b`` as the evaluator's ``guarded`` reports it."""
+    if isinstance(exc, SpecError):
+        if exc.json_path:
+            return exc
+        return type(exc)(exc.message, b.path, titles, node_type=type(b.operator).__name__)
+    return EvaluationError(f"{type(exc).__name__}: {exc}", b.path, titles,
+                           node_type=type(b.operator).__name__)
+
+
+class _Builder:
+    def __init__(self, ev):
+        self.ev = ev
+        self.steps: list = []
+        self.n = 0
+        self.counts: dict = {}
+
+    def new(self, k: int = 1) -> list[int]:
+        out = list(range(self.n, self.n + k))
+        self.n += k
+        return out
+
+    def step(self, fn, reads, writes):
+        self.steps.append((fn, tuple(reads), tuple(writes)))
+
+    # -------------------------------------------------------------- structure
+    def emit(self, m, regs: list[int], scope: Scope, batch) -> list[int]:
+        ev = self.ev
+        if isinstance(m, Broadcasted):
+            return self.broadcasted(m, regs, scope, batch)
+        if isinstance(m, Composed):
+            items = m.content
+            if not items:
+                raise SpecTypeError("empty composition", m.path, scope.titles)
+            i = 0
+            while i < len(items):
+                if ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1], ev):
+                    regs = self.fused(items[i], items[i + 1], regs, scope, batch)
+                    i += 2
+                else:
+                    regs = self.emit(items[i], regs, scope, batch)
+                    i += 1
+            return regs
+        if isinstance(m, ProductOfMorphisms):
+            ev._arity(m, regs)
+            out, at = [], 0
+            for part in m.content:
+                k = len(part.dom)
+                out.extend(self.emit(part, regs[at:at + k], scope, batch))
+                at += k
+            return out
+        if isinstance(m, Rearrangement):
+            ev._arity(m, regs)
+            return [regs[k] for k in m.mapping]
+        if isinstance(m, Block):
+            seg = scope.segs.get(id(m), m.title)
+            return self.block_body(m, regs, scope.titles + (seg,), batch)
+        if isinstance(m, ParaWrap):
+            return self.parawrap(m, regs, scope, batch)
+        if isinstance(m, Grab):
+            return [self.tape_read(m.tape, batch, m.path)]
+        if isinstance(m, Drop):
+            ev._arity(m, regs)
+            self.tape_write(m.tape, regs[0], batch, ev.env.sizes(m.size.shape))
+            return []
+        if isinstance(m, Truncated):
+            raise TruncatedError(f"cannot evaluate: the {m.expected or 'term'} here was cut off "
+                                 f"({m.reason})", m.path, scope.titles, node_type=m.expected)
+        if isinstance(m, StrideMorphism):
+            raise SpecTypeError("a StrideMorphism is an index map, not a function on arrays",
+                                m.path, scope.titles, node_type="StrideMorphism")
+        raise EvaluationError(f"cannot evaluate a {type(m).__name__}",
+                              getattr(m, "path", ""), scope.titles)
+
+    def block_body(self, blk: Block, regs, titles, batch):
+        ev = self.ev
+        reps = repetitions(blk, ev.env)
+        if reps > 1 and len(blk.dom) != len(blk.cod):
+            raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
+                                "codomain differ", blk.path, titles)
+        segs = ev._body_segs(blk)
+        for i in range(reps):
+            t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
+            regs = self.emit(blk.body, regs, Scope(t, segs), batch)
+        outs = list(regs)
+
+        def observe(R, blk=blk, titles=titles, batch=tuple(batch)):
+            if ev.observer is not None:
+                ev.observer(blk, titles, [R[r] for r in outs], batch)
+
+        self.step(observe, outs, ())
+        return outs
+
+    def parawrap(self, m: ParaWrap, regs, scope, batch):
+        ev = self.ev
+        ev._arity(m, regs)
+        operands, it = [], iter(regs)
+        for slot, _arr in zip(m.grabs, m.body.dom):
+            operands.append(self.tape_read(slot, batch, m.path) if slot is not None
+                            else next(it))
+        results = self.emit(m.body, operands, scope, batch)
+        out = []
+        for slot, arr, r in zip(m.drops, m.body.cod, results):
+            if slot is None:
+                out.append(r)
+            else:
+                self.tape_write(slot, r, batch, ev.env.sizes(arr.shape))
+        return out
+
+    def tape_read(self, slot, batch, path="") -> int:
+        ev = self.ev
+        (dst,) = self.new()
+        batch = tuple(batch)
+
+        def read(R):
+            R[dst] = ev.tape_read(slot, batch, path)
+
+        self.step(read, (), (dst,))
+        return dst
+
+    def tape_write(self, slot, src: int, batch, shape) -> None:
+        ev = self.ev
+        batch, shape = tuple(batch), tuple(shape)
+
+        def write(R):
+            ev.tape_write(slot, R[src], batch, shape)
+
+        self.step(write, (src,), ())
+
+    # ------------------------------------------------------------ broadcasted
+    def located(self, b, scope, fn):
+        try:
+            return fn()
+        except (SpecError, *NUMPY_ERRORS) as exc:
+            raise _locate(exc, b, scope.titles) from None
+
+    def take_keys(self, b: Broadcasted, scope: Scope) -> tuple:
+        """(role, key) pairs of this occurrence's parameters, counted as the evaluator does."""
+        if not param_roles(b):
+            return ()
+        key = (id(b), scope.titles)
+        idx = self.counts.get(key, 0)
+        self.counts[key] = idx + 1
+        group = self.ev.table.occurrence(b, scope.titles, idx)
+        return tuple((role, spec.key) for role, spec in group.items())
+
+    def readers(self, b: Broadcasted, nb: int):
+        """One function per input: ``Value -> lifted Value`` (the array itself when the read
+        is an identity and the layout matches)."""
+        ev = self.ev
+        out = []
+        for k in range(len(b.input_weaves)):
+            plan = ev.plan(b, k)
+            weave = b.input_weaves[k]
+            layout = None
+            if plan.identity:
+                layout = tuple(plan.amap.cod_sizes) + tuple(plan.target_sizes)
+            out.append(_reader(plan, nb, layout, k, weave))
+        return out
+
+    def broadcasted(self, b: Broadcasted, regs, scope: Scope, batch) -> list[int]:
+        ev = self.ev
+        batch = tuple(batch)
+        nb = len(batch)
+
+        def prepare():
+            if len(regs) != len(b.input_weaves):
+                raise EvaluationError(f"the operator takes {len(b.input_weaves)} arrays, got "
+                                      f"{len(regs)}")
+            return ev.degree_sizes(b), self.readers(b, nb)
+
+        deg, readers = self.located(b, scope, prepare)
+        if isinstance(b.operator, (BlockOperator, ParaBlockOperator)):
+            return self.box(b, regs, scope, batch, deg, readers)
+        rule = self.located(b, scope, lambda: rule_for(b.operator))
+        keys = self.take_keys(b, scope)
+        ctx = RuleContext(b, ev, scope, batch, deg, {}, dict(keys))
+        placers = [self.placer(b, j, batch, deg) for j in range(len(b.output_weaves))]
+        dst = self.new(len(b.output_weaves))
+        src = tuple(regs)
+        nout = len(b.output_weaves)
+        titles = scope.titles
+        pairs = tuple(zip(readers, src))
+        outs_at = tuple(zip(placers, dst))
+
+        def run(R):
+            try:
+                lifted = [read(R[r]) for read, r in pairs]
+                if keys:
+                    P = ev.params
+                    ctx.params = {role: P[key] for role, key in keys}
+                outs = rule(b, lifted, ctx)
+                if len(outs) != nout:
+                    raise EvaluationError(f"the rule produced {len(outs)} arrays for {nout} "
+                                          "output weaves")
+                for (put, r), v in zip(outs_at, outs):
+                    R[r] = put(v)
+            except (SpecError, *NUMPY_ERRORS) as exc:
+                raise _locate(exc, b, titles) from None
+
+        self.step(run, src, dst)
+        return dst
+
+    def placer(self, b: Broadcasted, j: int, batch, deg):
+        """``Value -> Value`` in output ``j``'s layout (the evaluator's ``place``), the value
+        itself when nothing moves and nothing rounds."""
+        ev = self.ev
+        w = b.output_weaves[j]
+        nb, r = len(batch), len(deg)
+        rank = nb + r + len(w.target)
+        moves = [nb + p for p in w.tiled_positions] != list(range(nb, nb + r))
+        if moves or ev.quant != "exact":
+            return lambda v: ev.place(b, j, v, batch, deg)
+
+        def put(v):
+            x = v.values
+            if type(x) is np.ndarray and x.ndim == rank and (v.live is None or
+                                                            v.live.ndim == rank):
+                return v
+            return ev.place(b, j, v, batch, deg)
+
+        return put
+
+    def box(self, b: Broadcasted, regs, scope, batch, deg, readers) -> list[int]:
+        """A box inlined: its inputs lifted, its block's body over ``(*batch, *degree)``, its
+        results placed."""
+        ev = self.ev
+        op = b.operator
+        lead = tuple(batch) + tuple(deg)
+        para = isinstance(op, ParaBlockOperator)
+        ng = len(op.grabs) if para else 0
+        block = op.block
+        if len(regs) != ng + len(block.dom):
+            msg = (f"the box has {len(regs)} inputs for {ng} grabs and {len(block.dom)} block "
+                   "operands" if para else
+                   f"the box has {len(regs)} inputs but its block takes {len(block.dom)}")
+            raise _locate(EvaluationError(msg), b, scope.titles)
+        lifted = self.new(len(regs))
+        titles = scope.titles
+        pairs = tuple(zip(readers, regs, lifted))
+
+        def lift(R):
+            try:
+                for read, s, d in pairs:
+                    R[d] = read(R[s])
+            except (SpecError, *NUMPY_ERRORS) as exc:
+                raise _locate(exc, b, titles) from None
+
+        self.step(lift, regs, lifted)
+        for g, r in zip(op.grabs if para else (), lifted[:ng]):
+            self.tape_write(g.tape, r, lead, ev.env.sizes(g.size.shape))
+        results = self.emit(block, lifted[ng:], scope, lead)
+        if para:
+            results = list(results) + [self.tape_read(d.tape, lead) for d in op.drops]
+        nout = len(b.output_weaves)
+        if len(results) != nout:
+            raise _locate(EvaluationError(f"the rule produced {len(results)} arrays for "
+                                          f"{nout} output weaves"), b, titles)
+        dst = self.new(nout)
+        placers = [self.placer(b, j, batch, deg) for j in range(nout)]
+        moves = tuple(zip(placers, results, dst))
+
+        def place(R):
+            try:
+                for put, s, d in moves:
+                    R[d] = put(R[s])
+            except (SpecError, *NUMPY_ERRORS) as exc:
+                raise _locate(exc, b, titles) from None
+
+        self.step(place, results, dst)
+        return dst
+
+    def fused(self, lin, view, regs, scope, batch) -> list[int]:
+        ev = self.ev
+        keys = self.take_keys(lin, scope)
+        (dst,) = self.new()
+        batch = tuple(batch)
+        src = tuple(regs)
+
+        def run(R):
+            P = ev.params
+            params = {role: P[key] for role, key in keys}
+            R[dst] = fusion.linear_then_diagonal(ev, lin, view, [R[r] for r in src], scope,
+                                                 batch, params)[0]
+
+        self.step(run, src, (dst,))
+        return [dst]
+
+
+def _reader(plan, nb, layout, k, weave):
+    def read(v):
+        try:
+            return gather(v, plan, nb)
+        except ValueError as exc:
+            raise EvaluationError(f"input {k} does not fit its weave {weave}: {exc}") from None
+
+    if layout is None:
+        return read
+
+    def identity(v):
+        if v.values.shape[nb:] == layout and (v.live is None or v.live.ndim == v.values.ndim):
+            return v
+        return read(v)
+
+    return identity
