@@ -9,13 +9,13 @@ import tracemalloc
 
 import numpy as np
 import pytest
-
-import ncdc
-from ncdc import interpreter
 from ncdc.ir import AdditionOp, Linear
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
 from ncdc.ir.names import Name
+
+import ncdc
+from ncdc import interpreter
 from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, weave
 
