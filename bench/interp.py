@@ -1,21 +1,37 @@
-"""Benchmark of the numpy reference interpreter; prints ratios measured in one run.
+"""Benchmark of the numpy reference interpreter; prints figures and ratios measured in one run.
 
-1. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
-2. the sliding-window read (View<win> then the score contraction of the attention core) vs a
-   strided view (``sliding_window_view``) + einsum: time and tracemalloc peak (memory must not
-   grow as tokens x window x width);
-3. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at the ``tiny`` preset
-   (goal <= 1 s) and at the ``medium`` preset, exact and emulate.
+1. the 32-node chain (Linear, x + x, SoftMax, RMSNorm at x=12, m=64, float64): per-node cost
+   of the planned interpreter, the recursive one (``plan=False``), ONNX's
+   ``ReferenceEvaluator`` on the same graph (``pip install -e .[bench]``) and the same numpy
+   written directly; overhead per node = (interpreter - numpy) / 32 (goal <= 5 us, and below
+   ONNX);
+2. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
+3. the sliding-window read (View<win> then the score contraction of the attention core) vs a
+   strided view (``sliding_window_view``) + einsum: time and tracemalloc peak;
+4. layer 0 ("Sliding Window Layer") and its Mixture of Experts at the ``medium`` preset, 256
+   tokens, exact: time and tracemalloc peak;
+5. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at ``tiny`` (goal <= 1 s)
+   and ``medium``, exact and emulate.
 
-    python bench/interp.py [--quick]
+Compared runs are interleaved; each figure is min / median over the rounds. By default the
+script runs twice, in fresh processes: BLAS pinned to one thread, then the default thread count
+(``--threads 1|default`` runs one of them).
+
+    python bench/interp.py [--quick] [--threads 1|default]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 import tracemalloc
+
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+if "--threads" in sys.argv and sys.argv[sys.argv.index("--threads") + 1:][:1] == ["1"]:
+    for _var in THREAD_VARS:                      # before numpy loads its BLAS
+        os.environ[_var] = "1"
 
 import numpy as np
 import sympy
@@ -51,6 +67,9 @@ from ncdc.ir.names import Name
 import ncdc
 from ncdc import interpreter
 
+PLANS = "plan" in interpreter.interpret.__code__.co_varnames
+"""Whether this interpreter compiles plans (the bench also runs on older commits)."""
+
 R = Reals()
 _uid = iter(range(800_000, 900_000))
 
@@ -61,16 +80,6 @@ def axis(label, n):
 
 def w(*shape):
     return Weave(R, tuple(TILED if s == "*" else s for s in shape))
-
-
-def best(fn, repeat=5, number=1):
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        out.append((time.perf_counter() - t) / number)
-    return min(out)
 
 
 def peak(fn):
@@ -109,10 +118,8 @@ def operator_overhead(n_tok, width):
     for name, (b, params, direct) in cases.items():
         run = interpreter.interpret(b, Env(), params=params)
         args = [X] * len(b.input_weaves)
-        run(*args)
-        t_i = best(lambda: run(*args), number=20)      # noqa: B023
-        t_n = best(direct, number=20)
-        rows.append((name, t_i, t_n))
+        t = interleaved({"i": lambda: run(*args), "n": direct}, number=20)  # noqa: B023
+        rows.append((name, t["i"], t["n"]))
     return rows
 
 
@@ -205,7 +212,11 @@ def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=7, number=50):
     X = np.random.default_rng(2).standard_normal((n_tok, width))
     ref = direct(X)
     assert np.allclose(run(X)[0], ref, rtol=1e-10, atol=1e-12)
-    cands = {"interpreter": lambda: run(X), "numpy": lambda: direct(X)}
+    cands = {"interpreter": lambda: run(X)}
+    if PLANS:
+        walk = interpreter.interpret(m, Env(), params=dict(run.params), plan=False)
+        cands["interpreter, plan=False"] = lambda: walk(X)
+    cands["numpy"] = lambda: direct(X)
     onnx_run = chain_onnx(kinds, weights, n_tok, width)
     if onnx_run is not None:
         assert np.allclose(onnx_run(X), ref, rtol=1e-10, atol=1e-12)
@@ -261,10 +272,27 @@ def window_bench(n_tok, n_win, width):
 
     got = run(q, k)[0]
     assert np.allclose(got, direct(), rtol=1e-12, atol=1e-9)
-    t_i, t_n = best(lambda: run(q, k), repeat=3), best(direct, repeat=3)
+    t = interleaved({"i": lambda: run(q, k), "n": direct}, rounds=5)
+    t_i, t_n = t["i"], t["n"]
     m_i, m_n = peak(lambda: run(q, k)), peak(direct)
     full = n_tok * n_win * width * 8
     return t_i, t_n, m_i, m_n, full
+
+
+def block_bench(title, preset="medium", rounds=3):
+    """One block of the bundled spec at ``preset``, exact, stand-in weights: (first call,
+    (min, median) of the following calls, tracemalloc peak of one call) in seconds / bytes."""
+    spec = ncdc.load()
+    env = spec.bind(preset).env
+    blk = spec.block(title)
+    run = interpreter.interpret(blk, env, stand_in=True)
+    xs = interpreter.random_inputs(blk, env, 0)
+    t0 = time.perf_counter()
+    out = run(*xs)
+    t_first = time.perf_counter() - t0
+    assert all(np.isfinite(o).all() for o in out)
+    t = interleaved({"run": lambda: run(*xs)}, rounds=rounds)["run"]
+    return t_first, t, peak(lambda: run(*xs))
 
 
 def prefix_bench(preset, quant):
@@ -278,28 +306,50 @@ def prefix_bench(preset, quant):
     t0 = time.perf_counter()
     out = run(*ids)
     t_first = time.perf_counter() - t0
-    t_steady = best(lambda: run(*ids), repeat=3)
+    t_steady = interleaved({"run": lambda: run(*ids)}, rounds=3)["run"]
     assert all(np.isfinite(o).all() for o in out)
     return t_prep, t_first, t_steady
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes, no medium preset")
-    args = ap.parse_args(argv)
+def us(t):
+    return f"{t[0] * 1e6:8.1f} / {t[1] * 1e6:8.1f} us"
+
+
+def ms(t):
+    return f"{t[0] * 1e3:7.1f} / {t[1] * 1e3:7.1f} ms"
+
+
+def run_bench(args):
+    print(f"-- BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')} "
+          "(figures min / median)")
+    n_nodes = 32
+    print(f"== {n_nodes}-node chain (Linear, x+x, SoftMax, RMSNorm; x=12, m=64): per node")
+    res = chain_bench(n_nodes=n_nodes)
+    per = {k: (a / n_nodes, b / n_nodes) for k, (a, b) in res.items()}
+    for name, t in per.items():
+        print(f"  {name:26s} {us(t)}")
+    for name in per:
+        if name.startswith(("interpreter", "onnx")):
+            over = (per[name][0] - per["numpy"][0], per[name][1] - per["numpy"][1])
+            print(f"  overhead over numpy, {name:26s} {us(over)} per node")
     print("== per-operator overhead (interpreter / direct numpy)")
     for n_tok, width in ((12, 64), (256, 512)):
         for name, t_i, t_n in operator_overhead(n_tok, width):
-            print(f"  {name:22s} x={n_tok:4d} m={width:4d}: interp {t_i * 1e6:8.1f} us, numpy "
-                  f"{t_n * 1e6:8.1f} us, ratio {t_i / t_n:6.1f}")
+            print(f"  {name:22s} x={n_tok:4d} m={width:4d}: interp {us(t_i)}, numpy "
+                  f"{us(t_n)}, ratio {t_i[0] / t_n[0]:6.1f}")
     print("== sliding-window read + scores (interpreter / sliding_window_view + einsum)")
     sizes = ((512, 64, 128),) if args.quick else ((512, 64, 128), (2048, 128, 512))
     for n_tok, n_win, width in sizes:
         t_i, t_n, m_i, m_n, full = window_bench(n_tok, n_win, width)
-        print(f"  x={n_tok} w={n_win} c={width}: time {t_i * 1e3:.1f} ms vs {t_n * 1e3:.1f} ms "
-              f"(ratio {t_i / t_n:.2f}); peak memory {m_i / 2**20:.1f} MiB vs "
-              f"{m_n / 2**20:.1f} MiB (ratio {m_i / max(m_n, 1):.2f}); a materialised window "
-              f"would be {full / 2**20:.0f} MiB")
+        print(f"  x={n_tok} w={n_win} c={width}: time {ms(t_i)} vs {ms(t_n)} "
+              f"(ratio {t_i[0] / t_n[0]:.2f}); peak memory {m_i / 2**20:.1f} MiB vs "
+              f"{m_n / 2**20:.1f} MiB; a materialised window would be {full / 2**20:.0f} MiB")
+    if not args.quick:
+        print("== medium preset, 256 tokens, exact")
+        for title in ("Sliding Window Layer", "Mixture of Experts"):
+            t_first, t, mem = block_bench(title)
+            print(f"  {title:22s}: first call {t_first * 1e3:7.1f} ms, then {ms(t)}; "
+                  f"peak memory {mem / 2**20:.1f} MiB")
     print("== salvaged prefix (ids -> Engram of layer 1)")
     presets = ("tiny",) if args.quick else ("tiny", "medium")
     for preset in presets:
@@ -307,7 +357,22 @@ def main(argv=None):
             t_prep, t_first, t_steady = prefix_bench(preset, quant)
             goal = "  (goal <= 1 s)" if preset == "tiny" else ""
             print(f"  {preset:6s} {quant:7s}: prepare {t_prep * 1e3:7.1f} ms, first run "
-                  f"{t_first * 1e3:7.1f} ms, steady {t_steady * 1e3:7.1f} ms{goal}")
+                  f"{t_first * 1e3:7.1f} ms, steady {ms(t_steady)}{goal}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, no medium preset")
+    ap.add_argument("--threads", choices=("1", "default"),
+                    help="run once with BLAS at this thread count (default: both, in turn)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        run_bench(args)
+        return
+    for threads in ("1", "default"):
+        env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+        cmd = [sys.executable, os.path.abspath(__file__), "--threads", threads]
+        subprocess.run(cmd + (["--quick"] if args.quick else []), env=env, check=True)
 
 
 if __name__ == "__main__":
