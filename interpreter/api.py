@@ -51,6 +51,13 @@ class Evaluation:
         return tuple(v.values for v in self.outputs)
 
 
+def _handout(v: Value, shape) -> Value:
+    """A result as the caller gets it: full-shape, contiguous, writeable, its own copy."""
+    if v.live is None and v.values.shape == shape:
+        return Value(np.array(v.values, order="C"), None)
+    return materialise(v, shape)
+
+
 def bind_for(morphism, sizes=None, constants=None, preset: str | None = None) -> Env:
     """An env for a morphism given alone: the constants file, then ``preset`` (default
     ``tiny``), then ``sizes`` / ``constants`` by name, code form or id."""
@@ -92,6 +99,7 @@ class Interpreted:
         self._evaluator = Evaluator(morphism, env, quant=quant, table=self.table,
                                     params=self.params, fuse=fuse, seed=seed)
         self.planned = plan
+        self._cod_shapes = [env.sizes(a.shape) for a in self._cod]
         self._plans: dict[tuple[int, ...], Plan] = {}
 
     @property
@@ -124,18 +132,18 @@ class Interpreted:
         values, batch = self._inputs(inputs, dom)
         start = self._tape_in({**self.default_tape, **(tape or {})})
         ev = self._evaluator
-        with deep_recursion(self.morphism):
-            if self.planned:
-                plan = self.plan(batch)
-                ev.start(start, observer)
-                outs = plan.run(values)
-            else:
+        if self.planned:
+            plan = self.plan(batch)
+            ev.start(start, observer)
+            outs = plan.run(values)
+        else:
+            with deep_recursion(self.morphism):
                 outs = ev.run(values, start, observer, batch)
         cod = self.cod
         if len(outs) != len(cod):
             raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "
                                   f"{len(cod)}", self.morphism.path)
-        result = [materialise(v, batch + self.env.sizes(a.shape)) for v, a in zip(outs, cod)]
+        result = [_handout(v, batch + shape) for v, shape in zip(outs, self._cod_shapes)]
         final = {uid: materialise(v, shape)
                  for uid, (v, _nb, shape) in self._evaluator.tape.items()}
         return Evaluation(result, final)

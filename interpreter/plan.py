@@ -45,8 +45,12 @@ from ncdc.ir.params import param_roles, repetitions
 from . import fusion
 from .context import RuleContext
 from .evaluate import NUMPY_ERRORS, Scope
-from .registry import rule_for
+from .registry import kernel_for, rule_for
 from .reindex import gather
+from .values import Value
+
+_NONE: dict = {}
+"""The parameters of a site that has none (shared, never written)."""
 
 
 class Plan:
@@ -61,11 +65,14 @@ class Plan:
         return len(self.steps)
 
     def run(self, inputs: list) -> list:
+        """Run the steps on the root's input values; floating-point warnings are silenced
+        for the whole run (NaN and inf are values, as in every rule)."""
         regs = list(inputs) + [None] * (self.n_regs - self.n_inputs)
-        for fn, frees in self.steps:
-            fn(regs)
-            for r in frees:
-                regs[r] = None
+        with np.errstate(all="ignore"):
+            for fn, frees in self.steps:
+                fn(regs)
+                for r in frees:
+                    regs[r] = None
         return [regs[r] for r in self.outputs]
 
 
@@ -276,6 +283,7 @@ class _Builder:
         rule = self.located(b, scope, lambda: rule_for(b.operator))
         keys = self.take_keys(b, scope)
         ctx = RuleContext(b, ev, scope, batch, deg, {}, dict(keys))
+        kern = self.located(b, scope, lambda: kernel_for(b, ctx))
         placers = [self.placer(b, j, batch, deg) for j in range(len(b.output_weaves))]
         dst = self.new(len(b.output_weaves))
         src = tuple(regs)
@@ -283,24 +291,87 @@ class _Builder:
         titles = scope.titles
         pairs = tuple(zip(readers, src))
         outs_at = tuple(zip(placers, dst))
+        params = ev.params
 
-        def run(R):
-            try:
-                lifted = [read(R[r]) for read, r in pairs]
-                if keys:
-                    P = ev.params
-                    ctx.params = {role: P[key] for role, key in keys}
-                outs = rule(b, lifted, ctx)
-                if len(outs) != nout:
-                    raise EvaluationError(f"the rule produced {len(outs)} arrays for {nout} "
-                                          "output weaves")
-                for (put, r), v in zip(outs_at, outs):
-                    R[r] = put(v)
-            except (SpecError, *NUMPY_ERRORS) as exc:
-                raise _locate(exc, b, titles) from None
+        def apply(lifted):
+            P = {}
+            if keys:
+                P = {role: params[key] for role, key in keys}
+            if kern is not None and all(v.live is None for v in lifted):
+                return [Value(y, None) for y in kern([v.values for v in lifted], P)]
+            ctx.params = P
+            outs = rule(b, lifted, ctx)
+            if len(outs) != nout:
+                raise EvaluationError(f"the rule produced {len(outs)} arrays for {nout} "
+                                      "output weaves")
+            return outs
+
+        layouts = [self.identity_layout(b, k) for k in range(len(src))]
+        ranks = [self.plain_rank(b, j, batch, deg) for j in range(nout)]
+        inline = kern is not None and None not in layouts and None not in ranks and src
+        if inline and len(src) == 1 and nout == 1:
+            (read, s0), ((put, d0),), lay0, rank0 = pairs[0], outs_at, layouts[0], ranks[0]
+
+            def run(R):
+                try:
+                    v = R[s0]
+                    x = v.values
+                    if v.live is None and x.shape[nb:] == lay0:
+                        P = {role: params[key] for role, key in keys} if keys else _NONE
+                        y = kern((x,), P)[0]
+                        R[d0] = Value(y, None) if type(y) is np.ndarray and y.ndim == rank0 \
+                            else put(Value(y, None))
+                    else:
+                        R[d0] = put(apply([read(v)])[0])
+                except (SpecError, *NUMPY_ERRORS) as exc:
+                    raise _locate(exc, b, titles) from None
+        elif inline:
+            fast = tuple(zip(src, layouts))
+
+            def run(R):
+                try:
+                    vs = [R[r] for r in src]
+                    if all(v.live is None and v.values.shape[nb:] == lay
+                           for v, (_, lay) in zip(vs, fast)):
+                        P = {role: params[key] for role, key in keys} if keys else _NONE
+                        ys = kern([v.values for v in vs], P)
+                        for (put, r), y, rank in zip(outs_at, ys, ranks):
+                            R[r] = Value(y, None) if type(y) is np.ndarray and \
+                                y.ndim == rank else put(Value(y, None))
+                    else:
+                        outs = apply([read(v) for (read, _), v in zip(pairs, vs)])
+                        for (put, r), v in zip(outs_at, outs):
+                            R[r] = put(v)
+                except (SpecError, *NUMPY_ERRORS) as exc:
+                    raise _locate(exc, b, titles) from None
+        else:
+            def run(R):
+                try:
+                    outs = apply([read(R[r]) for read, r in pairs])
+                    for (put, r), v in zip(outs_at, outs):
+                        R[r] = put(v)
+                except (SpecError, *NUMPY_ERRORS) as exc:
+                    raise _locate(exc, b, titles) from None
 
         self.step(run, src, dst)
         return dst
+
+    def identity_layout(self, b: Broadcasted, k: int):
+        """The layout (shape after the batch dims) in which input ``k`` is read as it is, or
+        None when its read is not an identity."""
+        plan = self.ev.plan(b, k)
+        if not plan.identity:
+            return None
+        return tuple(plan.amap.cod_sizes) + tuple(plan.target_sizes)
+
+    def plain_rank(self, b: Broadcasted, j: int, batch, deg):
+        """The rank of output ``j`` when placing it moves and rounds nothing (else None)."""
+        w = b.output_weaves[j]
+        nb, r = len(batch), len(deg)
+        if self.ev.quant != "exact" or [nb + p for p in w.tiled_positions] != \
+                list(range(nb, nb + r)):
+            return None
+        return nb + r + len(w.target)
 
     def placer(self, b: Broadcasted, j: int, batch, deg):
         """``Value -> Value`` in output ``j``'s layout (the evaluator's ``place``), the value

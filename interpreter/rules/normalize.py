@@ -16,7 +16,7 @@ import math
 import numpy as np
 from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
-from ..registry import rule
+from ..registry import kernel, rule
 from ..values import any_over, finished, land, live_count
 
 LEGACY_RMS_EPSILON = 1e-5
@@ -81,3 +81,45 @@ def softmax(b, inputs, ctx):
         y = e / e.sum(axis=axes, keepdims=True)
     live = None if v.live is None else land(v.live, any_over(v.live, axes))
     return [finished(y, live)]
+
+
+@kernel(Normalize)
+def normalize_kernel(b, ctx):
+    op = b.operator
+    nt = _ntarget(b)
+    n = max(math.prod(ctx.sizes(b.input_weaves[0].target)), 1)
+    eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
+    if isinstance(eps, complex):
+        return None
+
+    def run(xs, params):
+        (x,) = xs
+        if x.dtype != np.float64:
+            x = np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
+        sq = np.square(np.abs(x)) if x.dtype.kind == "c" else x * x
+        axes = tuple(range(x.ndim - nt, x.ndim))
+        y = x / np.sqrt(sq.sum(axis=axes, keepdims=True) / n + eps)
+        if op.gain:
+            y = y * params["gain"]
+        if op.bias:
+            y = y + params["shift"]
+        return [y]
+
+    return run
+
+
+@kernel(SoftMax)
+def softmax_kernel(b, ctx):
+    nt = _ntarget(b)
+
+    def run(xs, params):
+        (x,) = xs
+        x = np.asarray(x, dtype=np.float64)
+        axes = tuple(range(x.ndim - nt, x.ndim))
+        m = x.max(axis=axes, keepdims=True)
+        if not np.isfinite(m).all():
+            m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(x - m)
+        return [e / e.sum(axis=axes, keepdims=True)]
+
+    return run
