@@ -90,10 +90,11 @@ def linear_then_diagonal(ev, lin: Broadcasted, view: Broadcasted, ins, scope, ba
                 lives.append(_to_out(folded, deg_labels, out_labels))
         w_sub += [mapping[p] for p in wl.target_positions]
         present = [lab for lab in out_labels if lab in deg_labels or lab in w_sub]
-        y = None
+        y, zeroed = None, False
         if len(lifted) == 1:
             y = bank_matmul(lifted[0].values, nb, deg_labels, w_sub[:nxt - len(deg_v)], W,
                             w_sub, present, lives[0] if lives else None, out_labels)
+            zeroed = y is not None and bool(lives)
         if y is None:
             y = np.einsum(*operands, W, w_sub, [Ellipsis] + present)
         nlead = y.ndim - len(present)
@@ -104,7 +105,9 @@ def linear_then_diagonal(ev, lin: Broadcasted, view: Broadcasted, ins, scope, ba
         if lin.operator.bias:
             b_sub = [mapping[p] for p in wl.target_positions]
             y = y + _to_out(params["bias"], b_sub, out_labels)
-        y = zero_dead(y, live)
+            zeroed = False
+        if not zeroed:                          # bank_matmul leaves dead rows 0 (never computed)
+            y = zero_dead(y, live)
         if ev.quant == "emulate":
             dt = output_format(lin, 0)
             if dt is not None:
@@ -118,7 +121,8 @@ def bank_matmul(X, nb, deg_labels, in_labels, W, w_sub, present, live, out_label
     """``einsum(X[..., *deg, *in], W[w_sub] -> [..., *present])`` for a bank (every degree
     label indexes ``W``'s output, each label once) as one BLAS matmul per bank member, over
     only the rows whose fold is live (``live``: the folded mask in ``out_labels`` order, or
-    None). Returns None when the labels are not of that form (the caller uses ``einsum``)."""
+    None; the other rows are 0). Returns None when the labels are not of that form (the
+    caller uses ``einsum``)."""
     nd, nin = len(deg_labels), len(in_labels)
     w_out = w_sub[nin:]
     if (not deg_labels or len(set(deg_labels)) != nd or len(set(w_out)) != len(w_out)

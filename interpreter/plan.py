@@ -45,6 +45,7 @@ from ncdc.ir.params import param_roles, repetitions
 from . import fusion
 from .context import RuleContext
 from .evaluate import NUMPY_ERRORS, Scope
+from .plan_demand import bank_position, demanded_linear, gated_contraction, position_wise
 from .registry import kernel_for, rule_for
 from .reindex import gather
 from .values import Value
@@ -57,8 +58,10 @@ class Plan:
     """Straight-line steps ``fn(regs)`` with the registers each clears afterwards; the root's
     inputs are registers ``0..n-1``, its outputs ``outputs``."""
 
-    def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int]):
+    def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int],
+                 demand_sites: int = 0):
         self.n_regs, self.n_inputs, self.outputs = n_regs, n_inputs, outputs
+        self.demand_sites = demand_sites
         self.steps = _with_lifetimes(steps, n_inputs, outputs)
 
     def __len__(self) -> int:
@@ -103,7 +106,7 @@ def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
         outs = b.block_body(root, regs, (root.title,), batch)
     else:
         outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
-    return Plan(b.steps, b.n, n_inputs, outs)
+    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites)
 
 
 def _locate(exc, b: Broadcasted, titles):
@@ -122,6 +125,10 @@ class _Builder:
         self.steps: list = []
         self.n = 0
         self.counts: dict = {}
+        self.demand = None
+        """(A, gate register, batch rank) while emitting a part read only where the gate is
+        live (:mod:`interpreter.plan_demand`)."""
+        self.demand_sites = 0
 
     def new(self, k: int = 1) -> list[int]:
         out = list(range(self.n, self.n + k))
@@ -142,7 +149,12 @@ class _Builder:
                 raise SpecTypeError("empty composition", m.path, scope.titles)
             i = 0
             while i < len(items):
-                if ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1], ev):
+                gated = self.gated(items, i, regs, scope, batch)
+                if gated is not None:
+                    regs = gated
+                    i += 1
+                elif ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
+                                                                       ev):
                     regs = self.fused(items[i], items[i + 1], regs, scope, batch)
                     i += 2
                 else:
@@ -179,6 +191,44 @@ class _Builder:
                                 m.path, scope.titles, node_type="StrideMorphism")
         raise EvaluationError(f"cannot evaluate a {type(m).__name__}",
                               getattr(m, "path", ""), scope.titles)
+
+    def gated(self, items, i, regs, scope, batch):
+        """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
+        gated contraction ``items[i + 1]`` (:mod:`interpreter.plan_demand`); else None."""
+        m = items[i]
+        if (self.ev.quant != "exact" or self.demand is not None or i + 1 >= len(items)
+                or not isinstance(m, ProductOfMorphisms)):
+            return None
+        found = gated_contraction(items[i + 1])
+        if found is None:
+            return None
+        kg, ky, A = found
+        starts, at = [], 0
+        for part in m.content:
+            starts.append(at)
+            at += len(part.cod)
+        if at != len(items[i + 1].input_weaves):
+            return None
+        owner = [next(j for j in range(len(starts) - 1, -1, -1) if starts[j] <= k)
+                 for k in (kg, ky)]
+        pg, py = owner
+        part_y = m.content[py]
+        if pg >= py or len(part_y.cod) != 1 or not position_wise(part_y, A):
+            return None
+        self.ev._arity(m, regs)
+        out, at = [], 0
+        for j, part in enumerate(m.content):
+            k = len(part.dom)
+            if j == py:
+                self.demand = (A, out[kg], len(batch))
+                try:
+                    out.extend(self.emit(part, regs[at:at + k], scope, batch))
+                finally:
+                    self.demand = None
+            else:
+                out.extend(self.emit(part, regs[at:at + k], scope, batch))
+            at += k
+        return out
 
     def block_body(self, blk: Block, regs, titles, batch):
         ev = self.ev
@@ -283,6 +333,10 @@ class _Builder:
         rule = self.located(b, scope, lambda: rule_for(b.operator))
         keys = self.take_keys(b, scope)
         ctx = RuleContext(b, ev, scope, batch, deg, {}, dict(keys))
+        if self.demand is not None and self.demand[2] == nb:
+            t = bank_position(b, self.demand[0])
+            if t is not None:
+                return self.demanded(b, regs, ctx, rule, readers, keys, t, scope)
         kern = self.located(b, scope, lambda: kernel_for(b, ctx))
         placers = [self.placer(b, j, batch, deg) for j in range(len(b.output_weaves))]
         dst = self.new(len(b.output_weaves))
@@ -355,6 +409,34 @@ class _Builder:
 
         self.step(run, src, dst)
         return dst
+
+    def demanded(self, b, regs, ctx, rule, readers, keys, t, scope) -> list[int]:
+        """A bank Linear computed only where the gate is live (falls back to its rule when
+        the gate or the input carries no mask)."""
+        ev = self.ev
+        _A, gate, nb = self.demand
+        (read,), (src,) = readers, regs
+        (dst,) = self.new()
+        put = self.placer(b, 0, ctx.batch, ctx.degree)
+        nin = len(b.input_weaves[0].target)
+        params, titles = ev.params, scope.titles
+        self.demand_sites += 1
+
+        def run(R):
+            try:
+                v = read(R[src])
+                ctx.params = P = {role: params[key] for role, key in keys}
+                g = R[gate].live
+                if g is None or v.live is not None or g.ndim != nb + 1:
+                    (y,) = rule(b, [v], ctx)
+                else:
+                    y = demanded_linear(v.values, P["weight"], P.get("bias"), g, nin, t)
+                R[dst] = put(y)
+            except (SpecError, *NUMPY_ERRORS) as exc:
+                raise _locate(exc, b, titles) from None
+
+        self.step(run, (src, gate), (dst,))
+        return [dst]
 
     def identity_layout(self, b: Broadcasted, k: int):
         """The layout (shape after the batch dims) in which input ``k`` is read as it is, or

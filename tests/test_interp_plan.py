@@ -48,6 +48,14 @@ def _same_value(a, b):
         np.testing.assert_array_equal(a.live, b.live)
 
 
+def _close_value(a, b):
+    assert a.values.dtype == b.values.dtype
+    np.testing.assert_allclose(a.values, b.values, rtol=1e-10, atol=1e-12)
+    assert (a.live is None) == (b.live is None)
+    if a.live is not None:
+        np.testing.assert_array_equal(a.live, b.live)
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
 @pytest.mark.parametrize(("spec_name", "path"), SITES, ids=[f"{n}:{p}" for n, p in SITES])
@@ -64,20 +72,24 @@ def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, quant):
         assert got == want
         return
     (res_w, seen_w), (res_g, seen_g) = want, got
+    # demand on a sparse axis computes the read positions by other (BLAS) matmuls and leaves
+    # the unread ones dead inside the gated part: values agree to rounding there
+    same = _same_value if not planned.plan().demand_sites else _close_value
     assert len(res_g.outputs) == len(res_w.outputs)
     for a, b in zip(res_g.outputs, res_w.outputs):
-        _same_value(a, b)
+        same(a, b)
     assert res_g.tape.keys() == res_w.tape.keys()
     for k in res_w.tape:
-        _same_value(res_g.tape[k], res_w.tape[k])
+        same(res_g.tape[k], res_w.tape[k])
     assert [(t, bt) for t, bt, _ in seen_g] == [(t, bt) for t, bt, _ in seen_w]
-    for (_, _, og), (_, _, ow) in zip(seen_g, seen_w):
-        for (vg, lg), (vw, lw) in zip(og, ow):
-            np.testing.assert_array_equal(vg, vw)
-            assert (lg is None) == (lw is None)
+    if not planned.plan().demand_sites:
+        for (_, _, og), (_, _, ow) in zip(seen_g, seen_w):
+            for (vg, lg), (vw, lw) in zip(og, ow):
+                np.testing.assert_array_equal(vg, vw)
+                assert (lg is None) == (lw is None)
     # a second call runs the same plan (compiled once) to the same result
     again = planned.evaluate(*inputs, tape=tape)
-    for a, b in zip(again.outputs, res_w.outputs):
+    for a, b in zip(again.outputs, res_g.outputs):
         _same_value(a, b)
     assert len(planned._plans) == 1
 
@@ -156,3 +168,32 @@ def test_a_chain_plans_one_step_per_operator_and_frees_its_registers():
     p_plan, p_ref = peak(lambda: planned(X)), peak(lambda: ref(X))
     assert p_plan < 4 * array, (p_plan, p_ref)       # never all 16 intermediates alive
     assert p_plan <= p_ref + array
+
+
+@pytest.mark.parametrize("n_tok", [None, 5])
+def test_routed_experts_compute_only_the_routed_pairs(n_tok):
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2)
+    ref = interpreter.interpret(moe, env, params=dict(planned.params), plan=False)
+    rng = np.random.default_rng(7)
+    (m,) = planned.dom_shapes()[0]
+    x = rng.standard_normal((m,) if n_tok is None else (n_tok, m))
+    seen = {}
+
+    def observe(blk, titles, outs, batch):
+        seen[titles[-1]] = outs
+
+    got = planned.evaluate(x, observer=observe).outputs[0]
+    want = ref.evaluate(x).outputs[0]
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-12)
+    assert planned.plan(() if n_tok is None else (n_tok,)).demand_sites == 2   # W^G, W^U
+    (gate,) = seen["Expert Gate"]
+    (routed,) = seen["Routed Experts"]
+    chosen = gate.live                                  # [*tokens, e]: k live per token
+    assert chosen is not None and np.all(chosen.sum(-1) == 4)
+    # the experts' output is live (computed) exactly at the routed (token, expert) pairs
+    live = np.broadcast_to(routed.live, routed.values.shape)
+    np.testing.assert_array_equal(live, np.broadcast_to(chosen[..., None], live.shape))
+    assert not np.any(routed.values[~live])
