@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Composed, Truncated
@@ -49,6 +50,13 @@ class Evaluation:
     @property
     def arrays(self) -> tuple[np.ndarray, ...]:
         return tuple(v.values for v in self.outputs)
+
+
+def _plain(x, real: bool, shape) -> bool:
+    """Whether ``x`` is already what :func:`coerce` makes of a real input: a float64 array
+    whose shape ends with the input's (any leading batch dims)."""
+    return (real and type(x) is np.ndarray and x.dtype == np.float64
+            and x.ndim >= len(shape) and x.shape[x.ndim - len(shape):] == shape)
 
 
 def _handout(v: Value, shape) -> Value:
@@ -100,6 +108,7 @@ class Interpreted:
                                     params=self.params, fuse=fuse, seed=seed)
         self.planned = plan
         self._cod_shapes = [env.sizes(a.shape) for a in self._cod]
+        self._dom_plain = [(kind(a.datatype) == "real", env.sizes(a.shape)) for a in self._dom]
         self._plans: dict[tuple[int, ...], Plan] = {}
 
     @property
@@ -160,8 +169,9 @@ class Interpreted:
     def _inputs(self, inputs, dom) -> tuple[list[Value], tuple[int, ...]]:
         """The inputs checked against the dom, and their broadcast leading (batch) shape; each
         value gets the batch's rank (size-1 dims where it has none)."""
-        values = [coerce(x, a, self.env, f"input {k}", lead=True) for k, (x, a) in
-                  enumerate(zip(inputs, dom))]
+        values = [Value(x, None) if _plain(x, real, shape)
+                  else coerce(x, a, self.env, f"input {k}", lead=True)
+                  for k, (x, a, (real, shape)) in enumerate(zip(inputs, dom, self._dom_plain))]
         leads = [v.values.shape[:v.values.ndim - len(a.shape)] for v, a in zip(values, dom)]
         if not any(leads):
             return values, ()
