@@ -360,6 +360,7 @@ class _Builder:
                                       "output weaves")
             return outs
 
+        take = _taker(params, keys)
         layouts = [self.identity_layout(b, k) for k in range(len(src))]
         ranks = [self.plain_rank(b, j, batch, deg) for j in range(nout)]
         inline = kern is not None and None not in layouts and None not in ranks and src
@@ -371,8 +372,7 @@ class _Builder:
                     v = R[s0]
                     x = v.values
                     if v.live is None and x.shape[nb:] == lay0:
-                        P = {role: params[key] for role, key in keys} if keys else _NONE
-                        y = kern((x,), P)[0]
+                        y = kern((x,), take())[0]
                         R[d0] = Value(y, None) if type(y) is np.ndarray and y.ndim == rank0 \
                             else put(Value(y, None))
                     else:
@@ -384,18 +384,21 @@ class _Builder:
 
             def run(R):
                 try:
-                    vs = [R[r] for r in src]
-                    if all(v.live is None and v.values.shape[nb:] == lay
-                           for v, (_, lay) in zip(vs, fast)):
-                        P = {role: params[key] for role, key in keys} if keys else _NONE
-                        ys = kern([v.values for v in vs], P)
+                    xs = []
+                    for r, lay in fast:
+                        v = R[r]
+                        if v.live is not None or v.values.shape[nb:] != lay:
+                            break
+                        xs.append(v.values)
+                    else:
+                        ys = kern(xs, take())
                         for (put, r), y, rank in zip(outs_at, ys, ranks):
                             R[r] = Value(y, None) if type(y) is np.ndarray and \
                                 y.ndim == rank else put(Value(y, None))
-                    else:
-                        outs = apply([read(v) for (read, _), v in zip(pairs, vs)])
-                        for (put, r), v in zip(outs_at, outs):
-                            R[r] = put(v)
+                        return
+                    outs = apply([read(R[r]) for read, r in pairs])
+                    for (put, r), v in zip(outs_at, outs):
+                        R[r] = put(v)
                 except (SpecError, *NUMPY_ERRORS) as exc:
                     raise _locate(exc, b, titles) from None
         else:
@@ -539,6 +542,16 @@ class _Builder:
 
         self.step(run, src, (dst,))
         return [dst]
+
+
+def _taker(params, keys):
+    """``() -> {role: array}`` of a site's parameters, read from ``params`` at each call."""
+    if not keys:
+        return lambda: _NONE
+    if len(keys) == 1:
+        ((role, key),) = keys
+        return lambda: {role: params[key]}
+    return lambda: {role: params[key] for role, key in keys}
 
 
 def _reader(plan, nb, layout, k, weave):

@@ -114,10 +114,12 @@ def softmax_kernel(b, ctx):
 
     def run(xs, params):
         (x,) = xs
-        x = np.asarray(x, dtype=np.float64)
+        if x.dtype != np.float64:
+            x = np.asarray(x, dtype=np.float64)
         axes = tuple(range(x.ndim - nt, x.ndim))
         m = x.max(axis=axes, keepdims=True)
-        if not np.isfinite(m).all():
+        total = float(m.sum())
+        if total - total != 0:                        # some maximum is not finite
             m = np.where(np.isfinite(m), m, 0.0)
         e = np.exp(x - m)
         return [e / e.sum(axis=axes, keepdims=True)]
