@@ -9,6 +9,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+import sympy
 from ncdc.ir import AdditionOp, Linear
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
@@ -197,3 +198,49 @@ def test_routed_experts_compute_only_the_routed_pairs(n_tok):
     live = np.broadcast_to(routed.live, routed.values.shape)
     np.testing.assert_array_equal(live, np.broadcast_to(chosen[..., None], live.shape))
     assert not np.any(routed.values[~live])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("special", [None, np.inf, -np.inf, np.nan])
+def test_kernels_compute_what_their_rules_compute(special, monkeypatch):
+    """Every operator with a kernel, all inputs live, leading batch dims, non-finite entries:
+    the kernel path (plans) equals the rule path (plan=False) bit for bit, and the sites
+    really run their kernels."""
+    from ncdc.interpreter.registry import KERNELS, RULES
+    from ncdc.ir import Einops, Normalize, SoftMax
+
+    x, m = axis("x", 3), axis("m", 5)
+    over = rearr([0], x)
+    sites = {
+        Linear: bc(Linear(Name("W"), bias=True), [weave(R, "*", m)], [weave(R, "*", m)], [over]),
+        AdditionOp: bc(AdditionOp(Name("+")), [weave(R, "*", m)] * 2, [weave(R, "*", m)],
+                       [over, over]),
+        SoftMax: bc(SoftMax(Name("s")), [weave(R, "*", m)], [weave(R, "*", m)], [over]),
+        Normalize: bc(Normalize(Name("n"), gain=True, epsilon=sympy.Float(1e-6)),
+                      [weave(R, "*", m)], [weave(R, "*", m)], [over]),
+        Einops: bc(Einops(Name("e"), signature=((0,), (0,))), [weave(R, "*", m)] * 2,
+                   [weave(R, "*")], [over, over]),
+    }
+    assert set(KERNELS) == set(sites)
+    rng = np.random.default_rng(0)
+    for cls, site in sites.items():
+        planned = interpreter.interpret(site, Env(), seed=1)
+        ref = interpreter.interpret(site, Env(), params=dict(planned.params), plan=False)
+        args = []
+        for _ in site.input_weaves:
+            a = rng.standard_normal((2, 3, 5))
+            if special is not None:
+                a[1, 2, :2] = special
+                a[0, 1, :] = special
+            args.append(a)
+        want = ref.evaluate(*args).outputs
+
+        def no_rule(*_):
+            raise AssertionError("the rule ran where the kernel should")
+
+        with monkeypatch.context() as mp:
+            mp.setitem(RULES, cls, no_rule)
+            got = planned.evaluate(*args).outputs
+        for g, w_ in zip(got, want):
+            np.testing.assert_array_equal(g.values, w_.values)
+            assert g.live is None and w_.live is None
