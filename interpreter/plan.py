@@ -50,6 +50,7 @@ from . import fusion
 from .evaluate import NUMPY_ERRORS, Scope
 from .plan_demand import gated_contraction, position_wise
 from .plan_steps import SiteSteps, locate
+from .values import Value
 
 
 class Plan:
@@ -75,6 +76,29 @@ class Plan:
                 for r in frees:
                     regs[r] = None
         return [regs[r] for r in self.outputs]
+
+
+CHUNK_ROWS = 64
+"""Batch positions per chunk of a gated part (:meth:`_Builder.chunked`)."""
+
+
+def _rows(v: Value, start: int, stop: int) -> Value:
+    """Positions ``start:stop`` of the first (batch) dim of ``v`` (a size-1 dim stays)."""
+    x, live = v.values, v.live
+    return Value(x if x.shape[0] == 1 else x[start:stop],
+                 live if live is None or live.shape[0] == 1 else live[start:stop])
+
+
+def _stacked(parts: list[Value], n: int) -> Value:
+    """Chunk results joined along the first dim (``n`` positions in all)."""
+    sizes = [min(CHUNK_ROWS, n - s) for s in range(0, n, CHUNK_ROWS)]
+    tail = np.broadcast_shapes(*(p.values.shape[1:] for p in parts))
+    vals = np.concatenate([np.broadcast_to(p.values, (m,) + tail) for p, m in zip(parts, sizes)])
+    if all(p.live is None for p in parts):
+        return Value(vals, None)
+    live = np.concatenate([np.broadcast_to(True if p.live is None else p.live, (m,) + tail)
+                           for p, m in zip(parts, sizes)])
+    return Value(vals, None if live.all() else live)
 
 
 def _with_lifetimes(steps, n_inputs, outputs):
@@ -139,8 +163,8 @@ class _Builder(SiteSteps):
             while i < len(items):
                 gated = self.gated(items, i, regs, scope, batch)
                 if gated is not None:
-                    regs = gated
-                    i += 1
+                    regs, used = gated
+                    i += used
                 elif ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
                                                                        ev):
                     regs = self.fused(items[i], items[i + 1], regs, scope, batch)
@@ -182,7 +206,9 @@ class _Builder(SiteSteps):
 
     def gated(self, items, i, regs, scope, batch):
         """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
-        gated contraction ``items[i + 1]`` (:mod:`interpreter.plan_demand`); else None."""
+        gated contraction ``items[i + 1]`` (:mod:`interpreter.plan_demand`): (registers, items
+        emitted), else None. Over leading batch dims, the gated part and the contraction run
+        in row chunks (:meth:`chunked`)."""
         m = items[i]
         if (self.ev.quant != "exact" or self.demand is not None or i + 1 >= len(items)
                 or not isinstance(m, ProductOfMorphisms)):
@@ -207,6 +233,9 @@ class _Builder(SiteSteps):
         out, at = [], 0
         for j, part in enumerate(m.content):
             k = len(part.dom)
+            if j == py and batch and j == len(m.content) - 1:
+                return self.chunked(part, items[i + 1], regs[at:at + k], out[kg], kg, A,
+                                    scope, batch), 2
             if j == py:
                 self.demand = (A, out[kg], len(batch))
                 try:
@@ -216,7 +245,44 @@ class _Builder(SiteSteps):
             else:
                 out.extend(self.emit(part, regs[at:at + k], scope, batch))
             at += k
-        return out
+        return out, 1
+
+    def chunked(self, part, contraction, operands, gate, kg, A, scope, batch) -> list[int]:
+        """The gated ``part`` (demand on ``A``) and its ``contraction`` as one step that runs
+        them over chunks of :data:`CHUNK_ROWS` positions of the first batch dim: lifted
+        values are independent along batch dims, and only a chunk of the part's arrays (the
+        experts' ``[x, e, m]`` output) is alive at a time. Unchunked while an observer
+        watches (it sees whole blocks)."""
+        ev = self.ev
+        sub = _Builder(ev)
+        sub.counts = self.counts                  # occurrences counted in evaluation order
+        k = len(operands)
+        sub.n = k + 1
+        sub.demand = (A, k, len(batch))
+        y = sub.emit(part, list(range(k)), scope, batch)
+        sub.demand = None
+        c_in = [k, k]
+        c_in[1 - kg] = y[0]
+        res = sub.emit(contraction, c_in, scope, batch)
+        plan = Plan(sub.steps, sub.n, k + 1, res, sub.demand_sites)
+        self.demand_sites += sub.demand_sites
+        dst = self.new(len(res))
+        src = tuple(operands) + (gate,)
+        n = batch[0]
+
+        def run(R):
+            ins = [R[r] for r in src]
+            if ev.observer is not None or n <= CHUNK_ROWS:
+                outs = plan.run(ins)
+            else:
+                runs = [plan.run([_rows(v, s, s + CHUNK_ROWS) for v in ins])
+                        for s in range(0, n, CHUNK_ROWS)]
+                outs = [_stacked([r[j] for r in runs], n) for j in range(len(res))]
+            for r, v in zip(dst, outs):
+                R[r] = v
+
+        self.step(run, src, dst)
+        return dst
 
     def block_body(self, blk: Block, regs, titles, batch):
         ev = self.ev
