@@ -94,12 +94,10 @@ class SiteSteps:
         titles = scope.titles
         pairs = tuple(zip(readers, src))
         outs_at = tuple(zip(placers, dst))
-        params = ev.params
+        take = _taker(ev.params, keys)
 
         def apply(lifted):
-            P = {}
-            if keys:
-                P = {role: params[key] for role, key in keys}
+            P = take()
             if kern is not None and all(v.live is None for v in lifted):
                 return [Value(y, None) for y in kern([v.values for v in lifted], P)]
             ctx.params = P
@@ -109,7 +107,6 @@ class SiteSteps:
                                       "output weaves")
             return outs
 
-        take = _taker(params, keys)
         layouts = [self.identity_layout(b, k) for k in range(len(src))]
         ranks = [self.plain_rank(b, j, batch, deg) for j in range(nout)]
         inline = kern is not None and None not in layouts and None not in ranks and src
