@@ -54,16 +54,8 @@ class SiteSteps:
     def readers(self, b: Broadcasted, nb: int):
         """One function per input: ``Value -> lifted Value`` (the array itself when the read
         is an identity and the layout matches)."""
-        ev = self.ev
-        out = []
-        for k in range(len(b.input_weaves)):
-            plan = ev.plan(b, k)
-            weave = b.input_weaves[k]
-            layout = None
-            if plan.identity:
-                layout = tuple(plan.amap.cod_sizes) + tuple(plan.target_sizes)
-            out.append(_reader(plan, nb, layout, k, weave))
-        return out
+        return [_reader(self.ev.plan(b, k), nb, self.identity_layout(b, k), k,
+                        b.input_weaves[k]) for k in range(len(b.input_weaves))]
 
     def broadcasted(self, b: Broadcasted, regs, scope: Scope, batch) -> list[int]:
         ev = self.ev
