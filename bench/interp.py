@@ -1,21 +1,37 @@
-"""Benchmark of the numpy reference interpreter; prints ratios measured in one run.
+"""Benchmark of the numpy reference interpreter; prints figures and ratios measured in one run.
 
-1. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
-2. the sliding-window read (View<win> then the score contraction of the attention core) vs a
-   strided view (``sliding_window_view``) + einsum: time and tracemalloc peak (memory must not
-   grow as tokens x window x width);
-3. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at the ``tiny`` preset
-   (goal <= 1 s) and at the ``medium`` preset, exact and emulate.
+1. the 32-node chain (Linear, x + x, SoftMax, RMSNorm at x=12, m=64, float64): per-node cost
+   of the planned interpreter, the recursive one (``plan=False``), ONNX's
+   ``ReferenceEvaluator`` on the same graph (``pip install -e .[bench]``) and the same numpy
+   written directly; overhead per node = (interpreter - numpy) / 32 (goal <= 5 us, and below
+   ONNX);
+2. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
+3. the sliding-window read (View<win> then the score contraction of the attention core) vs a
+   strided view (``sliding_window_view``) + einsum: time and tracemalloc peak;
+4. layer 0 ("Sliding Window Layer") and its Mixture of Experts at the ``medium`` preset, 256
+   tokens, exact: time and tracemalloc peak;
+5. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at ``tiny`` (goal <= 1 s)
+   and ``medium``, exact and emulate.
 
-    python bench/interp.py [--quick]
+Compared runs are interleaved; each figure is min / median over the rounds. By default the
+script runs twice, in fresh processes: BLAS pinned to one thread, then the default thread count
+(``--threads 1|default`` runs one of them).
+
+    python bench/interp.py [--quick] [--threads 1|default]
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
 import time
 import tracemalloc
+
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+if "--threads" in sys.argv and sys.argv[sys.argv.index("--threads") + 1:][:1] == ["1"]:
+    for _var in THREAD_VARS:                      # before numpy loads its BLAS
+        os.environ[_var] = "1"
 
 import numpy as np
 import sympy
@@ -25,7 +41,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from ncdc.ir import (
     FREE_INPUT,
     TILED,
+    AdditionOp,
     Arithmetic,
+    Array,
     Block,
     BlockTag,
     Broadcasted,
@@ -37,6 +55,7 @@ from ncdc.ir import (
     RawAxis,
     Reals,
     Rearrangement,
+    SoftMax,
     StrideMorphism,
     StrideRow,
     View,
@@ -48,6 +67,9 @@ from ncdc.ir.names import Name
 import ncdc
 from ncdc import interpreter
 
+PLANS = "plan" in interpreter.interpret.__code__.co_varnames
+"""Whether this interpreter compiles plans (the bench also runs on older commits)."""
+
 R = Reals()
 _uid = iter(range(800_000, 900_000))
 
@@ -58,16 +80,6 @@ def axis(label, n):
 
 def w(*shape):
     return Weave(R, tuple(TILED if s == "*" else s for s in shape))
-
-
-def best(fn, repeat=5, number=1):
-    out = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        for _ in range(number):
-            fn()
-        out.append((time.perf_counter() - t) / number)
-    return min(out)
 
 
 def peak(fn):
@@ -106,11 +118,126 @@ def operator_overhead(n_tok, width):
     for name, (b, params, direct) in cases.items():
         run = interpreter.interpret(b, Env(), params=params)
         args = [X] * len(b.input_weaves)
-        run(*args)
-        t_i = best(lambda: run(*args), number=20)      # noqa: B023
-        t_n = best(direct, number=20)
-        rows.append((name, t_i, t_n))
+        t = interleaved({"i": lambda: run(*args), "n": direct}, number=20)  # noqa: B023
+        rows.append((name, t["i"], t["n"]))
     return rows
+
+
+CHAIN_EPS = 1e-6
+
+
+def chain(n_tok, width, n_nodes=32):
+    """A chain of ``n_nodes`` Broadcasted nodes cycling Linear, x + x, SoftMax, RMSNorm over
+    ``[x, m]`` (degree x, target m), and its direct numpy twin given the weights."""
+    x, m = axis("x", n_tok), axis("m", width)
+    over_x = Rearrangement((0,), (x,))
+    wire = Array(R, (x, m))
+    items, kinds = [], []
+    for i in range(n_nodes):
+        kind = ("linear", "add", "softmax", "rms")[i % 4]
+        kinds.append(kind)
+        if kind == "linear":
+            items.append(Broadcasted(Linear(Name(f"W_{i}")), (w("*", m),), (w("*", m),),
+                                     (over_x,)))
+        elif kind == "add":
+            items.append(Rearrangement((0, 0), (wire,)))
+            items.append(Broadcasted(AdditionOp(Name("+")), (w("*", m), w("*", m)),
+                                     (w("*", m),), (over_x, over_x)))
+        elif kind == "softmax":
+            items.append(Broadcasted(SoftMax(Name("softmax")), (w("*", m),), (w("*", m),),
+                                     (over_x,)))
+        else:
+            items.append(Broadcasted(Normalize(Name("rms"), epsilon=sympy.Float(CHAIN_EPS)),
+                                     (w("*", m),), (w("*", m),), (over_x,)))
+    return Composed(tuple(items)), kinds
+
+
+def chain_direct(kinds, weights):
+    """The chain written directly in numpy (the weights in chain order)."""
+    def run(X):
+        it = iter(weights)
+        for kind in kinds:
+            if kind == "linear":
+                X = X @ next(it)
+            elif kind == "add":
+                X = X + X
+            elif kind == "softmax":
+                e = np.exp(X - X.max(-1, keepdims=True))
+                X = e / e.sum(-1, keepdims=True)
+            else:
+                X = X / np.sqrt(np.mean(X * X, -1, keepdims=True) + CHAIN_EPS)
+        return X
+    return run
+
+
+def chain_onnx(kinds, weights, n_tok, width):
+    """The chain as an ONNX graph run by ``onnx.reference.ReferenceEvaluator`` (None when onnx
+    is not installed: ``pip install -e .[bench]``)."""
+    try:
+        from onnx import TensorProto, helper, numpy_helper
+        from onnx.reference import ReferenceEvaluator
+    except ImportError:
+        return None
+    nodes, inits, it, cur = [], [], iter(weights), "x0"
+    for i, kind in enumerate(kinds):
+        out = f"x{i + 1}"
+        if kind == "linear":
+            inits.append(numpy_helper.from_array(next(it), f"W{i}"))
+            nodes.append(helper.make_node("MatMul", [cur, f"W{i}"], [out]))
+        elif kind == "add":
+            nodes.append(helper.make_node("Add", [cur, cur], [out]))
+        elif kind == "softmax":
+            nodes.append(helper.make_node("Softmax", [cur], [out], axis=-1))
+        else:
+            nodes.append(helper.make_node("RMSNormalization", [cur, "gain"], [out], axis=-1,
+                                          epsilon=CHAIN_EPS))
+        cur = out
+    if "rms" in kinds:
+        inits.append(numpy_helper.from_array(np.ones(width), "gain"))
+    t = TensorProto.DOUBLE
+    graph = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x0", t, [n_tok, width])],
+                              [helper.make_tensor_value_info(cur, t, [n_tok, width])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    ev = ReferenceEvaluator(model)
+    return lambda X: ev.run(None, {"x0": X})[0]
+
+
+def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=7, number=50, clock=time.perf_counter):
+    """Cost of the chain: interpreter, ONNX ReferenceEvaluator and direct numpy, interleaved;
+    returns {name: (min, median)} in seconds per call."""
+    m, kinds = chain(n_tok, width, n_nodes)
+    run = interpreter.interpret(m, Env())
+    weights = [run.params[s.key] for s in run.param_specs]
+    direct = chain_direct(kinds, weights)
+    X = np.random.default_rng(2).standard_normal((n_tok, width))
+    ref = direct(X)
+    assert np.allclose(run(X)[0], ref, rtol=1e-10, atol=1e-12)
+    cands = {"interpreter": lambda: run(X)}
+    if PLANS:
+        walk = interpreter.interpret(m, Env(), params=dict(run.params), plan=False)
+        cands["interpreter, plan=False"] = lambda: walk(X)
+    cands["numpy"] = lambda: direct(X)
+    onnx_run = chain_onnx(kinds, weights, n_tok, width)
+    if onnx_run is not None:
+        assert np.allclose(onnx_run(X), ref, rtol=1e-10, atol=1e-12)
+        cands["onnx reference"] = lambda: onnx_run(X)
+    return interleaved(cands, rounds, number, clock)
+
+
+def interleaved(cands, rounds=7, number=1, clock=time.perf_counter):
+    """Time each candidate ``rounds`` times, the candidates taking turns; {name: (min, median)}
+    seconds per call. ``clock=time.process_time`` counts this process's CPU time only (robust
+    on a shared machine when BLAS runs on this thread)."""
+    times = {k: [] for k in cands}
+    for fn in cands.values():
+        fn()
+    for _ in range(rounds):
+        for k, fn in cands.items():
+            t = clock()
+            for _ in range(number):
+                fn()
+            times[k].append((clock() - t) / number)
+    return {k: (min(v), float(np.median(v))) for k, v in times.items()}
 
 
 def window_scores(n_tok, n_win, width):
@@ -146,10 +273,30 @@ def window_bench(n_tok, n_win, width):
 
     got = run(q, k)[0]
     assert np.allclose(got, direct(), rtol=1e-12, atol=1e-9)
-    t_i, t_n = best(lambda: run(q, k), repeat=3), best(direct, repeat=3)
+    t = interleaved({"i": lambda: run(q, k), "n": direct}, rounds=5)
+    t_i, t_n = t["i"], t["n"]
     m_i, m_n = peak(lambda: run(q, k)), peak(direct)
     full = n_tok * n_win * width * 8
     return t_i, t_n, m_i, m_n, full
+
+
+def block_bench(title, preset="medium", rounds=3, batch=()):
+    """One block of the bundled spec at ``preset``, exact, stand-in weights, inputs with
+    leading ``batch`` dims: (first call, (min, median) of the following calls, tracemalloc
+    peak of one call) in seconds / bytes."""
+    spec = ncdc.load()
+    env = spec.bind(preset).env
+    blk = spec.block(title)
+    run = interpreter.interpret(blk, env, stand_in=True)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(tuple(batch) + x.shape) if batch else x
+          for x in interpreter.random_inputs(blk, env, 0)]
+    t0 = time.perf_counter()
+    out = run(*xs)
+    t_first = time.perf_counter() - t0
+    assert all(np.isfinite(o).all() for o in out)
+    t = interleaved({"run": lambda: run(*xs)}, rounds=rounds)["run"]
+    return t_first, t, peak(lambda: run(*xs))
 
 
 def prefix_bench(preset, quant):
@@ -163,28 +310,55 @@ def prefix_bench(preset, quant):
     t0 = time.perf_counter()
     out = run(*ids)
     t_first = time.perf_counter() - t0
-    t_steady = best(lambda: run(*ids), repeat=3)
+    t_steady = interleaved({"run": lambda: run(*ids)}, rounds=3)["run"]
     assert all(np.isfinite(o).all() for o in out)
     return t_prep, t_first, t_steady
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes, no medium preset")
-    args = ap.parse_args(argv)
+def us(t):
+    return f"{t[0] * 1e6:8.1f} / {t[1] * 1e6:8.1f} us"
+
+
+def ms(t):
+    return f"{t[0] * 1e3:7.1f} / {t[1] * 1e3:7.1f} ms"
+
+
+def run_bench(args):
+    print(f"-- BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')} "
+          "(figures min / median)")
+    n_nodes = 32
+    for label, clock in (("wall", time.perf_counter), ("CPU", time.process_time)):
+        print(f"== {n_nodes}-node chain (Linear, x+x, SoftMax, RMSNorm; x=12, m=64): per node, "
+              f"{label} time")
+        res = chain_bench(n_nodes=n_nodes, rounds=9, clock=clock)
+        per = {k: (a / n_nodes, b / n_nodes) for k, (a, b) in res.items()}
+        for name, t in per.items():
+            print(f"  {name:26s} {us(t)}")
+        for name in per:
+            if name.startswith(("interpreter", "onnx")):
+                over = (per[name][0] - per["numpy"][0], per[name][1] - per["numpy"][1])
+                print(f"  over numpy: {name:26s} {us(over)} per node (goal <= 5 us)")
     print("== per-operator overhead (interpreter / direct numpy)")
     for n_tok, width in ((12, 64), (256, 512)):
         for name, t_i, t_n in operator_overhead(n_tok, width):
-            print(f"  {name:22s} x={n_tok:4d} m={width:4d}: interp {t_i * 1e6:8.1f} us, numpy "
-                  f"{t_n * 1e6:8.1f} us, ratio {t_i / t_n:6.1f}")
+            print(f"  {name:22s} x={n_tok:4d} m={width:4d}: interp {us(t_i)}, numpy "
+                  f"{us(t_n)}, ratio {t_i[0] / t_n[0]:6.1f}")
     print("== sliding-window read + scores (interpreter / sliding_window_view + einsum)")
     sizes = ((512, 64, 128),) if args.quick else ((512, 64, 128), (2048, 128, 512))
     for n_tok, n_win, width in sizes:
         t_i, t_n, m_i, m_n, full = window_bench(n_tok, n_win, width)
-        print(f"  x={n_tok} w={n_win} c={width}: time {t_i * 1e3:.1f} ms vs {t_n * 1e3:.1f} ms "
-              f"(ratio {t_i / t_n:.2f}); peak memory {m_i / 2**20:.1f} MiB vs "
-              f"{m_n / 2**20:.1f} MiB (ratio {m_i / max(m_n, 1):.2f}); a materialised window "
-              f"would be {full / 2**20:.0f} MiB")
+        print(f"  x={n_tok} w={n_win} c={width}: time {ms(t_i)} vs {ms(t_n)} "
+              f"(ratio {t_i[0] / t_n[0]:.2f}); peak memory {m_i / 2**20:.1f} MiB vs "
+              f"{m_n / 2**20:.1f} MiB; a materialised window would be {full / 2**20:.0f} MiB")
+    if not args.quick:
+        print("== medium preset, 256 tokens, exact")
+        blocks = [("Sliding Window Layer", ())]
+        if PLANS:                                   # leading batch dims: 256 tokens
+            blocks.append(("Mixture of Experts", (256,)))
+        for title, batch in blocks:
+            t_first, t, mem = block_bench(title, batch=batch)
+            print(f"  {title:22s}: first call {t_first * 1e3:7.1f} ms, then {ms(t)}; "
+                  f"peak memory {mem / 2**20:.1f} MiB")
     print("== salvaged prefix (ids -> Engram of layer 1)")
     presets = ("tiny",) if args.quick else ("tiny", "medium")
     for preset in presets:
@@ -192,7 +366,22 @@ def main(argv=None):
             t_prep, t_first, t_steady = prefix_bench(preset, quant)
             goal = "  (goal <= 1 s)" if preset == "tiny" else ""
             print(f"  {preset:6s} {quant:7s}: prepare {t_prep * 1e3:7.1f} ms, first run "
-                  f"{t_first * 1e3:7.1f} ms, steady {t_steady * 1e3:7.1f} ms{goal}")
+                  f"{t_first * 1e3:7.1f} ms, steady {ms(t_steady)}{goal}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes, no medium preset")
+    ap.add_argument("--threads", choices=("1", "default"),
+                    help="run once with BLAS at this thread count (default: both, in turn)")
+    args = ap.parse_args(argv)
+    if args.threads:
+        run_bench(args)
+        return
+    for threads in ("1", "default"):
+        env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+        cmd = [sys.executable, os.path.abspath(__file__), "--threads", threads]
+        subprocess.run(cmd + (["--quick"] if args.quick else []), env=env, check=True)
 
 
 if __name__ == "__main__":

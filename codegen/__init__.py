@@ -32,23 +32,24 @@ def _env_for(morphism, env, sizes, preset="tiny"):
 
 def generate_source(morphism, env=None, *, sizes=None, quant: str = "exact",
                     dtype: str = "float64", module_name: str | None = None,
-                    source_name: str | None = None) -> str:
+                    source_name: str | None = None, reading: str = "faithful") -> str:
     """The generated Python source for ``morphism`` (sizes bound by ``env``, or by the tiny
     preset plus ``sizes``)."""
     env = _env_for(morphism, env, sizes)
     return generate(morphism, env, quant=quant, module_name=module_name,
-                    source_name=source_name).source
+                    source_name=source_name, reading=reading).source
 
 
 def compile_torch(morphism, env=None, *, sizes=None, quant: str = "exact",
-                  dtype: str = "float64", module_name: str | None = None, stand_in: bool = False):
+                  dtype: str = "float64", module_name: str | None = None, stand_in: bool = False,
+                  reading: str = "faithful"):
     """``(source, module)``: the generated source and an instance of its root class (in
     ``dtype``, constructed with the binding's sizes as defaults; ``stand_in``: seeded stand-ins
     for data only the user can supply, with a warning)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     env = _env_for(morphism, env, sizes)
-    g = generate(morphism, env, quant=quant, module_name=module_name)
+    g = generate(morphism, env, quant=quant, module_name=module_name, reading=reading)
     mod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:

@@ -157,9 +157,14 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
 
 def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
-                   key: str | None = None) -> CheckResult:
-    """Run the interpreter and the generated module on the same random data."""
+                   key: str | None = None, reading: str = "faithful") -> CheckResult:
+    """Run the interpreter and the generated module on the same random data (both under
+    ``reading``, :mod:`ir.readings`)."""
+    from ncdc.ir.readings import apply_reading
+
     from ncdc import interpreter
+
+    morphism = apply_reading(morphism, reading)
 
     path = getattr(morphism, "path", "")
     shapes = ", ".join(f"{a}" for a in morphism.dom) + " -> " + ", ".join(

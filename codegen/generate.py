@@ -17,6 +17,7 @@ from ncdc.ir.morphisms import Block, Morphism, Truncated
 from ncdc.ir.names import plain_title
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import param_specs
+from ncdc.ir.readings import apply_reading
 
 from .classinfo import INDENT, ClassInfo, Param, Sub
 from .generator import Generator
@@ -139,13 +140,16 @@ def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
 
 
 def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
-             module_name: str | None = None, source_name: str | None = None) -> Generated:
-    """Generate the source of a standalone module computing ``morphism`` under ``env``."""
+             module_name: str | None = None, source_name: str | None = None,
+             reading: str = "faithful") -> Generated:
+    """Generate the source of a standalone module computing ``morphism`` under ``env``
+    (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`)."""
     if quant not in ("exact", "emulate"):
         raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
     if isinstance(morphism, Truncated):
         raise SpecError("cannot compile a truncated term; compile a complete block or the "
                         "salvaged prefix", morphism.path)
+    morphism = apply_reading(morphism, reading)
     symbols = collect_symbols(morphism)
     gen = Generator(env, data_symbols(morphism, env), quant, symbols)
     title, description, formula = _root_title(morphism, module_name)

@@ -6,15 +6,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
+from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Composed, Truncated
+from ncdc.ir.readings import apply_reading
 
 from .evaluate import Evaluator
 from .inputs import coerce, tape_needs, tape_slots
 from .params import ParamTable, build_params
+from .plan import Plan, compile_plan
 from .symbols import free_numerics
-from .values import Value, materialise
+from .values import Value, materialise, with_rank
 
 RECURSION_LIMIT = 20_000
 """Evaluation recurses a few frames per nesting level of the term; decoded terms nest at most
@@ -50,6 +53,20 @@ class Evaluation:
         return tuple(v.values for v in self.outputs)
 
 
+def _plain(x, real: bool, shape) -> bool:
+    """Whether ``x`` is already what :func:`coerce` makes of a real input: a float64 array
+    whose shape ends with the input's (any leading batch dims)."""
+    return (real and type(x) is np.ndarray and x.dtype == np.float64
+            and x.ndim >= len(shape) and x.shape[x.ndim - len(shape):] == shape)
+
+
+def _handout(v: Value, shape) -> Value:
+    """A result as the caller gets it: full-shape, contiguous, writeable, its own copy."""
+    if v.live is None and v.values.shape == shape:
+        return Value(np.array(v.values, order="C"), None)
+    return materialise(v, shape)
+
+
 def bind_for(morphism, sizes=None, constants=None, preset: str | None = None) -> Env:
     """An env for a morphism given alone: the constants file, then ``preset`` (default
     ``tiny``), then ``sizes`` / ``constants`` by name, code form or id."""
@@ -63,16 +80,24 @@ class Interpreted:
 
     ``run(*inputs)`` returns a tuple of numpy arrays (dead positions 0) in cod order;
     ``run.evaluate(*inputs, tape=...)`` returns an :class:`Evaluation` with liveness and the
-    tape. Inputs are arrays (all live) or ``(values, live)`` pairs, in dom order."""
+    tape. Inputs are arrays (all live) or ``(values, live)`` pairs, in dom order; any leading
+    (batch) dims before an input's shape broadcast together and lead every result, as in the
+    generated modules.
+
+    With ``plan`` (the default) the morphism is compiled into an :class:`~interpreter.plan.Plan`
+    on the first call for each batch shape (:mod:`interpreter.plan`); ``plan=False`` walks it
+    recursively on every call (the reference the plans are tested against)."""
 
     def __init__(self, morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
-                 stand_in: bool = False, seed: int = 0, fuse: bool = True):
+                 stand_in: bool = False, seed: int = 0, fuse: bool = True,
+                 reading: str = "faithful", plan: bool = True):
         if quant not in ("exact", "emulate"):
             raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
         if isinstance(morphism, Truncated):
             raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
                             "complete leading part of a truncated composition", morphism.path)
-        self.morphism, self.env, self.quant = morphism, env, quant
+        morphism = apply_reading(morphism, reading)
+        self.morphism, self.env, self.quant, self.reading = morphism, env, quant, reading
         with deep_recursion(morphism):
             self.table = ParamTable(morphism, env)
             self.tape_needs = tape_needs(morphism)
@@ -84,6 +109,10 @@ class Interpreted:
         self.seed = seed
         self._evaluator = Evaluator(morphism, env, quant=quant, table=self.table,
                                     params=self.params, fuse=fuse, seed=seed)
+        self.planned = plan
+        self._cod_shapes = [env.sizes(a.shape) for a in self._cod]
+        self._dom_plain = [(kind(a.datatype) == "real", env.sizes(a.shape)) for a in self._dom]
+        self._plans: dict[tuple[int, ...], Plan] = {}
 
     @property
     def param_specs(self):
@@ -112,19 +141,54 @@ class Interpreted:
             raise EvaluationError(f"{len(inputs)} input(s) given; the morphism takes "
                                   f"{len(dom)}: {', '.join(str(a) for a in dom)}",
                                   self.morphism.path)
-        values = [coerce(x, a, self.env, f"input {k}") for k, (x, a) in
-                  enumerate(zip(inputs, dom))]
+        values, batch = self._inputs(inputs, dom)
         start = self._tape_in({**self.default_tape, **(tape or {})})
-        with deep_recursion(self.morphism):
-            outs = self._evaluator.run(values, start, observer)
+        ev = self._evaluator
+        if self.planned:
+            plan = self.plan(batch)
+            ev.start(start, observer)
+            outs = plan.run(values)
+        else:
+            with deep_recursion(self.morphism):
+                outs = ev.run(values, start, observer, batch)
         cod = self.cod
         if len(outs) != len(cod):
             raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "
                                   f"{len(cod)}", self.morphism.path)
-        result = [materialise(v, self.env.sizes(a.shape)) for v, a in zip(outs, cod)]
+        result = [_handout(v, batch + shape) for v, shape in zip(outs, self._cod_shapes)]
         final = {uid: materialise(v, shape)
                  for uid, (v, _nb, shape) in self._evaluator.tape.items()}
         return Evaluation(result, final)
+
+    def plan(self, batch: tuple[int, ...] = ()) -> Plan:
+        """The compiled plan for inputs with leading ``batch`` dims (compiled once)."""
+        hit = self._plans.get(batch)
+        if hit is None:
+            with deep_recursion(self.morphism):
+                hit = compile_plan(self._evaluator, batch, len(self.dom))
+            self._plans[batch] = hit
+        return hit
+
+    def _inputs(self, inputs, dom) -> tuple[list[Value], tuple[int, ...]]:
+        """The inputs checked against the dom, and their broadcast leading (batch) shape; each
+        value gets the batch's rank (size-1 dims where it has none)."""
+        values = [Value(x, None) if _plain(x, real, shape)
+                  else coerce(x, a, self.env, f"input {k}", lead=True)
+                  for k, (x, a, (real, shape)) in enumerate(zip(inputs, dom, self._dom_plain))]
+        leads = [v.values.shape[:v.values.ndim - len(a.shape)] for v, a in zip(values, dom)]
+        if not any(leads):
+            return values, ()
+        try:
+            batch = tuple(int(n) for n in np.broadcast_shapes(*leads))
+        except ValueError:
+            raise EvaluationError("the inputs' leading (batch) dims do not broadcast: "
+                                  + ", ".join(str(s) for s in leads), self.morphism.path) from None
+        out = []
+        for v, a in zip(values, dom):
+            rank = len(batch) + len(a.shape)
+            out.append(Value(with_rank(v.values, rank),
+                             None if v.live is None else with_rank(v.live, rank)))
+        return out, batch
 
     def _tape_in(self, given: dict) -> dict:
         slots = {slot.uid: (slot, arr) for slot, arr in self.tape_needs}
@@ -147,7 +211,8 @@ class Interpreted:
 
 def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
               preset: str | None = None, params=None, quant: str = "exact", tape=None,
-              stand_in: bool = False, seed: int = 0, fuse: bool = True) -> Interpreted:
+              stand_in: bool = False, seed: int = 0, fuse: bool = True,
+              reading: str = "faithful", plan: bool = True) -> Interpreted:
     """Prepare ``morphism`` for evaluation (FORMAT.md semantics).
 
     ``env``: an :class:`~ir.env.Env` (e.g. ``spec.bind("tiny").env``); without one the sizes
@@ -158,13 +223,16 @@ def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
     (seeded stand-ins, listed in ``.stand_ins``). ``quant``: ``exact`` or ``emulate``
     (``QUANT_POLICY.md``). ``tape``: default tape slots (uid or label -> array). ``fuse``:
     evaluate bank Linear + diagonal View pairs as one contraction (:mod:`interpreter.fusion`).
+    ``reading``: ``faithful`` or ``pyncd`` (pyncd's own torch lowering, :mod:`ir.readings`).
+    ``plan``: compile once and run a flat plan (:mod:`interpreter.plan`); ``False`` walks the
+    term on every call (the reference).
     """
     if env is None:
         env = bind_for(morphism, sizes, constants, preset)
     elif sizes or constants:
         raise ValueError("give either env or sizes/constants, not both")
     return Interpreted(morphism, env, params=params, quant=quant, tape=tape,
-                       stand_in=stand_in, seed=seed, fuse=fuse)
+                       stand_in=stand_in, seed=seed, fuse=fuse, reading=reading, plan=plan)
 
 
 def prefix(spec_data):

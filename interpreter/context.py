@@ -22,6 +22,9 @@ class RuleContext:
     degree: tuple[int, ...]
     params: dict = field(default_factory=dict)
     param_keys: dict = field(default_factory=dict)
+    _numbers: dict = field(default_factory=dict, repr=False, compare=False)
+    """Memo of bound sizes and constants, keyed by the expression's id (the expression is kept
+    beside its value, so the id stays its own)."""
 
     @property
     def env(self):
@@ -48,13 +51,28 @@ class RuleContext:
         return self.evaluator.rng
 
     def size(self, expr) -> int:
-        return self.env.size(expr)
+        """``expr`` bound to an integer (memoised: a context built once serves every run)."""
+        key = ("size", id(expr))
+        hit = self._numbers.get(key)
+        if hit is None:
+            hit = self._numbers[key] = (self.env.size(expr), expr)
+        return hit[0]
 
     def number(self, expr):
-        return self.env.number(expr)
+        """``expr`` bound to a number (memoised)."""
+        key = ("number", id(expr))
+        hit = self._numbers.get(key)
+        if hit is None:
+            hit = self._numbers[key] = (self.env.number(expr), expr)
+        return hit[0]
 
     def sizes(self, axes) -> tuple[int, ...]:
-        return self.env.sizes(axes)
+        """The bound sizes of ``axes`` (memoised)."""
+        key = ("sizes", tuple(axes))
+        hit = self._numbers.get(key)
+        if hit is None:
+            hit = self._numbers[key] = self.env.sizes(axes)
+        return hit
 
     def param(self, role: str) -> np.ndarray:
         try:

@@ -80,16 +80,22 @@ class Evaluator:
         self._roles: dict = {}
 
     # ------------------------------------------------------------------ entry
-    def run(self, inputs: list[Value], tape: dict | None = None, observer=None) -> list[Value]:
+    def start(self, tape: dict | None = None, observer=None) -> None:
+        """Reset the per-evaluation state: the tape, occurrence counters, observer, generator."""
         self.tape = dict(tape or {})
         self.counts = {}
         self.observer = observer
         self._rng = None
+
+    def run(self, inputs: list[Value], tape: dict | None = None, observer=None,
+            batch: tuple[int, ...] = ()) -> list[Value]:
+        """Evaluate the root on ``inputs`` (each leading with the ``batch`` dims)."""
+        self.start(tape, observer)
         root = self.root
         if isinstance(root, Block):
-            return self._block_body(root, list(inputs), (root.title,), ())
+            return self._block_body(root, list(inputs), (root.title,), tuple(batch))
         scope = Scope((), self._level_segs(root))
-        return self.eval(root, list(inputs), scope, ())
+        return self.eval(root, list(inputs), scope, tuple(batch))
 
     @property
     def rng(self) -> np.random.Generator:
@@ -143,8 +149,9 @@ class Evaluator:
         while i < len(items):
             if self.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
                                                                    self):
+                params, _ = self._take_params(items[i], scope)
                 ins = fusion.linear_then_diagonal(self, items[i], items[i + 1], ins, scope,
-                                                  batch)
+                                                  batch, params)
                 i += 2
             else:
                 ins = self.eval(items[i], ins, scope, batch)

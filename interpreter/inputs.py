@@ -103,16 +103,20 @@ def random_tape(morphism, env: Env, seed: int = 0) -> dict[int, np.ndarray]:
     return {slot.uid: random_array(arr, env, rng) for slot, arr in tape_needs(morphism)}
 
 
-def coerce(x, arr: Array, env: Env, what: str) -> Value:
-    """A user-given array (or ``(values, live)`` pair) checked against its array type."""
+def coerce(x, arr: Array, env: Env, what: str, lead: bool = False) -> Value:
+    """A user-given array (or ``(values, live)`` pair) checked against its array type; with
+    ``lead``, any leading (batch) dims are accepted before the type's shape."""
     live = None
     if isinstance(x, Value) or (isinstance(x, tuple) and len(x) == 2 and (
             x[1] is None or np.asarray(x[1]).dtype == np.bool_)):
         x, live = x
-    shape = env.sizes(arr.shape)
     a = np.asarray(x)
+    shape = env.sizes(arr.shape)
+    if lead and a.ndim > len(shape):
+        shape = a.shape[:a.ndim - len(shape)] + shape
     if a.shape != shape:
-        labels = ", ".join(f"{ax.label}={n}" for ax, n in zip(arr.shape, shape))
+        labels = ", ".join(f"{ax.label}={n}" for ax, n in
+                           zip(arr.shape, shape[len(shape) - len(arr.shape):]))
         raise EvaluationError(f"{what} has shape {a.shape}; expected {shape} [{labels}] "
                               f"({arr})")
     want = dtype_of(arr.datatype)

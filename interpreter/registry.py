@@ -43,3 +43,31 @@ def rule_for(op) -> Callable:
         if fn is not None:
             return fn
     raise KeyError(type(op).__name__)
+
+
+KERNELS: dict[type, Callable] = {}
+"""Operator class -> kernel factory: the rule's all-live, ``exact``-mode case on plain arrays,
+for compiled plans (:mod:`interpreter.plan`). ``factory(b, ctx)`` is called once per site and
+returns ``kernel(arrays, params) -> list[ndarray]`` — the same values the rule computes when
+every input is live (and every result then is) — or None where the site's form is not covered.
+A kernel is an optimisation only: the tests compare every plan with the rules."""
+
+
+def kernel(*classes: type):
+    """Register the decorated function as the kernel factory of ``classes``."""
+
+    def deco(fn):
+        for cls in classes:
+            if cls in KERNELS:
+                raise RuntimeError(f"two kernels for {cls.__name__}")
+            KERNELS[cls] = fn
+        return fn
+
+    return deco
+
+
+def kernel_for(b, ctx):
+    """The kernel of the site ``b`` (None when its operator has none or its form is not
+    covered)."""
+    factory = KERNELS.get(type(b.operator))
+    return None if factory is None else factory(b, ctx)

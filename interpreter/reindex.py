@@ -78,6 +78,11 @@ class GatherPlan:
         return len(self.tiled) + len(self.target)
 
     @cached_property
+    def ok(self):
+        """:func:`ok_mask` of the map (computed once; never written)."""
+        return ok_mask(self.amap)
+
+    @cached_property
     def identity(self) -> bool:
         """Whether the read is the array itself: the TILED slots lead, in degree order, read
         one to one (``cod[j] = dom[j]``), so ``(*batch, *degree, *target)`` is its layout."""
@@ -109,7 +114,7 @@ def gather(v: Value, plan: GatherPlan, nb: int) -> Value:
             all(X.shape[nb + p] == n for p, n in zip(plan.target, plan.target_sizes)) and \
             (v.live is None or v.live.ndim == X.ndim):
         return v
-    ok = ok_mask(am)
+    ok = plan.ok
     vals, const_oob = _read(X, plan, nb, 0)
     live = None
     if v.live is not None:

@@ -34,6 +34,7 @@ views, torch code) belongs to the interpreter and the code generator.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import NamedTuple
 
 import sympy
@@ -139,17 +140,18 @@ class BoundAffineMap:
         lo, hi = self.range_of(check.row, check.shift)
         return lo >= 0 and hi < check.size
 
-    @property
+    @cached_property
     def ranges(self) -> list[tuple[int, int]]:
-        """(lowest, highest) codomain index over the domain box, per codomain axis."""
+        """(lowest, highest) codomain index over the domain box, per codomain axis (computed
+        once; never written)."""
         return [self.range_of(row, b) for row, b in zip(self.rows, self.shifts)]
 
-    @property
+    @cached_property
     def always_in_range(self) -> bool:
         """Whether every position of the domain box is live."""
         return all(self.in_range(c) for c in self.checks())
 
-    @property
+    @cached_property
     def constraints_in_range(self) -> bool:
         """Whether no intermediate index can leave its axis (only the codomain can)."""
         return all(self.in_range(c) for c in self.constraints)

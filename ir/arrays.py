@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from functools import cached_property
 
 from .axes import Axis
 from .datatypes import Datatype, compatible
@@ -37,19 +38,19 @@ class Weave:
     datatype: Datatype
     shape: tuple[Axis | WeaveMode, ...]
 
-    @property
+    @cached_property
     def target(self) -> tuple[Axis, ...]:
         return tuple(a for a in self.shape if a is not TILED)
 
-    @property
+    @cached_property
     def tiled_count(self) -> int:
         return sum(1 for a in self.shape if a is TILED)
 
-    @property
+    @cached_property
     def tiled_positions(self) -> tuple[int, ...]:
         return tuple(i for i, a in enumerate(self.shape) if a is TILED)
 
-    @property
+    @cached_property
     def target_positions(self) -> tuple[int, ...]:
         return tuple(i for i, a in enumerate(self.shape) if a is not TILED)
 

@@ -12,7 +12,10 @@ same rule validation uses — and a disagreeing wire carries ``mismatch``.
 
 Node ids are the JSON paths of the boxes (``in:0``, ``out:0``, ``tape:<uid>`` for the others),
 so they are unique and stable. Node attributes: ``kind`` (input | output | box | tape |
-truncated), ``label``, ``operator``, ``titles`` (joined by `` / ``), ``path``. Nothing here
+truncated), ``label``, ``operator``, ``titles`` (joined by `` / ``), ``path`` and ``cluster``
+(the JSON path of the innermost enclosing block; ``graph["clusters"]`` maps each block path to
+its label, ``×N`` included, and the path of the block around it). A wire whose producer's array
+is unknown (a cut term) carries the consumer's expected array. Nothing here
 knows about JSON files, numpy or torch.
 """
 from __future__ import annotations
@@ -33,10 +36,11 @@ from .morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    ThreadedComposed,
     Truncated,
 )
 from .operators import BlockOperator, ParaBlockOperator
-from .shapes import array_text, compare_objects
+from .shapes import array_text, compare_objects, size_text
 
 
 @dataclass(frozen=True)
@@ -51,17 +55,20 @@ class Port:
 class _Builder:
     def __init__(self, env: Env | None):
         self.g = nx.MultiDiGraph()
+        self.g.graph["clusters"] = {}
         self.env = env
+        self.scope: list[tuple[str, str]] = []  # (block path, its label) from the outside in
 
     def node(self, nid: str, kind: str, label: str, titles=(), path: str = "", operator=""):
         if nid not in self.g:
             self.g.add_node(nid, kind=kind, label=label, titles=" / ".join(titles), path=path,
-                            operator=operator)
+                            operator=operator, cluster=self.scope[-1][0] if self.scope else "")
         return nid
 
     def wire(self, src: Port, dst: str, dst_index: int, expected=None) -> None:
+        carried = src.obj if src.obj is not None else expected
         attrs = {"src_port": src.index, "dst_port": dst_index,
-                 "shape": array_text(src.obj, self.env) if src.obj is not None else "?"}
+                 "shape": array_text(carried, self.env) if carried is not None else "unknown"}
         if expected is not None and src.obj is not None:
             probs = [p for p in compare_objects((src.obj,), (expected,)) if p.is_error]
             if probs:
@@ -71,7 +78,15 @@ class _Builder:
     # ------------------------------------------------------------------ morphisms
     def build(self, m: Morphism, inputs: list[Port], path: str, titles: tuple) -> list[Port]:
         if isinstance(m, Block):
-            return self.build(m.body, inputs, path + ".body", titles + (m.title,))
+            parent = self.scope[-1][0] if self.scope else ""
+            self.g.graph["clusters"][path] = (self.block_label(m), parent)
+            self.scope.append((path, m.title))
+            try:
+                return self.build(m.body, inputs, path + ".body", titles + (m.title,))
+            finally:
+                self.scope.pop()
+        if isinstance(m, ThreadedComposed):
+            return self.threaded(m, inputs, path, titles)
         if isinstance(m, Composed):
             return self.sequence(m.content, inputs, path, titles)
         if isinstance(m, ProductOfMorphisms):
@@ -95,6 +110,22 @@ class _Builder:
             self.wire(p, nid, k)
         return []
 
+    def block_label(self, block: Block) -> str:
+        """The block's title, with ``×N`` when its body repeats."""
+        rep = block.tag.repetition
+        if rep == 1:
+            return block.title
+        return f"{block.title} ×{size_text(rep, self.env)}"
+
+    def threaded(self, m: ThreadedComposed, inputs, path, titles):
+        """Steps at their JSON paths, each fed the pool entries its routing names."""
+        pool, last = list(inputs), []
+        for i, (step, route) in enumerate(zip(m.steps, m.routing)):
+            last = self.build(step, [pool[k] for k in route if k < len(pool)],
+                              f"{path}.content[{i}]", titles)
+            pool.extend(last)
+        return last
+
     def sequence(self, content, inputs, path, titles):
         ports = inputs
         for i, item in enumerate(content):
@@ -115,7 +146,8 @@ class _Builder:
         op = b.operator
         kind_name = type(op).__name__
         if isinstance(op, (BlockOperator, ParaBlockOperator)):
-            title = getattr(op.block, "title", None) or "(block)"
+            title = (self.block_label(op.block) if isinstance(op.block, Block)
+                     else "(block)")
             label = f"{title} [{op.label}]" if op.label else title
         else:
             label = f"{kind_name} {op.label}".strip() if op.label else kind_name
@@ -218,15 +250,35 @@ _SHAPES = {"input": "invhouse", "output": "house", "tape": "cylinder", "truncate
 
 
 def to_dot(g: nx.MultiDiGraph) -> str:
-    """Graphviz text for a wiring graph (written by hand: no pydot dependency)."""
-    lines = [f"digraph {_dot_quote(g.graph.get('name', 'wiring'))} {{", "  rankdir=LR;",
-             "  node [fontname=\"Helvetica\"];", "  edge [fontname=\"Helvetica\", fontsize=10];"]
+    """Graphviz text for a wiring graph (written by hand: no pydot dependency). Boxes sit in
+    nested ``cluster`` subgraphs, one per enclosing block, labelled with the block's title and
+    ``×N`` when it repeats."""
+    clusters: dict[str, tuple[str, str]] = g.graph.get("clusters", {})
+    members: dict[str, list[str]] = {}
     for nid, attrs in g.nodes(data=True):
-        label = attrs.get("label", nid)
-        if attrs.get("titles"):
-            label += "\n" + attrs["titles"]
-        shape = _SHAPES.get(attrs.get("kind"), "box")
-        lines.append(f"  {_dot_quote(nid)} [label={_dot_quote(label)}, shape={shape}];")
+        members.setdefault(attrs.get("cluster", ""), []).append(nid)
+    inner: dict[str, list[str]] = {}
+    for cid, (_, parent) in clusters.items():
+        inner.setdefault(parent, []).append(cid)
+    lines = [f"digraph {_dot_quote(g.graph.get('name', 'wiring'))} {{", "  rankdir=LR;",
+             "  compound=true;", "  node [fontname=\"Helvetica\"];",
+             "  edge [fontname=\"Helvetica\", fontsize=10];"]
+
+    def emit(cid: str, indent: str) -> None:
+        for nid in members.get(cid, ()):
+            attrs = g.nodes[nid]
+            shape = _SHAPES.get(attrs.get("kind"), "box")
+            lines.append(f"{indent}{_dot_quote(nid)} [label={_dot_quote(attrs.get('label', nid))}"
+                         f", shape={shape}];")
+        for k, sub in enumerate(inner.get(cid, ())):
+            if not members.get(sub) and not inner.get(sub):
+                continue
+            lines.append(f"{indent}subgraph {_dot_quote('cluster_' + sub)} {{")
+            lines.append(f"{indent}  label={_dot_quote(clusters[sub][0])}; style=rounded;")
+            emit(sub, indent + "  ")
+            lines.append(f"{indent}}}")
+
+    emit("", "  ")
     for u, v, attrs in g.edges(data=True):
         extra = ", color=red" if "mismatch" in attrs else ""
         lines.append(f"  {_dot_quote(u)} -> {_dot_quote(v)} "

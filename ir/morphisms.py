@@ -113,6 +113,60 @@ class Composed(Morphism):
 
 
 @dataclass(frozen=True, eq=False)
+class ThreadedComposed(Composed):
+    """pyncd's composition with explicit routing: a pool holds the ``n_external`` inputs, then
+    each step's results as they come; step ``i`` reads the pool entries ``routing[i]``; the
+    result is the last step's. ``content`` is the same computation as a plain composition
+    (pool shuffles and steps) so it evaluates, compiles and validates as a ``Composed``;
+    ``steps`` are the JSON's ``content``."""
+
+    steps: tuple[Morphism, ...] = ()
+    routing: tuple[tuple[int, ...], ...] = ()
+    n_external: int = 0
+
+    @classmethod
+    def build(cls, steps, routing, n_external: int, path: str = "") -> ThreadedComposed:
+        """The equivalent plain composition; pool entry types are the steps' (an external
+        input's type is that of its first reader's slot)."""
+        def fail(msg):
+            return SpecTypeError(msg, path, node_type="ThreadedComposed", field_name="routing")
+
+        pool: list = [None] * n_external
+        outs: list[tuple[int, ...]] = []
+        for i, (step, route) in enumerate(zip(steps, routing)):
+            dom = tuple(step.dom)
+            if len(route) != len(dom):
+                raise fail(f"step {i} reads {len(route)} pool entries but takes {len(dom)}")
+            for slot, k in enumerate(route):
+                if not 0 <= k < len(pool):
+                    raise fail(f"step {i} reads pool entry {k}, which does not exist yet "
+                               f"(the pool holds {len(pool)})")
+                if pool[k] is None:
+                    pool[k] = dom[slot]
+            start = len(pool)
+            pool.extend(step.cod)
+            outs.append(tuple(range(start, len(pool))))
+        unread = [k for k in range(n_external) if pool[k] is None]
+        if unread:
+            raise fail(f"external input {unread[0]} is never read, so its type is unknown")
+        content: list[Morphism] = []
+        size = n_external
+        for step, route in zip(steps, routing):
+            here = tuple(pool[:size])
+            keep = tuple(range(size))
+            content.append(Rearrangement(keep + tuple(route), here, path=path))
+            content.append(ProductOfMorphisms((Rearrangement(keep, here, path=path), step),
+                                              path=path))
+            size += len(step.cod)
+        content.append(Rearrangement(outs[-1], tuple(pool[:size]), path=path))
+        return cls(tuple(content), path=path, steps=tuple(steps), routing=tuple(routing),
+                   n_external=n_external)
+
+    def children(self):
+        return tuple((f".content[{i}]", m) for i, m in enumerate(self.steps))
+
+
+@dataclass(frozen=True, eq=False)
 class ProductOfMorphisms(Morphism):
     """Parallel composition: domains and codomains concatenate."""
 

@@ -25,11 +25,31 @@ if os.path.isfile(os.path.join(_root, "pyproject.toml")) and os.path.isdir(
 
 # public name -> module that defines it
 _EXPORTS = {
+    # loading, binding, running
     "Spec": "ncdc.api",
     "load": "ncdc.api",
     "bundled_spec_path": "ncdc.api",
     "interpret": "ncdc.api",
     "compile_torch": "ncdc.api",
+    "spec_of": "ncdc.api",
+    "DEFAULT_PRESET": "ncdc.api",
+    "PRESETS": "ncdc.spec.bindings",
+    "Binding": "ncdc.spec.bindings",
+    "Env": "ncdc.ir.env",
+    "Site": "ncdc.ir.walk",
+    "ParamSpec": "ncdc.ir.params",
+    "Interpreted": "ncdc.interpreter.api",
+    "Evaluation": "ncdc.interpreter.api",
+    # what validation returns and what ncdc raises
+    "Diagnostic": "ncdc.ir.errors",
+    "SpecError": "ncdc.ir.errors",
+    "SpecFormatError": "ncdc.ir.errors",
+    "SpecDecodeError": "ncdc.ir.errors",
+    "SpecTypeError": "ncdc.ir.errors",
+    "TruncatedError": "ncdc.ir.errors",
+    "BindingError": "ncdc.ir.errors",
+    "EvaluationError": "ncdc.ir.errors",
+    "BlockLookupError": "ncdc.naming",
 }
 
 
@@ -46,4 +66,29 @@ def __dir__():
     return sorted(set(globals()) | set(_EXPORTS))
 
 
-__all__ = ["Spec", "__version__", "bundled_spec_path", "compile_torch", "interpret", "load"]
+__all__ = [
+    "DEFAULT_PRESET",
+    "PRESETS",
+    "Binding",
+    "BindingError",
+    "BlockLookupError",
+    "Diagnostic",
+    "Env",
+    "Evaluation",
+    "EvaluationError",
+    "Interpreted",
+    "ParamSpec",
+    "Site",
+    "Spec",
+    "SpecDecodeError",
+    "SpecError",
+    "SpecFormatError",
+    "SpecTypeError",
+    "TruncatedError",
+    "__version__",
+    "bundled_spec_path",
+    "compile_torch",
+    "interpret",
+    "load",
+    "spec_of",
+]

@@ -1,18 +1,33 @@
-"""The small public API: load a spec, inspect it, bind its sizes."""
+"""The public API: load a spec, inspect it, bind its sizes, interpret or compile any block.
+
+Sizes are bound the same way for the command line and the API: :meth:`Spec.bind` over every
+symbol of the spec (the repository's included), so a sub-block sees the sizes of its enclosing
+spec. :func:`interpret` and :func:`compile_torch` find the spec a block came from (or take
+``spec=``) and bind through it.
+"""
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping
 from importlib import resources
 
 from ncdc.ir.errors import Diagnostic
 from ncdc.ir.morphisms import Block, Morphism
 from ncdc.ir.params import ParamSpec, param_specs
-from ncdc.ir.walk import Site, blocks, find_block
-from ncdc.spec.bindings import Binding, bind
+from ncdc.ir.walk import Site, blocks, walk
+from ncdc.spec.bindings import PRESETS, Binding, bind
 from ncdc.spec.loader import Document, load_path
 
 BUNDLED_NAME = "deepseek_v41_flash.json"
+DEFAULT_PRESET = "tiny"
+"""The preset :func:`interpret`, :func:`compile_torch` and ``ncdc eval/compile/check`` use
+when none is given."""
+
+_LOADED: weakref.WeakSet = weakref.WeakSet()
+_SCOPES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""Blocks handed out by :meth:`Spec.block` -> the symbols and size names of their spec (which
+hold no reference back to the tree, so a block alone keeps only these alive)."""
 
 
 def bundled_spec_path() -> str:
@@ -25,6 +40,9 @@ class Spec:
 
     def __init__(self, doc: Document):
         self.doc = doc
+        self._node_ids: set[int] | None = None
+        self._names = None
+        _LOADED.add(self)
 
     @property
     def data(self) -> Morphism:
@@ -43,29 +61,65 @@ class Spec:
         return self.doc.symbols
 
     def validate(self, binding: Binding | None = None) -> list[Diagnostic]:
-        """Every problem found, in one pass (see :mod:`spec.validate`)."""
+        """Every problem found, in one pass."""
         from ncdc.spec.validate import validate
 
         return validate(self.doc, binding)
 
-    def block(self, title_or_path: str) -> Morphism:
-        """A block (or any morphism) by JSON path or by plain title."""
-        return find_block(self.doc.data, title_or_path).node
+    def block(self, name: str) -> Morphism:
+        """A block (or any morphism) by any name ``ncdc`` prints: JSON path, title, label or
+        parameter-key path (see ``ncdc.naming``)."""
+        return self.site(name).node
 
-    def site(self, title_or_path: str) -> Site:
-        return find_block(self.doc.data, title_or_path)
+    def site(self, name: str) -> Site:
+        """The occurrence :meth:`block` finds, with its JSON path and enclosing titles."""
+        from .naming import find
+
+        site = find(self.doc.data, name)
+        _SCOPES[site.node] = (tuple(self.doc.symbols.values()), self.size_names())
+        return site
 
     def blocks(self) -> list[Site]:
         return blocks(self.doc.data)
 
+    def label(self, site_or_path) -> str:
+        """The label ``ncdc`` prints for a block site (``A / B~1 / C``)."""
+        from .naming import labels
+
+        path = getattr(site_or_path, "path", site_or_path)
+        return labels(self.doc.data).get(path, path)
+
+    def size_names(self) -> dict:
+        """Every symbol -> its readable name (qualified ``k@L_{q}`` where labels are shared)."""
+        if self._names is None:
+            from .sizenames import qualified_names
+
+            self._names = qualified_names(self.doc)
+        return self._names
+
     def bind(self, preset: str | None = "released", sizes: Mapping[str, object] | None = None,
              constants: Mapping[str, object] | None = None) -> Binding:
-        return bind(self.doc.symbols.values(), preset, sizes, constants)
+        """Values for every symbol: ``preset`` (``released``, ``tiny``, ``medium``, or None for
+        the constants only), then ``sizes`` and ``constants`` by label, qualified name,
+        ``code_form`` or ``id:<uid>``."""
+        return _bind(self.doc.symbols.values(), self.size_names(), preset, sizes, constants)
 
     def params(self, root: Morphism | None = None, binding: Binding | None = None
                ) -> list[ParamSpec]:
         return param_specs(root if root is not None else self.doc.data,
                            binding.env if binding is not None else None)
+
+    def model(self) -> Morphism:
+        """The whole model: the data, or its complete leading part when truncated."""
+        from ncdc.interpreter.api import prefix
+
+        return prefix(self.doc.data)
+
+    def owns(self, morphism) -> bool:
+        """Whether ``morphism`` is a node of this spec's data (by identity)."""
+        if self._node_ids is None:
+            self._node_ids = {id(s.node) for s in walk(self.doc.data)}
+        return id(morphism) in self._node_ids
 
     def __repr__(self):
         kind = "salvaged" if self.doc.salvage is not None else "complete"
@@ -79,18 +133,89 @@ def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
     return Spec(load_path(path, salvage=salvage))
 
 
-def interpret(block, **kwargs):
-    """The reference numpy interpreter for ``block`` (see ``ncdc.interpreter.interpret``)."""
+def _bind(symbols, names, preset, sizes, constants) -> Binding:
+    from .sizenames import check_keys, resolve
+
+    sizes, constants = resolve(sizes, names), resolve(constants, names)
+    check_keys(symbols, names, sizes, "--size")
+    check_keys(symbols, names, constants, "--constant")
+    return bind(symbols, preset, sizes, constants)
+
+
+def spec_of(morphism) -> Spec | None:
+    """The loaded spec ``morphism`` belongs to, if it is still alive."""
+    for spec in list(_LOADED):
+        if spec.owns(morphism):
+            return spec
+    return None
+
+
+def _scope(morphism, spec: Spec | None):
+    """(symbols, size names) to bind ``morphism`` with: those of its spec, or None."""
+    if spec is not None:
+        return tuple(spec.doc.symbols.values()), spec.size_names()
+    try:
+        hit = _SCOPES.get(morphism)
+    except TypeError:
+        hit = None
+    if hit is not None:
+        return hit
+    owner = spec_of(morphism)
+    return None if owner is None else _scope(morphism, owner)
+
+
+def _target(what, spec: Spec | None):
+    """(morphism, owning spec) of a Spec, a morphism, or a block name given with ``spec``."""
+    if isinstance(what, Spec):
+        return what.model(), what
+    if isinstance(what, str):
+        if spec is None:
+            raise TypeError("a block given by name needs spec=")
+        return spec.block(what), spec
+    return what, spec
+
+
+def _env(morphism, spec, env, preset, sizes, constants):
+    if env is not None:
+        if sizes or constants or preset is not None:
+            raise ValueError("give either env or preset/sizes/constants, not both")
+        return env
+    scope = _scope(morphism, spec)
+    if scope is not None:
+        return _bind(*scope, preset or DEFAULT_PRESET, sizes, constants).env
+    from ncdc.interpreter.api import bind_for
+
+    return bind_for(morphism, sizes, constants, preset or DEFAULT_PRESET)
+
+
+def interpret(what, env=None, *, spec: Spec | None = None, preset: str | None = None,
+              sizes: Mapping[str, object] | None = None,
+              constants: Mapping[str, object] | None = None, **kwargs):
+    """The reference numpy interpreter, ready to run: ``run = interpret(...)``, then
+    ``run(*inputs)`` gives the outputs as numpy arrays.
+
+    ``what``: a :class:`Spec` (its whole model), a block of a loaded spec, or a block name with
+    ``spec=``. Sizes: ``env``, or ``preset`` (default ``tiny``) plus ``sizes``/``constants``,
+    bound over the whole spec exactly as ``ncdc eval`` does. Other keywords (``params``,
+    ``quant``, ``tape``, ``stand_in``, ``seed``) go to ``ncdc.interpreter.interpret``."""
     from ncdc.interpreter import interpret as _interpret
 
-    return _interpret(block, **kwargs)
+    morphism, owner = _target(what, spec)
+    return _interpret(morphism, _env(morphism, owner, env, preset, sizes, constants), **kwargs)
 
 
-def compile_torch(block, **kwargs):
-    """PyTorch source and module for ``block`` (see ``ncdc.codegen.compile_torch``)."""
+def compile_torch(what, env=None, *, spec: Spec | None = None, preset: str | None = None,
+                  sizes: Mapping[str, object] | None = None,
+                  constants: Mapping[str, object] | None = None, quant: str = "exact",
+                  dtype: str = "float64", module_name: str | None = None):
+    """``(source, module)``: standalone PyTorch source for a spec or block, and an instance of
+    its root ``nn.Module`` (in ``dtype``). Targets and sizes as for :func:`interpret`."""
     from ncdc.codegen import compile_torch as _compile
 
-    return _compile(block, **kwargs)
+    morphism, owner = _target(what, spec)
+    return _compile(morphism, _env(morphism, owner, env, preset, sizes, constants),
+                    quant=quant, dtype=dtype, module_name=module_name)
 
 
-__all__ = ["Block", "Spec", "bundled_spec_path", "compile_torch", "interpret", "load"]
+__all__ = ["DEFAULT_PRESET", "PRESETS", "Binding", "Block", "Diagnostic", "Spec",
+           "bundled_spec_path", "compile_torch", "interpret", "load", "spec_of"]

@@ -28,6 +28,8 @@ from ncdc.ir.errors import BindingError
 from ncdc.ir.morphisms import Block, Broadcasted, Drop, Grab, Rearrangement, StrideMorphism
 from ncdc.ir.numeric import FreeNumeric, free_symbols
 
+from .symbol_names import qualified_names
+
 _SPARSE = (AffineSparseAxis, SparseAxis)
 
 
@@ -147,24 +149,27 @@ def symbol_uses(sites) -> dict[FreeNumeric, list[tuple[str, str, tuple]]]:
     return u.places
 
 
-def size_key(sym: FreeNumeric, symbols) -> str:
+def size_key(sym: FreeNumeric, symbols, names: dict | None = None) -> str:
     """How a user names ``sym`` on the command line: its label when no other symbol shares
-    it, else its ``code_form``, else ``id:<uid>``."""
+    it, else its ``code_form``, else its qualified name (``names``, see
+    :mod:`spec.symbol_names`), else ``id:<uid>``."""
     if sum(1 for s in set(symbols) if s.label == sym.label) <= 1:
         return sym.label
-    return sym.code_form or f"id:{sym.uid}"
+    return sym.code_form or (names or {}).get(sym) or f"id:{sym.uid}"
 
 
 def check_unbound(ck, sites, unbound) -> None:
     if not unbound:
         return
+    sites = list(sites)
     uses = symbol_uses(sites)
     known = list(unbound) + list(ck.env.values) if ck.env is not None else list(unbound)
+    names = qualified_names(known, uses, {s.path: s.node for s in sites})
     for sym in sorted(unbound, key=lambda s: (s.label, s.uid)):
         places = uses.get(sym, [])
         name = f"{sym.label} (id {sym.uid}" + (f", code_form {sym.code_form}" if sym.code_form
                                                else "") + ")"
-        hint = f"give --size {size_key(sym, known)}=N"
+        hint = f"give --size {size_key(sym, known, names)}=N"
         if not places:
             ck.info("unbound-symbol", f"symbol {name} has no value; only the repository uses "
                     f"it (e.g. the truncated part of the spec); {hint}", sym.path, (),

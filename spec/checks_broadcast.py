@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sympy
 from ncdc.ir import operators as ops
-from ncdc.ir.arrays import Array
+from ncdc.ir.arrays import TILED, Array
 from ncdc.ir.axes import Axis
 from ncdc.ir.datatypes import compatible, kind
 from ncdc.ir.errors import BindingError
@@ -105,6 +105,28 @@ def _rank(ck, b, path, titles, side: str, k: int, want: int, what: str) -> bool:
                  f"{path}.{field}[{k}]", titles, tuple(a.label for a in w.target))
         return False
     return True
+
+
+def _tensor_equation(ck, b, path, titles) -> None:
+    """Each left-hand index is a degree axis; each input weave is its TensorRef's axes with the
+    left-hand ones TILED (FORMAT-external: pyncd's ``bc_signature``)."""
+    op, degree = b.operator, tuple(b.degree)
+    for i, a in enumerate(op.lhs_indices):
+        if a not in degree:
+            ck.error("operator-rank", f"TensorEquation: left-hand index {a.label} is not an axis "
+                     "of the box's degree", f"{path}.operator.lhs_indices[{i}]", titles)
+    kept = set(op.lhs_indices)
+    for k, (ref, w) in enumerate(zip(op.refs, b.input_weaves)):
+        want = tuple(TILED if a in kept else a for a in ref.axes)
+        if len(want) != len(w.shape) or any(
+                (x is TILED) != (y is TILED) or (x is not TILED and x != y)
+                for x, y in zip(want, w.shape)):
+            name = ref.name.text if ref.name is not None else "?"
+            slots = ", ".join("*" if a is TILED else a.label for a in want)
+            ck.error("operator-rank", f"TensorEquation: input {k} ({name}"
+                     f"[{', '.join(a.label for a in ref.axes)}]) needs the weave [{slots}] "
+                     f"(left-hand axes TILED), not {w}", f"{path}.input_weaves[{k}]", titles,
+                     tuple(a.label for a in w.target))
 
 
 def _same_target(ck, b, path, titles) -> None:
@@ -208,6 +230,10 @@ def check_operator(ck, b: Broadcasted, path: str, titles, typed_ok: bool = True)
             _group_sizes(ck, b, path, titles, sig)
     elif isinstance(op, ops.Linear):
         _need(ck, b, path, titles, n_out=1)
+    elif isinstance(op, ops.TensorEquation):
+        if _need(ck, b, path, titles, n_in=len(op.refs), n_out=1):
+            _rank(ck, b, path, titles, "output", 0, 0, "only TILED slots")
+            _tensor_equation(ck, b, path, titles)
     elif isinstance(op, ops.Embedding):
         if _need(ck, b, path, titles, n_in=1, n_out=1) and \
                 _rank(ck, b, path, titles, "input", 0, 0, "a rank-0 index"):

@@ -15,6 +15,7 @@ from ncdc.ir.morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    ThreadedComposed,
     Truncated,
 )
 from ncdc.ir.shapes import axis_labels, compare_objects, objects_text
@@ -65,7 +66,32 @@ def check_composed(ck, node: Composed, path: str, titles) -> None:
     if not node.content:
         ck.error("compose-mismatch", "a composition of no morphisms has no type", path, titles)
         return
+    if isinstance(node, ThreadedComposed):
+        check_routing(ck, node, path, titles)
+        return
     check_joins(ck, node.content, path, titles)
+
+
+def check_routing(ck, node: ThreadedComposed, path: str, titles) -> None:
+    """Each step's operands against the pool entries its routing reads (the pool: the inputs,
+    then every step's results), located at the step's own JSON path."""
+    pool = list(node.dom)
+    for i, (step, route) in enumerate(zip(node.steps, node.routing)):
+        if isinstance(step, Truncated):
+            return
+        takes, gives = ck.typed(step, "dom"), ck.typed(step, "cod")
+        if takes is None or gives is None:
+            return
+        read = [pool[k] for k in route]
+        for prob in compare_objects(read, takes):
+            text = prob.describe(f"routing {list(route)}", f"step {i}")
+            if prob.kind == "leniency":
+                ck.warning("datatype-leniency", f"routing: {text}", f"{path}.content[{i}]",
+                           titles, prob.axes_involved())
+            else:
+                ck.error("compose-mismatch", f"routing: {text}", f"{path}.content[{i}]",
+                         titles, prob.axes_involved())
+        pool.extend(gives)
 
 
 def check_product(ck, node: ProductOfMorphisms, path: str, titles) -> None:

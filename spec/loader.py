@@ -11,7 +11,13 @@ from ncdc.ir.morphisms import Morphism, Truncated
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.tags import BlockTag, TapeSlot
 
-from . import terms_morphisms, terms_numeric, terms_operators, terms_types  # noqa: F401
+from . import (  # noqa: F401
+    terms_morphisms,
+    terms_numeric,
+    terms_operators,
+    terms_tensorlogic,
+    terms_types,
+)
 from .builder import Builder, ConsequenceError
 from .envelope import unwrap
 from .jsontext import Incomplete, JsonTextError, parse_salvage, parse_strict

@@ -63,17 +63,23 @@ def rearrangement(b, obj, path):
 
 @decoder("StrideMorphism", morphism=True)
 def stride_morphism(b, obj, path):
+    """Rows ``[axis, [strides...], shift]`` (``_cod_stride_shift``) or, in pyncd's linear form,
+    ``[axis, [strides...]]`` (``_cod_stride``: shift 0)."""
     dom = axes_field(b, obj, "_dom", path)
-    rows_raw = b.raw(obj, "_cod_stride_shift", path, list)
+    fname = "_cod_stride" if "_cod_stride" in obj and "_cod_stride_shift" not in obj \
+        else "_cod_stride_shift"
+    width = 2 if fname == "_cod_stride" else 3
+    rows_raw = b.raw(obj, fname, path, list)
     rows = []
     for i, row in enumerate(rows_raw):
-        rpath = f"{path}._cod_stride_shift[{i}]"
-        if not (isinstance(row, list) and len(row) == 3 and isinstance(row[1], list)):
-            raise SpecDecodeError("a row is [axis, [strides...], shift]", rpath,
-                                  node_type="StrideMorphism", field_name="_cod_stride_shift")
+        rpath = f"{path}.{fname}[{i}]"
+        if not (isinstance(row, list) and len(row) == width and isinstance(row[1], list)):
+            raise SpecDecodeError("a row is [axis, [strides...]" + (", shift]" if width == 3
+                                                                   else "]"),
+                                  rpath, node_type="StrideMorphism", field_name=fname)
         axis = b.term(row[0], rpath + "[0]")
         strides = b.term(row[1], rpath + "[1]")
-        shift = b.term(row[2], rpath + "[2]")
+        shift = b.term(row[2], rpath + "[2]") if width == 3 else sympy.Integer(0)
         if not isinstance(axis, Axis):
             raise SpecDecodeError("a row starts with an axis", rpath + "[0]",
                                   node_type="StrideMorphism")

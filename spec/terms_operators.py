@@ -105,7 +105,8 @@ def _elementwise(function: str | None):
                 fn = ELEMENTWISE_FUNCTIONS.get(c.strip().lower())
                 if fn:
                     break
-        return ops.Elementwise(name, path=path, function=fn or "unknown")
+        return ops.Elementwise(name, path=path, function=fn or "unknown",
+                               declared=obj["__type__"])
 
     return dec
 

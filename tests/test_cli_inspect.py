@@ -82,7 +82,8 @@ def test_validate_undecodable_and_unreadable(capsys, tmp_path, attention_core_js
 def test_validate_with_sizes(capsys):
     rc, out, _ = run(capsys, "validate", str(TRANSFORMER), "--preset", "released")
     assert rc == 0 and out.count("warning: unbound-symbol") == 8
-    assert "--size id:1252803392=N" in out          # two symbols are labelled k
+    # two symbols are labelled k; the hint names id 1252803392 by its qualified name
+    assert "k (id 1252803392) has no value" in out and "--size k@L_{v}=N" in out
     rc, out, _ = run(capsys, "validate", str(TRANSFORMER), "--preset", "tiny")
     assert rc == 0 and "valid: 0 error(s), 0 warning(s)" in out
     rc, _, err = run(capsys, "validate", str(TRANSFORMER), "--size", "nosuch=3")
@@ -127,14 +128,15 @@ def test_show_all_and_json(capsys):
     rc, out, _ = run(capsys, "show", str(TRANSFORMER), "--all", "--json")
     rows = json.loads(out)["blocks"]
     assert [r["title"] for r in rows][:3] == ["Embedding", "Transformer Layer", r"Add \& Norm"]
-    assert rows[1]["repetition"] == "6" and rows[1]["dom"] == ["R[x, m]"]
+    assert rows[1]["repetition"] == 6
+    assert rows[1]["dom"] == [{"datatype": "R", "axes": ["x", "m"], "shape": ["x", "m"]}]
     rc, out, _ = run(capsys, "show", "--all", "--depth", "1")
     assert rc == 0 and "A^{0}  () → (Q(FP32)[x, n])" in out
 
 
 def test_show_unknown_block(capsys):
     rc, _, err = run(capsys, "show", "--block", "Sinkhorn")
-    assert rc == 1 and "similar titles" in err and "First Sinkhorn Round" in err
+    assert rc == 1 and "did you mean" in err and "First Sinkhorn Round" in err
 
 
 # --------------------------------------------------------------------------- blocks

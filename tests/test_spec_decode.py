@@ -19,7 +19,9 @@ import ncdc
 from ncdc import ir
 
 EXTRA = DATA / "extra_kinds.json"
-SPEC_FILES = (None, TRANSFORMER, ATTENTION_CORE, EXTRA)
+SPEC_FILES = (None, TRANSFORMER, ATTENTION_CORE, EXTRA, *sorted(
+    p for p in (DATA / "pyncd").glob("*.json") if p not in (TRANSFORMER, ATTENTION_CORE)),
+    DATA / "tensorlogic_program.json")
 
 
 def _types_in(text: str) -> set[str]:

@@ -12,6 +12,7 @@ from . import (  # noqa: F401  (imported to register their rules)
     normalisation,
     selection,
     sources,
+    tensorlogic,
     views,
 )
 

@@ -46,32 +46,54 @@ def _out_live(ctx, o, keep, tl, labels, live, var, out, fold: bool):
 
 @rule(Normalize)
 def normalize(ctx):
-    """RMSNorm over the target dims: ``F.rms_norm`` where they are trailing and all live (the
-    same function), else ``x / sqrt(mean(x^2) + eps)`` over the live entries."""
+    """RMSNorm over the target dims (LayerNorm when ``centred``, the pyncd reading):
+    ``F.rms_norm`` / ``F.layer_norm`` where they are trailing and all live (the same function),
+    else ``x / sqrt(mean(x^2) + eps)`` (after subtracting the mean when centred) over the live
+    entries."""
     op = ctx.op
     o, keep, tl, labels, src, live, dim, out = _target(ctx, "Normalize")
     if op.epsilon is None:
         eps = repr(LEGACY_RMS_EPSILON)
+    elif _integral(op.epsilon):
+        eps = ctx.size_code(op.epsilon)
+    elif op.epsilon.is_Rational:
+        eps = repr(float(op.epsilon))
     else:
-        eps = ctx.size_code(op.epsilon) if _integral(op.epsilon) else _constant(ctx, op.epsilon)
-    shape = [ctx.init_size(ctx.axis(lab).size) for lab in tl]
-    gain = ctx.param("rms_norm_gain", "gain", shape, ones) if op.gain else None
+        eps = _constant(ctx, op.epsilon)
+    # the shape is an __init__ size: computed only for a parameter (a field-less Normalize may
+    # normalise over a data-fixed size)
+    shape = [ctx.init_size(ctx.axis(lab).size) for lab in tl] if op.gain or op.bias else None
+    gain_base, shift_base = (("layer_norm_weight", "layer_norm_bias") if op.centred
+                             else ("rms_norm_gain", "rms_norm_shift"))
+    gain = ctx.param(gain_base, "gain", shape, ones) if op.gain else None
     trailing = labels[-len(tl):] == tl
     if live is None and trailing:
         sizes = ", ".join(ctx.size(lab) for lab in tl) + ("," if len(tl) == 1 else "")
+        if op.centred:
+            shift = ctx.param(shift_base, "shift", shape, zeros) if op.bias else None
+            var = ctx.bind("normed", f"F.layer_norm({src}, ({sizes}), {gain or 'None'}, "
+                           f"{shift or 'None'}, eps={eps})", out)
+            return [OpResult(var, out)]
         code = f"F.rms_norm({src}, ({sizes}), {gain or 'None'}, {eps})"
     else:
+        count = None
+        if live is not None:
+            count = ctx.bind("live_count",
+                             f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
+        if op.centred:  # LayerNorm: subtract the mean first
+            mu = (f"{src}.mean(dim={dim}, keepdim=True)" if live is None
+                  else f"{src}.sum(dim={dim}, keepdim=True) / {count}")
+            src = ctx.bind("centred", f"{src} - {mu}" if live is None
+                           else ctx.where_live(live, f"{src} - {mu}"), labels)
         if live is None:
             mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
         else:
-            count = ctx.bind("live_count",
-                             f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
             mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
         code = f"{src} / torch.sqrt({mean} + {eps})"
         if gain is not None:
             code = f"{code} * {gain}"
     if op.bias:
-        shift = ctx.param("rms_norm_shift", "shift", shape, zeros)
+        shift = ctx.param(shift_base, "shift", shape, zeros)
         code = f"{code} + {shift}"
     var = ctx.bind("normed", code, out)
     return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)

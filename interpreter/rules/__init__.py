@@ -13,5 +13,6 @@ from . import (  # noqa: F401
     normalize,
     selection,
     sources,
+    tensorlogic,
     views,
 )

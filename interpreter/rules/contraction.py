@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 from ncdc.ir.operators import Einops
 
-from ..registry import rule
-from ..values import as_kind, finished
+from ..registry import kernel, rule
+from ..values import as_kind, dtype_of, finished
 
 
 @rule(Einops)
@@ -75,3 +75,29 @@ def _select_out_dead_terms(operands: list, masks: list) -> None:
             aligned = aligned.reshape(shape)
             v = np.where(aligned, v, 0)
         operands[k] = v
+
+
+@kernel(Einops)
+def einops_kernel(b, ctx):
+    sig = b.operator.signature
+    if len(sig) != len(b.input_weaves):
+        return None
+    labels: dict[int, int] = {}
+    subs = []
+    for k, groups in enumerate(sig):
+        if len(groups) != len(b.input_weaves[k].target):
+            return None
+        subs.append([Ellipsis] + [labels.setdefault(g, len(labels)) for g in groups])
+    if len(labels) > 52:
+        return None
+    dt = b.output_weaves[0].datatype
+    want = dtype_of(dt)
+
+    def run(xs, params):
+        operands = []
+        for x, sub in zip(xs, subs):
+            operands += [x, sub]
+        out = np.asarray(np.einsum(*operands, [Ellipsis]))
+        return [out if out.dtype == want else as_kind(out, dt)]
+
+    return run

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
 
-from ..registry import rule
-from ..values import any_over, as_kind, finished, land, lor
+from ..registry import kernel, rule
+from ..values import any_over, as_kind, dtype_of, finished, land, lor
 
 
 @rule(AdditionOp)
@@ -24,6 +24,22 @@ def addition(b, inputs, ctx):
         total = total + v.values
     out = as_kind(np.asarray(total), b.output_weaves[0].datatype)
     return [finished(out, lor(*(v.live for v in inputs)))]
+
+
+@kernel(AdditionOp)
+def addition_kernel(b, ctx):
+    if not b.input_weaves:
+        return None
+    dt = b.output_weaves[0].datatype
+    want = dtype_of(dt)
+
+    def run(xs, params):
+        total = xs[0]
+        for x in xs[1:]:
+            total = total + x
+        return [total if total.dtype == want else as_kind(np.asarray(total), dt)]
+
+    return run
 
 
 def _one_axis(b, ctx):

@@ -4,10 +4,12 @@ target...]`` (several inputs: all their targets, in input order). The fold over 
 targets skips dead terms; a result is dead iff all its terms are, and gets no bias."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ncdc.ir.operators import Linear
 
-from ..registry import rule
+from ..registry import kernel, rule
 from ..values import any_over, finished, land
 
 
@@ -22,7 +24,7 @@ def linear(b, inputs, ctx):
         nin = len(b.input_weaves[0].target)
         x = v.values
         lead = x.shape[:x.ndim - nin]
-        n_in = int(np.prod(W.shape[:nin], dtype=np.int64))
+        n_in = math.prod(W.shape[:nin])
         y = (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(lead + W.shape[nin:])
         live = _folded(v.live, nin, nout)
     else:
@@ -49,3 +51,26 @@ def _folded(mask, nin: int, nout: int):
     folded = any_over(mask, tuple(range(mask.ndim - nin, mask.ndim)))
     folded = folded.reshape(folded.shape[:folded.ndim - nin])
     return folded.reshape(folded.shape + (1,) * nout)
+
+
+@kernel(Linear)
+def linear_kernel(b, ctx):
+    if len(b.input_weaves) != 1:
+        return None
+    nin = len(b.input_weaves[0].target)
+    bias = b.operator.bias
+
+    def run(xs, params):
+        (x,) = xs
+        W = params["weight"]
+        if x.ndim == 2 and W.ndim == 2 and nin == 1:
+            y = x @ W
+        else:
+            n_in = math.prod(W.shape[:nin])
+            y = (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(
+                x.shape[:x.ndim - nin] + W.shape[nin:])
+        if bias:
+            y = y + params["bias"]
+        return [y]
+
+    return run

@@ -11,10 +11,12 @@ A slice whose positions are all dead is dead.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
-from ..registry import rule
+from ..registry import kernel, rule
 from ..values import any_over, finished, land, live_count
 
 LEGACY_RMS_EPSILON = 1e-5
@@ -32,17 +34,28 @@ def normalize(b, inputs, ctx):
     x = np.asarray(v.values, dtype=np.complex128 if np.iscomplexobj(v.values) else np.float64)
     nt = _ntarget(b)
     axes = tuple(range(x.ndim - nt, x.ndim))
-    count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
+    if op.centred:  # LayerNorm (pyncd reading): the mean of the live positions subtracted
+        count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = x - np.sum(x, axis=axes, keepdims=True) / np.maximum(count, 1)
+        if v.live is not None:
+            x = np.where(v.live, x, 0)
     sq = np.square(np.abs(x)) if np.iscomplexobj(x) else x * x
     eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
     with np.errstate(divide="ignore", invalid="ignore"):
-        mean = np.sum(sq, axis=axes, keepdims=True) / np.maximum(count, 1)
-        y = x / np.sqrt(mean + eps)
+        if v.live is None:
+            n = math.prod(ctx.sizes(b.input_weaves[0].target))
+            y = x / np.sqrt(sq.sum(axis=axes, keepdims=True) / max(n, 1) + eps)
+            live = None
+        else:
+            count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
+            mean = np.sum(sq, axis=axes, keepdims=True) / np.maximum(count, 1)
+            y = x / np.sqrt(mean + eps)
+            live = land(v.live, count > 0)
     if op.gain:
         y = y * ctx.param("gain")
     if op.bias:
         y = y + ctx.param("shift")
-    live = v.live if v.live is None else land(v.live, count > 0)
     return [finished(y, live)]
 
 
@@ -66,10 +79,57 @@ def softmax(b, inputs, ctx):
     nt = _ntarget(b)
     axes = tuple(range(x.ndim - nt, x.ndim))
     xm = x if v.live is None else np.where(v.live, x, -np.inf)
-    m = np.max(xm, axis=axes, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
+    m = xm.max(axis=axes, keepdims=True)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if not np.isfinite(m).all():
+            m = np.where(np.isfinite(m), m, 0.0)
         e = np.exp(xm - m)
-        y = e / np.sum(e, axis=axes, keepdims=True)
+        y = e / e.sum(axis=axes, keepdims=True)
     live = None if v.live is None else land(v.live, any_over(v.live, axes))
     return [finished(y, live)]
+
+
+@kernel(Normalize)
+def normalize_kernel(b, ctx):
+    op = b.operator
+    nt = _ntarget(b)
+    n = max(math.prod(ctx.sizes(b.input_weaves[0].target)), 1)
+    eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
+    if isinstance(eps, complex):
+        return None
+
+    def run(xs, params):
+        (x,) = xs
+        if x.dtype != np.float64:
+            x = np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
+        axes = tuple(range(x.ndim - nt, x.ndim))
+        if op.centred:
+            x = x - x.sum(axis=axes, keepdims=True) / n
+        sq = np.square(np.abs(x)) if x.dtype.kind == "c" else x * x
+        y = x / np.sqrt(sq.sum(axis=axes, keepdims=True) / n + eps)
+        if op.gain:
+            y = y * params["gain"]
+        if op.bias:
+            y = y + params["shift"]
+        return [y]
+
+    return run
+
+
+@kernel(SoftMax)
+def softmax_kernel(b, ctx):
+    nt = _ntarget(b)
+
+    def run(xs, params):
+        (x,) = xs
+        if x.dtype != np.float64:
+            x = np.asarray(x, dtype=np.float64)
+        axes = tuple(range(x.ndim - nt, x.ndim))
+        m = x.max(axis=axes, keepdims=True)
+        total = float(m.sum())
+        if total - total != 0:                        # some maximum is not finite
+            m = np.where(np.isfinite(m), m, 0.0)
+        e = np.exp(x - m)
+        return [e / e.sum(axis=axes, keepdims=True)]
+
+    return run

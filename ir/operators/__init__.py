@@ -17,6 +17,7 @@ from .legacy import WeightedTriangularLower
 from .normalisation import L1Norm, Normalize, SoftMax
 from .selection import IndexSelect, Select, SelectionForm, TopK
 from .sources import FixedArray, Rotary, YarnRotary
+from .tensorlogic import TensorEquation
 from .views import ConcatenateAxes, CovariantView, DeconcatenateAxes, View
 
 ALL_OPERATORS: tuple[type[Operator], ...] = (
@@ -24,6 +25,7 @@ ALL_OPERATORS: tuple[type[Operator], ...] = (
     Cast, GenericOperator, PairsAsComplex, Decomplex, Identity, AdditionOp, Maximum, BitwiseXor,
     Modulo, View, CovariantView, ConcatenateAxes, DeconcatenateAxes, TopK, Select, IndexSelect,
     FixedArray, Rotary, YarnRotary, BlockOperator, ParaBlockOperator, WeightedTriangularLower,
+    TensorEquation,
 )
 """Every operator kind; each needs one evaluation rule and one codegen rule."""
 

@@ -19,9 +19,11 @@ class Arithmetic(Operator):
 @dataclass(frozen=True, eq=False)
 class Elementwise(Operator):
     """(older generation) a named elementwise function: ``function`` is the canonical name
-    decided by the decoder from the class or display name (``relu``, ``identity``, ...)."""
+    decided by the decoder from the class or display name (``relu``, ``identity``, ...);
+    ``declared`` is the kind the JSON names (``Elementwise``, ``ReLU`` or ``Dropout``)."""
 
     function: str = "identity"
+    declared: str = "Elementwise"
 
 
 @dataclass(frozen=True, eq=False)

@@ -11,11 +11,14 @@ from .base import Operator
 @dataclass(frozen=True, eq=False)
 class Normalize(Operator):
     """RMSNorm over all target axes jointly: ``x (mean(x^2) + eps)^-1/2 (* gain) (+ bias)``.
-    ``epsilon`` None means the older generation's field-less form (see the interpreter rule)."""
+    ``epsilon`` None means the older generation's field-less form (see the interpreter rule).
+    ``centred`` (set only by the pyncd reading, ``ir.readings``) subtracts the mean first:
+    LayerNorm."""
 
     gain: bool = False
     bias: bool = False
     epsilon: sympy.Expr | None = None
+    centred: bool = False
 
 
 @dataclass(frozen=True, eq=False)

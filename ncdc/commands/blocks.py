@@ -1,23 +1,24 @@
-"""``ncdc blocks``: every block title — where it has a body in the data, how many times, and
-how many tag records of the repository carry it (used by a block / unused). Titles whose tags
-label no block of the data are listed after the others as repository-only: for the truncated
-bundled spec they are the blocks of the lost remainder (FORMAT.md §15)."""
+"""``ncdc blocks``: every block title and where it has a body."""
 from __future__ import annotations
-
-from ncdc.spec.summary import block_titles
 
 from .common import add_spec_args, emit_json, load_spec
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("blocks", help="block titles, occurrences, with or without body",
-                       description=__doc__)
+                       description="Every block title: whether it has a body in the data, how "
+                       "many times, and how many tag records of the repository carry it (used "
+                       "by a block / unused). Titles whose tags label no block of the data are "
+                       "listed after the others as repository-only: for the truncated bundled "
+                       "spec they are the blocks of the lost remainder.")
     add_spec_args(p)
     p.add_argument("--paths", action="store_true", help="list the JSON path of every occurrence")
     p.set_defaults(run=run)
 
 
 def run(args) -> int:
+    from ncdc.spec.summary import block_titles
+
     spec = load_spec(args)
     entries = block_titles(spec.doc)
     with_body = [e for e in entries if e.has_body]

@@ -1,55 +1,131 @@
 """``ncdc check``: generated PyTorch against the reference interpreter, block by block."""
 from __future__ import annotations
 
+import argparse
+import shutil
 import sys
 import time
 
-from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
+from .common import (
+    add_block_arg,
+    add_memory_arg,
+    add_quant_arg,
+    add_reading_arg,
+    add_size_args,
+    add_spec_args,
+    bind_from_args,
+    emit_json,
+    load_spec,
+)
+
+DESCRIPTION = """\
+For every distinct block (or the one named, or with --all every block site) and the whole
+model, run the interpreter and the generated module on the same random inputs and parameters
+and compare. Exit status 1 on any mismatch.
+
+On a terminal one transient line on stderr shows the block being checked; the table follows on
+stdout. Blocks are labelled by their chain of titles, a title repeated among its siblings marked
+~k (the parameter-key form); --block accepts these labels.
+"""
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "check", help="check generated PyTorch against the interpreter",
-        description="For every distinct block (or the one named, or --all block sites) and the "
-                    "whole model, run the interpreter and the generated module on the same "
-                    "random inputs and parameters and compare. Exit status 1 on any mismatch.")
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_args(p)
     which = p.add_mutually_exclusive_group()
-    which.add_argument("--block", metavar="B", help="check one block (title or JSON path)")
+    add_block_arg(which, default="every distinct block and the whole model",
+                  dest_help="check this block only")
     which.add_argument("--all", action="store_true",
-                       help="every block site (not only one per distinct body)")
+                       help="every block site, not only one per distinct body")
     add_size_args(p, default_preset="tiny")
-    p.add_argument("--quant", choices=("exact", "emulate"), default="exact")
+    add_reading_arg(p)
+    add_memory_arg(p)
+    add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do, "
+                          "in both the interpreter and the generated module (default: exact)")
     p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                   help="torch dtype (tolerance 1e-10 / 1e-5 relative; emulate: identical)")
-    p.add_argument("--seeds", type=int, default=1, metavar="N", help="random draws per block")
+                   metavar="DTYPE",
+                   help="torch dtype, float64 or float32 (relative tolerance 1e-10 or 1e-5; "
+                        "emulate: identical) (default: float64)")
+    p.add_argument("--seeds", type=int, default=1, metavar="N",
+                   help="random draws per block (default: 1)")
     p.set_defaults(run=run)
 
 
 def targets(spec, args):
-    """(name, morphism, cache key) to check, in spec order."""
+    """(label, morphism, cache key) to check, in spec order."""
     from ncdc.codegen.fingerprint import structural_key
 
-    from .compile import target
+    from ncdc.naming import named_blocks
 
     if args.block:
         site = spec.site(args.block)
-        return [(" / ".join(site.titles) or site.path, site.node, None)]
+        return [(spec.label(site), site.node, None)]
     cache: dict = {}
     out, seen = [], set()
-    for site in spec.blocks():
-        key = structural_key(site.node, cache)
+    for b in named_blocks(spec.data):
+        key = structural_key(b.site.node, cache)
         if not args.all and key in seen:
             continue
         seen.add(key)
-        out.append((" / ".join(site.titles), site.node, key))
-    whole = target(spec, None)
+        out.append((b.label, b.site.node, key))
+    whole = spec.model()
     out.append(("(whole model" + (", salvaged prefix)" if spec.truncated else ")"), whole, None))
     return out
 
 
+def _shapes(objs, env) -> list[list[int]] | None:
+    try:
+        return [list(env.sizes(a.shape)) for a in objs]
+    except Exception:  # noqa: BLE001 - an unbound size is the check's own problem
+        return None
+
+
+def _dims(shapes) -> str:
+    if shapes is None:
+        return "?"
+    return " ".join("x".join(map(str, s)) or "()" for s in shapes)
+
+
+class Progress:
+    """One transient line on stderr when it is a terminal; nothing otherwise."""
+
+    def __init__(self, total: int):
+        self.total = total
+        self.on = sys.stderr.isatty()
+
+    def show(self, k: int, label: str) -> None:
+        if not self.on:
+            return
+        width = shutil.get_terminal_size((80, 20)).columns - 1
+        text = f"[{k}/{self.total}] {label}"
+        if len(text) > width:
+            text = text[: max(0, width - 3)] + "..."
+        sys.stderr.write("\r\033[K" + text)
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.on:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
 def _fmt(x: float) -> str:
     return f"{x:.1e}"
+
+
+def table(rows: list[dict]) -> list[str]:
+    """The result table: fixed-width numbers first, shapes, then the full block label."""
+    sw = max([len(r["shapes"]) for r in rows] + [6])
+    header = (f"{'result':<8}  {'max abs':>8}  {'max rel':>8}  {'interp':>9}  {'torch':>9}  "
+              f"{'shapes':<{sw}}  block")
+    lines = [header]
+    for r in rows:
+        lines.append(f"{'ok' if r['ok'] else 'MISMATCH':<8}  {_fmt(r['max_abs']):>8}  "
+                     f"{_fmt(r['max_rel']):>8}  {r['interp_seconds'] * 1e3:7.1f}ms  "
+                     f"{r['torch_seconds'] * 1e3:7.1f}ms  {r['shapes']:<{sw}}  {r['block']}")
+    return lines
 
 
 def run(args) -> int:
@@ -57,32 +133,46 @@ def run(args) -> int:
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
+    env = binding.env
     todo = targets(spec, args)
+    from ncdc.preflight import require_each
+
+    require_each([m for _, m, _ in todo], binding.env, command="check",
+                 max_memory=args.max_memory, torch_bytes=8 if args.dtype == "float64" else 4)
     cache = ModuleCache()
-    results = []
+    rows = []
     t0 = time.perf_counter()
-    width = min(56, max(len(name) for name, _, _ in todo))
     if not args.json:
         print(f"checking {len(todo)} morphism(s) at preset {args.preset or 'tiny'}, "
               f"{args.quant} mode, {args.dtype}", file=sys.stderr)
-        print(f"{'block':{width}}  {'shapes':24}  {'max abs':>8} {'max rel':>8} {'interp':>8} "
-              f"{'torch':>8}  result")
-    for k, (name, m, key) in enumerate(todo, 1):
-        r = check_morphism(m, binding.env, name=name, quant=args.quant, dtype=args.dtype,
-                           seeds=args.seeds, cache=cache, key=key)
-        results.append(r)
-        if not args.json:
-            label = name if len(name) <= width else "..." + name[-(width - 3):]
-            status = "ok" if r.ok else "MISMATCH: " + r.problem
-            dims = r.dims if len(r.dims) <= 24 else r.dims[:21] + "..."
-            print(f"{label:{width}}  {dims:24}  {_fmt(r.max_abs):>8} {_fmt(r.max_rel):>8} "
-                  f"{r.interp_s * 1e3:7.1f}ms {r.torch_s * 1e3:7.1f}ms  {status}", flush=True)
-            print(f"  [{k}/{len(todo)}] {r.shapes}", file=sys.stderr, flush=True)
-    bad = [r for r in results if not r.ok]
+    progress = Progress(len(todo)) if not args.json else None
+    try:
+        for k, (label, m, key) in enumerate(todo, 1):
+            if progress:
+                progress.show(k, label)
+            r = check_morphism(m, env, name=label, quant=args.quant, dtype=args.dtype,
+                               seeds=args.seeds, cache=cache, key=key, reading=args.reading)
+            dom, cod = _shapes(m.dom, env), _shapes(m.cod, env)
+            rows.append({"block": label, "json_path": r.path, "ok": r.ok,
+                         "problem": r.problem or None, "max_abs": r.max_abs,
+                         "max_rel": r.max_rel, "interp_seconds": r.interp_s,
+                         "torch_seconds": r.torch_s, "dom": dom, "cod": cod,
+                         "signature": r.shapes,
+                         "shapes": f"{_dims(dom)} -> {_dims(cod)}".strip()})
+    finally:
+        if progress:
+            progress.done()
+    bad = [r for r in rows if not r["ok"]]
     took = time.perf_counter() - t0
     if args.json:
-        emit_json({"ok": not bad, "results": [r.__dict__ for r in results]})
-    else:
-        print(f"{len(results) - len(bad)} of {len(results)} agree ({took:.1f} s)"
-              + ("" if not bad else f"; {len(bad)} mismatch(es)"))
+        emit_json({"ok": not bad, "preset": args.preset or "tiny", "quant": args.quant,
+                   "dtype": args.dtype, "checked": len(rows), "mismatches": len(bad),
+                   "seconds": took,
+                   "results": [{k: v for k, v in r.items() if k != "shapes"} for r in rows]})
+        return 1 if bad else 0
+    print("\n".join(table(rows)))
+    for r in bad:
+        print(f"mismatch: {r['block']}: {r['problem']}")
+    print(f"{len(rows) - len(bad)} of {len(rows)} agree ({took:.1f} s)"
+          + ("" if not bad else f"; {len(bad)} mismatch(es)"))
     return 1 if bad else 0

@@ -1,37 +1,91 @@
-"""Arguments and helpers every subcommand shares: the SPEC argument, sizes, output format."""
+"""Arguments and helpers every subcommand shares: the SPEC argument, block names, sizes, output
+format and error reports.
+
+Nothing here imports numpy, sympy, torch or the IR at module level: the parsers are built for
+every ``ncdc --help``. The helpers that need them import them when called.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 
-from ncdc.ir.errors import SpecError
+PRESET_NAMES = ("released", "tiny", "medium")
 
-from ..api import Spec, bundled_spec_path, load
+
+class UsageError(Exception):
+    """A command-line value the command cannot use (exit status 2)."""
+
+    def __init__(self, message: str):
+        self.message = message
+        super().__init__(message)
 
 
 def add_spec_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("spec", nargs="?", default=None,
+    p.add_argument("spec", nargs="?", default=None, metavar="SPEC",
                    help="spec file (default: the bundled DeepSeek-V4.1-Flash spec, salvaged)")
     p.add_argument("--salvage", action="store_true",
                    help="recover every complete term of a truncated file")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--json", action="store_true",
+                   help="print one JSON object instead of text, errors included (schema: "
+                        "docs/json.md)")
+
+
+def add_block_arg(p, default: str = "the whole model", dest_help: str = "") -> None:
+    p.add_argument("--block", default=None, metavar="BLOCK",
+                   help=(dest_help or "the block to use") + f" (default: {default}); a title, "
+                        "a label as ncdc check prints it, a parameter-key path or a JSON path")
 
 
 def add_size_args(p: argparse.ArgumentParser, default_preset: str = "released") -> None:
-    p.add_argument("--preset", default=None,
-                   help=f"size preset: released | tiny | medium (default {default_preset})")
+    p.add_argument("--preset", default=None, metavar="PRESET",
+                   help=f"size preset: {', '.join(PRESET_NAMES[:-1])} or {PRESET_NAMES[-1]} "
+                        f"(default: {default_preset})")
     p.add_argument("--size", action="append", default=[], metavar="NAME=N",
-                   help="bind a size by name, code_form or id (repeatable)")
+                   help="bind a size by label, qualified name (k@BLOCK), code form or id:N "
+                        "(repeatable)")
     p.add_argument("--constant", action="append", default=[], metavar="NAME=X",
-                   help="bind a constant (epsilon, base, ...) (repeatable)")
+                   help="bind a constant such as an epsilon or a base (repeatable)")
+
+
+def add_reading_arg(p) -> None:
+    """``--reading``: the faithful reading of the diagram, or pyncd's own torch lowering."""
+    p.add_argument("--reading", choices=("faithful", "pyncd"), default="faithful",
+                   metavar="READING",
+                   help="faithful: each node means what the diagram says; pyncd: reproduce "
+                        "pyncd's torch lowering (Elementwise as ReLU, Normalize as LayerNorm) "
+                        "(default: faithful)")
+
+
+def add_memory_arg(p) -> None:
+    """``--max-memory``: the memory preflight's limit (see ``ncdc.preflight``)."""
+    p.add_argument("--max-memory", default=None, metavar="SIZE",
+                   help="refuse to start when the estimated peak memory exceeds SIZE (e.g. "
+                        "2GiB, 500MB); the machine's available memory is always a limit")
+
+
+def add_weights_arg(p) -> None:
+    """``--weights``: the storage policy of learned weights (see
+    ``ncdc.interpreter.storage_policy``)."""
+    p.add_argument("--weights", action="append", default=[], metavar="FORMAT",
+                   help="hold learned weights in a storage format (float32, bfloat16, mxfp8, "
+                        "mxfp4): FORMAT for every key, PATTERN=FORMAT for keys matching a glob "
+                        "(first match wins; repeatable), or a .json/.toml file of rules")
+
+
+def add_quant_arg(p, help: str) -> None:
+    p.add_argument("--quant", choices=("exact", "emulate"), default="exact", metavar="MODE",
+                   help=help)
 
 
 def parse_assignments(items: list[str], what: str) -> dict[str, float | int]:
+    from ncdc.ir.errors import BindingError
+
     out = {}
     for item in items:
         if "=" not in item:
-            raise SpecError(f"{what} {item!r}: expected NAME=VALUE")
+            raise BindingError(f"{what} {item!r}: expected NAME=VALUE")
         k, v = item.split("=", 1)
         try:
             out[k.strip()] = int(v)
@@ -39,12 +93,14 @@ def parse_assignments(items: list[str], what: str) -> dict[str, float | int]:
             try:
                 out[k.strip()] = float(v)
             except ValueError:
-                raise SpecError(f"{what} {item!r}: {v!r} is not a number") from None
+                raise BindingError(f"{what} {item!r}: {v!r} is not a number") from None
     return out
 
 
-def load_spec(args) -> Spec:
+def load_spec(args):
     """The SPEC of the command line; the bundled default is salvaged with a one-line notice."""
+    from ..api import load
+
     if args.spec is None:
         spec = load(None)
         rep = spec.doc.salvage
@@ -55,7 +111,7 @@ def load_spec(args) -> Spec:
     return load(args.spec, salvage=args.salvage)
 
 
-def _recovered(spec: Spec) -> str:
+def _recovered(spec) -> str:
     """One line on what salvage kept, e.g. ``salvaged 117 complete blocks: Embedding, Model
     Inputs → Sliding Window Layer → Engram of Layer 1; cut inside Sliding Window Layer #2 (tag
     lost, inferred)``."""
@@ -64,23 +120,61 @@ def _recovered(spec: Spec) -> str:
     return salvage_summary(spec.doc).one_line() + " (`ncdc validate` lists what was cut)"
 
 
-def bind_from_args(spec: Spec, args, default_preset: str = "released"):
+def bind_from_args(spec, args, default_preset: str = "released"):
     preset = args.preset or default_preset
     return spec.bind(preset, parse_assignments(args.size, "--size"),
                      parse_assignments(args.constant, "--constant"))
 
 
+def plain(obj):
+    """``obj`` with every non-finite float as None (JSON has no NaN or infinity), tuples as
+    lists and complex numbers as ``{"real": .., "imag": ..}``."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, complex):
+        return {"real": plain(obj.real), "imag": plain(obj.imag)}
+    if isinstance(obj, dict):
+        return {k: plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(v) for v in obj]
+    return obj
+
+
 def emit_json(obj) -> None:
-    json.dump(obj, sys.stdout, indent=2, sort_keys=False, default=str)
+    json.dump(plain(obj), sys.stdout, indent=2, sort_keys=False, default=str, allow_nan=False)
     sys.stdout.write("\n")
 
 
-__all__ = [
-    "add_size_args",
-    "add_spec_args",
-    "bind_from_args",
-    "bundled_spec_path",
-    "emit_json",
-    "load_spec",
-    "parse_assignments",
-]
+def error_json(exc: BaseException, status: int) -> dict:
+    """The JSON error object of an exception (``docs/json.md``)."""
+    err = {"type": type(exc).__name__, "message": getattr(exc, "message", str(exc)),
+           "json_path": getattr(exc, "json_path", "") or None,
+           "titles": list(getattr(exc, "titles", ()) or ()), "exit_status": status}
+    for k in ("offset", "line", "column"):
+        if getattr(exc, k, None) is not None:
+            err[k] = getattr(exc, k)
+    cands = getattr(exc, "candidates", None)
+    if cands is not None:
+        err["candidates"] = [{"label": label, "json_path": path} for label, path in cands]
+    return {"error": err}
+
+
+def report_error(exc: BaseException, as_json: bool) -> int | None:
+    """Report a user-facing error (stderr, or a JSON object on stdout); its exit status. None
+    for an exception that is a bug, not a user's problem."""
+    from ncdc.ir.errors import SpecError, SpecFormatError
+
+    if isinstance(exc, (SpecFormatError, UsageError)):
+        status = 2
+    elif isinstance(exc, SpecError):
+        status = 1
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        status = 2
+    else:
+        return None
+    if as_json:
+        emit_json(error_json(exc, status))
+    else:
+        text = str(exc) if not isinstance(exc, OSError) else f"{exc.filename}: {exc.strerror}"
+        print(f"error: {text}", file=sys.stderr)
+    return status

@@ -5,7 +5,16 @@ import os
 import sys
 import time
 
-from .common import add_size_args, add_spec_args, bind_from_args, load_spec
+from .common import (
+    add_block_arg,
+    add_quant_arg,
+    add_reading_arg,
+    add_size_args,
+    add_spec_args,
+    bind_from_args,
+    emit_json,
+    load_spec,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -14,12 +23,14 @@ def add_parser(subparsers) -> None:
         description="Generate a standalone PyTorch module (imports only torch) for the whole "
                     "spec (its salvaged prefix when truncated) or one block.")
     add_spec_args(p)
-    p.add_argument("--block", metavar="B", help="block title or JSON path (default: the model)")
+    add_block_arg(p, default="the whole model", dest_help="compile this block")
     add_size_args(p, default_preset="tiny")
-    p.add_argument("--quant", choices=("exact", "emulate"), default="exact",
-                   help="default of the generated modules' quant switch (default exact)")
-    p.add_argument("-o", "--output", metavar="FILE.py",
-                   help="write the source here (default: standard output)")
+    add_reading_arg(p)
+    add_quant_arg(p, help="default of the generated modules' quant switch: exact or emulate "
+                          "(default: exact)")
+    p.add_argument("-o", "--output", metavar="FILE",
+                   help="write the source to FILE.py (default: standard output; with --json, "
+                        "the source is in the JSON object)")
     p.set_defaults(run=run)
 
 
@@ -27,9 +38,7 @@ def target(spec, block: str | None):
     """The morphism to compile: a block, or the model (its complete prefix if truncated)."""
     if block:
         return spec.block(block)
-    from ncdc.interpreter import prefix
-
-    return prefix(spec.data)
+    return spec.model()
 
 
 def run(args) -> int:
@@ -42,17 +51,22 @@ def run(args) -> int:
     stem = os.path.splitext(os.path.basename(spec.source))[0]
     g = codegen.generate(morphism, binding.env, quant=args.quant,
                          module_name=None if args.block else stem,
-                         source_name=os.path.basename(spec.source))
+                         source_name=os.path.basename(spec.source), reading=args.reading)
     took = time.perf_counter() - t0
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(g.source)
-        where = args.output
-    else:
+    info = {"output": args.output, "class": g.class_name,
+            "classes": g.source.count("\nclass "), "parameters": len(g.param_keys),
+            "lines": len(g.source.splitlines()), "seconds": took,
+            "preset": args.preset or "tiny", "quant": args.quant}
+    if args.json:
+        emit_json({**info, "source": None if args.output else g.source})
+        return 0
+    if not args.output:
         sys.stdout.write(g.source)
-        where = "standard output"
-    classes = g.source.count("\nclass ")
-    print(f"wrote {where}: class {g.class_name}, {classes} classes, {len(g.param_keys)} "
-          f"parameters and buffers, {len(g.source.splitlines())} lines ({took:.2f} s)",
+    where = args.output or "standard output"
+    print(f"wrote {where}: class {info['class']}, {info['classes']} classes, "
+          f"{info['parameters']} parameters and buffers, {info['lines']} lines ({took:.2f} s)",
           file=sys.stderr)
     return 0

@@ -1,52 +1,72 @@
-"""``ncdc eval``: evaluate a block (or the whole model) with the numpy reference interpreter.
-
-Random inputs of the right shapes and datatypes are drawn when none are given (naturals below
-their bound), as are the tape slots the block reads before writing. Prints each output's
-array type, shape, dtype, live fraction and mean/std/min/max over its live positions, the time,
-and every seeded stand-in used.
-"""
+"""``ncdc eval``: evaluate a block (or the whole model) with the numpy reference interpreter."""
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
-import numpy as np
-from ncdc.ir.errors import EvaluationError
+from .common import (
+    add_block_arg,
+    add_memory_arg,
+    add_quant_arg,
+    add_reading_arg,
+    add_size_args,
+    add_spec_args,
+    add_weights_arg,
+    bind_from_args,
+    emit_json,
+    load_spec,
+)
 
-from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
+DESCRIPTION = """\
+Evaluate a block (or the whole model) with the numpy reference interpreter.
+
+Random inputs of the right shapes and datatypes are drawn when none are given (naturals below
+their bound), as are the tape slots the block reads before writing. Prints each output's array
+type, shape, dtype, live fraction and mean/std/min/max over its live positions, the time, and
+every seeded stand-in used.
+"""
 
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser("eval", help="evaluate a block with the numpy interpreter",
-                              description=__doc__)
+                              description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_args(p)
     add_size_args(p, default_preset="tiny")
-    p.add_argument("--block", default=None, metavar="B",
-                   help="block title or JSON path (default: the whole model; for a truncated "
-                        "spec its complete leading part)")
-    p.add_argument("--quant", choices=("exact", "emulate"), default="exact",
-                   help="exact: no rounding; emulate: round per interpreter/QUANT_POLICY.md")
+    add_block_arg(p, default="the whole model; for a truncated spec its complete leading part",
+                  dest_help="evaluate this block")
+    add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
+                          "(interpreter/QUANT_POLICY.md) (default: exact)")
     p.add_argument("--params", metavar="FILE",
-                   help="parameters (.npz or .safetensors, keys as `ncdc params` lists them); "
-                        "default: seeded initialisation")
-    p.add_argument("--save-params", metavar="FILE", help="write the parameters used")
-    p.add_argument("--inputs", metavar="FILE.npz",
-                   help="inputs in dom order: in0, in1, ... (or arr_0, ...); optional bool "
-                        "masks live0, live1, ...")
-    p.add_argument("--tape", metavar="FILE.npz",
-                   help="tape slots read before written, keyed by slot label or uid")
-    p.add_argument("--seed", type=int, default=0, help="seed of inputs and initialisation")
+                   help="parameters, .npz or .safetensors, keyed as ncdc params lists them "
+                        "(default: seeded initialisation)")
+    p.add_argument("--save-params", metavar="FILE", help="write the parameters used to FILE")
+    p.add_argument("--inputs", metavar="FILE",
+                   help="inputs in dom order, FILE.npz with arrays in0, in1, ... (or arr_0, "
+                        "...) and optional bool masks live0, live1, ...")
+    p.add_argument("--tape", metavar="FILE",
+                   help="tape slots read before written, FILE.npz keyed by slot label or uid")
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of inputs and initialisation (default: 0)")
     p.add_argument("--stand-in", action="store_true",
                    help="use seeded stand-ins for data the spec leaves to the user (E_cmp, "
                         "alpha)")
-    p.add_argument("--out", metavar="FILE.npz",
-                   help="write outputs (out0, live0, ...) and the final tape (tape/<label>)")
+    p.add_argument("--out", metavar="FILE",
+                   help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
+                        "FILE.npz")
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
+    add_reading_arg(p)
+    add_memory_arg(p)
+    add_weights_arg(p)
     p.set_defaults(run=run)
 
 
 def _read_npz(path) -> dict:
+    import numpy as np
+    from ncdc.ir.errors import EvaluationError
+
     try:
         with np.load(path, allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
@@ -55,6 +75,8 @@ def _read_npz(path) -> dict:
 
 
 def _inputs(path, n: int) -> list:
+    from ncdc.ir.errors import EvaluationError
+
     data = _read_npz(path)
     out = []
     for k in range(n):
@@ -70,6 +92,8 @@ def _inputs(path, n: int) -> list:
 
 
 def _stats(v, arr) -> dict:
+    import numpy as np
+
     vals, live = v.values, v.live
     sel = vals if live is None else vals[live]
     frac = 1.0 if live is None else float(live.mean()) if live.size else 1.0
@@ -91,23 +115,29 @@ def _fmt(x) -> str:
 
 
 def run(args) -> int:
+    import numpy as np
+    from ncdc.interpreter.storage_policy import weights_params
     from ncdc.interpreter.weights import load_params, save_params
 
     from ncdc import interpreter
+    from ncdc.preflight import require
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env
     if args.block:
         site = spec.site(args.block)
-        morphism, where = site.node, " / ".join(site.titles) or site.path
+        morphism, where = site.node, spec.label(site)
     else:
-        morphism = interpreter.prefix(spec.data)
+        morphism = spec.model()
         where = "the whole model" if morphism is spec.data else \
             f"the complete leading part of the model ({len(morphism.content)} items)"
+    require(morphism, env, command="eval", max_memory=args.max_memory)
     params = load_params(args.params) if args.params else None
+    params, stored = weights_params(morphism, env, params, args.weights, seed=args.seed,
+                                    stand_in=args.stand_in)
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
-                                 stand_in=args.stand_in, seed=args.seed)
+                                 stand_in=args.stand_in, seed=args.seed, reading=args.reading)
     if args.save_params:
         save_params(run_.params, args.save_params)
     if args.inputs:
@@ -147,7 +177,8 @@ def run(args) -> int:
             payload[f"tape/{labels.get(uid, uid)}"] = v.values
         np.savez(args.out, **payload)
     if args.json:
-        emit_json({"block": where, "quant": args.quant, "seconds": elapsed, "outputs": rows,
+        emit_json({"block": where, "json_path": getattr(morphism, "path", ""),
+                   "preset": args.preset or "tiny", "quant": args.quant, "seconds": elapsed, "outputs": rows,
                    "stand_ins": run_.stand_ins, "computed": run_.params.computed,
                    "rms": [{"block": t, "rms": r} for t, r in rms]})
         return 0
@@ -162,6 +193,9 @@ def run(args) -> int:
         print(f"  out{k}: {row['type']} shape={tuple(row['shape'])} {row['dtype']} "
               f"live={row['live']:.3f}  {stats}")
     print(f"  time: {elapsed * 1e3:.1f} ms")
+    if stored:
+        print(f"  weights held in storage formats: {len(stored)} array(s), "
+              f"{sum(b for _, _, b in stored):,} bytes")
     for key in run_.params.computed:
         print(f"  computed by rule: {key}")
     for key in run_.stand_ins:

@@ -1,59 +1,63 @@
-"""``ncdc params``: every array the spec needs but does not hold — learned parameters and
-fixed arrays — per occurrence (keys of FORMAT.md §13.2, see :mod:`ir.params`): key, shape,
-element count, learned or fixed; totals at the end. Sizes come from ``--preset`` (default
-``released``) and ``--size``; a count that depends on an unbound size stays symbolic."""
+"""``ncdc params``: every array the spec needs but does not hold, per occurrence."""
 from __future__ import annotations
 
-import sympy
-from ncdc.ir.shapes import size_text
+import argparse
 
-from .common import add_size_args, add_spec_args, emit_json, load_spec, parse_assignments
-from .show import note_unbound
+from .common import add_block_arg, add_size_args, add_spec_args, emit_json, load_spec
+from .show import note_unbound, size_value
+
+DESCRIPTION = """\
+Every array the spec needs but does not hold, learned parameters and fixed arrays, per
+occurrence: key, shape, element count, learned or fixed; totals at the end.
+
+Keys are the enclosing block titles joined by /, a block repeated among its siblings marked ~k,
+an iteration of a repeated block @i, then the operator and the role:
+Sliding Window Layer/Single-Pass mHC/Mixing Coefficients/H_{0}.weight. Sizes come from --preset
+(default released) and --size; a count that depends on an unbound size stays symbolic.
+"""
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("params", help="learned and fixed arrays: key, shape, elements",
-                       description=__doc__)
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_args(p)
     add_size_args(p, default_preset="released")
-    p.add_argument("--block", default=None, help="only the arrays below this block")
+    add_block_arg(p, default="the whole model", dest_help="only the arrays below this block")
     p.set_defaults(run=run)
 
 
-def _count(shape, env):
-    """(int or None, text) of the element count of ``shape``."""
-    expr = sympy.Mul(*shape) if shape else sympy.Integer(1)
-    text = size_text(expr, env)
-    return (int(text), text) if text.lstrip("-").isdigit() else (None, text)
-
-
-def _dim(label: str, size, env) -> str:
-    text = size_text(size, env)
-    return label if text == label else f"{label}={text}"
+def _dim(label: str, size) -> str:
+    """``m=64`` when bound, ``m`` (or its qualified name ``k@L_{q}``) when not."""
+    text = str(size)
+    if text == label or text.startswith(label + "@"):
+        return text
+    return f"{label}={text}"
 
 
 def run(args) -> int:
+    import sympy
+
+    from .common import bind_from_args
+
     spec = load_spec(args)
     preset = args.preset or "released"
-    binding = spec.bind(preset, parse_assignments(args.size, "--size"),
-                        parse_assignments(args.constant, "--constant"))
-    env = binding.env
+    binding = bind_from_args(spec, args, default_preset="released")
+    env, names = binding.env, spec.size_names()
     root = spec.site(args.block).node if args.block else spec.data
     rows = []
     totals = {"learned": [0, sympy.Integer(0)], "fixed": [0, sympy.Integer(0)]}
     for p in spec.params(root, binding):
-        n, text = _count(p.shape, env)
+        count = sympy.Mul(*p.shape) if p.shape else sympy.Integer(1)
         kind = "learned" if p.learned else "fixed"
-        rows.append({"key": p.key, "role": p.role, "kind": kind,
-                     "shape": [_dim(lab, s, env) for lab, s in zip(p.axis_labels, p.shape)],
-                     "elements": n if n is not None else text, "datatype": str(p.datatype),
+        rows.append({"key": p.key, "role": p.role, "kind": kind, "axes": list(p.axis_labels),
+                     "shape": [size_value(s, env, names) for s in p.shape],
+                     "elements": size_value(count, env, names), "datatype": str(p.datatype),
                      "json_path": p.json_path})
         totals[kind][0] += 1
-        totals[kind][1] += sympy.Mul(*p.shape) if p.shape else sympy.Integer(1)
-    summary = {}
-    for kind, (count, expr) in totals.items():
-        n, text = _count((expr,), env)
-        summary[kind] = {"arrays": count, "elements": n if n is not None else text}
+        totals[kind][1] += count
+    summary = {kind: {"arrays": count, "elements": size_value(expr, env, names)}
+               for kind, (count, expr) in totals.items()}
     if any(not isinstance(v["elements"], int) for v in summary.values()) and not args.json:
         note_unbound(spec, binding, preset, "element counts")
     if args.json:
@@ -62,11 +66,12 @@ def run(args) -> int:
     if not rows:
         print("(no learned or fixed arrays)")
         return 0
+    shapes = ["[" + ", ".join(_dim(a, n) for a, n in zip(r["axes"], r["shape"])) + "]"
+              for r in rows]
     kw = max(len(r["key"]) for r in rows)
-    sw = max(len("[" + ", ".join(r["shape"]) + "]") for r in rows)
+    sw = max(len(x) for x in shapes)
     print(f"{'KEY':<{kw}}  {'SHAPE':<{sw}}  {'ELEMENTS':>15}  KIND")
-    for r in rows:
-        shape = "[" + ", ".join(r["shape"]) + "]"
+    for r, shape in zip(rows, shapes):
         el = f"{r['elements']:,}" if isinstance(r["elements"], int) else r["elements"]
         print(f"{r['key']:<{kw}}  {shape:<{sw}}  {el:>15}  {r['kind']}")
     for kind, t in summary.items():

@@ -1,32 +1,36 @@
-"""``ncdc show``: the block tree with repetitions and dom → cod shapes.
-
-Shapes are symbolic (axis names) unless a preset or sizes are given; then they are numbers. A
-size no preset binds and the command line does not give (``b`` for ``released``) is named in a
-note on stderr, and the shapes depending on it stay symbolic (``2*b``). By default the
-annotation blocks (drawn ``BODY_IN_PLACE``: casts, elementwise maps) are hidden; ``--all`` shows
-them.
-"""
+"""``ncdc show``: the block tree with repetitions and dom → cod shapes."""
 from __future__ import annotations
 
+import argparse
 import sys
 
-import sympy
-from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import Block, Truncated
-from ncdc.ir.shapes import array_text
-from ncdc.ir.tags import BlockDrawing
-from ncdc.ir.walk import walk
-from ncdc.spec.summary import cut_blocks
+from .common import (
+    add_block_arg,
+    add_size_args,
+    add_spec_args,
+    emit_json,
+    load_spec,
+    parse_assignments,
+)
 
-from .common import add_size_args, add_spec_args, emit_json, load_spec, parse_assignments
+DESCRIPTION = """\
+The block tree: titles, repetitions and dom -> cod shapes.
+
+Shapes are symbolic (axis names) unless a preset or sizes are given; then they are numbers. A
+size no preset binds and the command line does not give (b for released) is named in a note on
+stderr, and the shapes depending on it stay symbolic (2*b). By default the annotation blocks
+(drawn in place: casts, elementwise maps) are hidden; --all shows them.
+"""
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("show", help="the block tree with shapes", description=__doc__)
+    p = sub.add_parser("show", help="the block tree with shapes", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_args(p)
-    add_size_args(p, default_preset="none (symbolic shapes)")
-    p.add_argument("--block", default=None, help="start at this block (title or JSON path)")
-    p.add_argument("--depth", type=int, default=None, help="show this many block levels")
+    add_size_args(p, default_preset="none: symbolic shapes")
+    add_block_arg(p, default="the whole model", dest_help="start at this block")
+    p.add_argument("--depth", type=int, default=None, metavar="N",
+                   help="show this many block levels")
     p.add_argument("--all", action="store_true",
                    help="include annotation blocks (casts, elementwise maps)")
     p.set_defaults(run=run)
@@ -48,18 +52,17 @@ def note_unbound(spec, binding, preset: str, what: str) -> None:
     """Name the unbound symbols ``data`` uses (stderr), so symbolic leftovers are explained."""
     if not binding.unbound:
         return
-    from ncdc.spec.checks_binding import size_key, symbol_uses
+    from ncdc.spec.checks_binding import symbol_uses
     from ncdc.spec.checks_sites import all_sites
 
     uses = symbol_uses(all_sites(spec.data))
-    used = [s for s in binding.unbound if s in uses]
+    used = sorted((s for s in binding.unbound if s in uses), key=lambda s: (s.label, s.uid))
     if not used:
         return
-    names = ", ".join(f"{s.label} ({_place(uses[s][0])})" for s in sorted(
-        used, key=lambda s: (s.label, s.uid)))
-    keys = " ".join(f"--size {size_key(s, spec.symbols.values())}=N" for s in sorted(
-        used, key=lambda s: (s.label, s.uid)))
-    print(f"note: preset {preset!r} gives no value to {names}; {what} that depend on them are "
+    names = spec.size_names()
+    which = ", ".join(f"{names.get(s, s.label)} ({_place(uses[s][0])})" for s in used)
+    keys = " ".join(f"--size {names.get(s, s.label)}=N" for s in used)
+    print(f"note: preset {preset!r} gives no value to {which}; {what} that depend on them are "
           f"shown symbolically (give {keys})", file=sys.stderr)
 
 
@@ -69,9 +72,50 @@ def _place(use) -> str:
     return f"{what}, in {where}" if where else what
 
 
+def size_value(expr, env, names):
+    """A size for JSON: an int when bound, else its symbolic text (qualified names)."""
+    from ncdc.sizenames import expr_text
+
+    text = expr_text(expr, env, names)
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def array_json(obj, env, names) -> dict:
+    """An array for JSON: datatype text, axis labels, and the shape as a list of sizes."""
+    from ncdc.ir.axes import Axis
+    from ncdc.ir.shapes import array_text
+
+    if isinstance(obj, Axis):
+        return {"datatype": None, "axes": [obj.label], "shape": [size_value(obj.size, env,
+                                                                              names)]}
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        return {"datatype": None, "axes": [], "shape": [], "text": array_text(obj, env)}
+    return {"datatype": str(obj.datatype), "axes": [a.label for a in shape],
+            "shape": [size_value(a.size, env, names) for a in shape]}
+
+
+def _array_text(obj, env, names) -> str:
+    a = array_json(obj, env, names)
+    if "text" in a:
+        return a["text"]
+    dims = ", ".join(map(str, a["shape"])) if env is not None else ", ".join(a["axes"])
+    return f"{a['datatype']}[{dims}]" if a["datatype"] is not None else dims
+
+
 def block_rows(spec, root, env=None, depth=None, include_all=False) -> list[dict]:
-    """One row per block of the tree below ``root`` (pre-order)."""
+    """One row per block of the tree below ``root`` (pre-order); sizes are ints when bound."""
+    from ncdc.ir.errors import SpecError
+    from ncdc.ir.morphisms import Block, Truncated
+    from ncdc.ir.tags import BlockDrawing
+    from ncdc.ir.walk import walk
+    from ncdc.spec.summary import cut_blocks
+
+    from ncdc.naming import labels
+
     cuts = {c.path: c for c in cut_blocks(spec.doc, root)} if spec.doc is not None else {}
+    names = spec.size_names()
+    label_of = labels(root)
     rows = []
     for s in walk(root):
         node = s.node
@@ -81,20 +125,25 @@ def block_rows(spec, root, env=None, depth=None, include_all=False) -> list[dict
         if isinstance(node, Block):
             if not include_all and node.tag.drawing is BlockDrawing.BODY_IN_PLACE:
                 continue
-            row = {"title": node.title, "path": s.path, "level": level,
-                   "repetition": sympy.sstr(node.tag.repetition), "truncated": False}
+            row = {"title": node.title, "label": label_of.get(s.path, node.title),
+                   "path": s.path, "level": level,
+                   "repetition": size_value(node.tag.repetition, env, names),
+                   "truncated": False}
             try:
-                row["dom"] = [array_text(o, env) for o in node.dom]
-                row["cod"] = [array_text(o, env) for o in node.cod]
+                row["dom"] = [array_json(o, env, names) for o in node.dom]
+                row["cod"] = [array_json(o, env, names) for o in node.cod]
+                row["text"] = (", ".join(_array_text(o, env, names) for o in node.dom),
+                               ", ".join(_array_text(o, env, names) for o in node.cod))
             except (SpecError, RecursionError):  # a cut or ill-typed body: no shapes
-                row["dom"] = row["cod"] = None
+                row["dom"] = row["cod"] = row["text"] = None
             rows.append(row)
         elif isinstance(node, Truncated) and node.expected == "Block":
             cut = cuts.get(s.path)
             title = (cut.inferred_title or cut.title) if cut else None
-            rows.append({"title": title, "path": s.path, "level": level,
+            rows.append({"title": title, "label": None, "path": s.path, "level": level,
                          "repetition": None, "truncated": True,
-                         "inferred": bool(cut and cut.tag_lost), "dom": None, "cod": None})
+                         "inferred": bool(cut and cut.tag_lost), "dom": None, "cod": None,
+                         "text": None})
     return rows
 
 
@@ -106,7 +155,8 @@ def run(args) -> int:
     rows = block_rows(spec, root, env, args.depth, args.all)
     if args.json:
         emit_json({"source": spec.source, "root": getattr(root, "path", ""),
-                   "bound": env is not None, "blocks": rows})
+                   "bound": env is not None,
+                   "blocks": [{k: v for k, v in r.items() if k != "text"} for r in rows]})
         return 0
     shown = 0
     for r in rows:
@@ -116,9 +166,8 @@ def run(args) -> int:
             how = ", tag lost: title inferred" if r.get("inferred") else ""
             print(f"{indent}{name}?  [cut off by truncation{how}]  {r['path']}")
         else:
-            rep = "" if r["repetition"] == "1" else f" ×{r['repetition']}"
-            shapes = "" if r["dom"] is None else \
-                f"  ({', '.join(r['dom'])}) → ({', '.join(r['cod'])})"
+            rep = "" if r["repetition"] == 1 else f" ×{r['repetition']}"
+            shapes = "" if r["text"] is None else f"  ({r['text'][0]}) → ({r['text'][1]})"
             print(f"{indent}{r['title']}{rep}{shapes}")
         shown += 1
     if not shown:

@@ -1,33 +1,35 @@
-"""``ncdc validate``: every problem of a spec in one pass.
-
-Exit status: 0 valid (no error; warnings and info allowed), 1 invalid (errors, including a spec
-that does not decode), 2 unreadable (not a JSON document / not a spec envelope, or a bad
-command-line binding). A truncated file is unreadable unless ``--salvage`` (the bundled default
-is always salvaged); salvaged, it is valid when what was recovered is.
-"""
+"""``ncdc validate``: every problem of a spec in one pass."""
 from __future__ import annotations
 
+import argparse
 import sys
 
-from ncdc.ir.errors import BindingError, Diagnostic, SpecError, SpecFormatError
-from ncdc.spec.summary import salvage_summary
-from ncdc.spec.validate import counts, counts_by_code
+from .common import add_size_args, add_spec_args, emit_json, error_json, parse_assignments
 
-from ..api import load
-from .common import add_size_args, add_spec_args, emit_json, parse_assignments
+DESCRIPTION = """\
+List every problem of a spec in one pass: severity, code, JSON path, block titles, axes.
+
+Exit status: 0 valid (no error; warnings and info allowed), 1 invalid (errors, including a spec
+that does not decode), 2 unreadable (not a JSON document or not a spec envelope, or a bad
+command-line binding). A truncated file is unreadable unless --salvage is given (the bundled
+default is always salvaged); salvaged, it is valid when what was recovered is.
+"""
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="check a spec and list every problem",
-                       description=__doc__.split("\n\n")[0])
+                       description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     add_spec_args(p)
-    add_size_args(p, default_preset="none")
+    add_size_args(p, default_preset="none: sizes are not checked")
     p.add_argument("-v", "--verbose", action="store_true",
                    help="also print the info diagnostics (listed by count otherwise)")
     p.set_defaults(run=run)
 
 
-def _decode_problems(exc: SpecError) -> list[Diagnostic]:
+def _decode_problems(exc):
+    from ncdc.ir.errors import Diagnostic
+
     problems = getattr(exc, "problems", None) or [exc]
     out = []
     for p in problems:
@@ -50,19 +52,22 @@ def _binding(spec, args):
                      parse_assignments(args.constant, "--constant"))
 
 
-def _unreadable(args, source: str, exc: SpecError) -> int:
+def _unreadable(args, source: str, exc) -> int:
     if args.json:
         emit_json({"source": source, "readable": False, "valid": False,
-                   "error": {"message": str(exc), "json_path": exc.json_path,
-                             "offset": getattr(exc, "offset", None),
-                             "line": getattr(exc, "line", None),
-                             "column": getattr(exc, "column", None)}})
+                   **error_json(exc, 2)})
     else:
         print(f"error: {exc}", file=sys.stderr)
     return 2
 
 
 def run(args) -> int:
+    from ncdc.ir.errors import BindingError, SpecError, SpecFormatError
+    from ncdc.spec.summary import salvage_summary
+    from ncdc.spec.validate import counts, counts_by_code
+
+    from ..api import load
+
     source = args.spec or "(bundled spec)"
     try:
         spec = load(args.spec, salvage=args.salvage or args.spec is None)

@@ -1,0 +1,124 @@
+"""``TensorEquation`` (pyncd TensorLogic): one ``torch.einsum`` over the inputs and the Iverson
+predicates (each built from ``torch.arange`` index vectors of its axes), then the nested
+nonlinearity if any."""
+from __future__ import annotations
+
+from ncdc.ir.axes import Axis
+from ncdc.ir.errors import SpecError
+from ncdc.ir.operators import Elementwise, Identity
+from ncdc.ir.operators.tensorlogic import (
+    COMPARISONS,
+    IversonBinOp,
+    IversonUnaryOp,
+    TensorEquation,
+    constant_value,
+    distinct,
+    iverson_axes,
+)
+
+from ..emit import atom
+from ..names import identifier
+from ..operands import OpResult
+from ..products import contract, fold_live
+from ..registry import rule
+from .elementwise import ELEMENTWISE
+
+
+def _label_of(ctx, axis: Axis):
+    """The degree label of a retained axis, else the group label of a summed one."""
+    for i, a in enumerate(ctx.b.degree):
+        if a == axis:
+            return ("d", i)
+    g = ("g", axis.uid)
+    ctx.group_axes.setdefault(g, axis)
+    return g
+
+
+class _Printer:
+    """Torch code of a predicate: ``(code, is_bool)`` per node; ``index`` maps each axis to the
+    code of its index vector shaped to broadcast."""
+
+    def __init__(self, index: dict):
+        self.index = index
+
+    def __call__(self, expr) -> tuple[str, bool]:
+        if isinstance(expr, Axis):
+            return self.index[expr], False
+        if not iverson_axes(expr):  # constants fold: every code below is then a tensor
+            return str(constant_value(expr)), False
+        if isinstance(expr, IversonUnaryOp):
+            code, is_bool = self(expr.operand)
+            if expr.op == "~":
+                return (f"~{atom(code)}", True) if is_bool else (f"(1 - {code})", False)
+            code = self._number(code, is_bool)
+            return (f"{atom(code)}.abs()" if expr.op == "abs" else f"(-{atom(code)})"), False
+        assert isinstance(expr, IversonBinOp)
+        (lc, lb), (rc, rb) = self(expr.lhs), self(expr.rhs)
+        if expr.op in ("&", "|"):
+            lc, rc = (lc if lb else f"({lc} != 0)"), (rc if rb else f"({rc} != 0)")
+            return f"({lc} {expr.op} {rc})", True
+        lc, rc = self._number(lc, lb), self._number(rc, rb)
+        return f"({lc} {expr.op} {rc})", expr.op in COMPARISONS
+
+    @staticmethod
+    def _number(code: str, is_bool: bool) -> str:
+        return f"{atom(code)}.long()" if is_bool else code
+
+
+def _predicate(ctx, f, dtype: str, device: str) -> tuple[str, list]:
+    axes = distinct(iverson_axes(f))
+    if not axes:  # a constant factor
+        value = float(constant_value(f))
+        return ctx.bind("predicate", f"torch.tensor({value!r}, dtype={dtype}{device})"), []
+    labels = [_label_of(ctx, a) for a in axes]
+    index = {}
+    for i, (a, lab) in enumerate(zip(axes, labels)):
+        var = ctx.bind(identifier(a.label, "axis") + "_index",
+                       f"torch.arange({ctx.size(lab)}{device})")
+        if len(axes) > 1:
+            var = f"{var}[{', '.join(':' if j == i else 'None' for j in range(len(axes)))}]"
+        index[a] = var
+    code, _ = _Printer(index)(f)
+    mask = ctx.bind("predicate", f"{atom(code)}.to({dtype})", labels, note="Iverson bracket")
+    return mask, labels
+
+
+@rule(TensorEquation)
+def tensor_equation(ctx):
+    eq: TensorEquation = ctx.op
+    if len(ctx.ops) != len(eq.refs):
+        raise SpecError(f"the equation reads {len(eq.refs)} arrays but the box has "
+                        f"{len(ctx.ops)} inputs (an Iverson predicate passed as an input mask "
+                        "is not read)", ctx.b.path)
+    relabelled = []
+    for k, o in enumerate(ctx.ops):
+        tgt = ctx.b.input_weaves[k].target
+        relabelled.append([_label_of(ctx, tgt[lab[2]]) if lab[0] == "t" else lab
+                           for lab in o.labels])
+    if ctx.ops:
+        dtype, device = f"{ctx.ops[0].expr}.dtype", f", device={ctx.ops[0].expr}.device"
+    else:
+        dtype, device = "torch.get_default_dtype()", ""
+    terms = [(k, o.expr, relabelled[k]) for k, o in enumerate(ctx.ops)]
+    for f in eq.predicates:
+        mask, labels = _predicate(ctx, f, dtype, device)
+        terms.append((None, mask, labels))
+    groups = list(dict.fromkeys(lab for _, _, labs in terms for lab in labs if lab[0] == "g"))
+    code, outl = contract(ctx, terms, set(groups), "contraction")
+    name = identifier(eq.lhs_name.text, "equation") if eq.lhs_name is not None else "equation"
+    var = ctx.bind(name, code, outl)
+    live, static = fold_live(ctx, relabelled, groups, outl)
+    if live is not None:
+        live = ctx.bind(var + "_live", live)
+    inner = eq.operator
+    if inner is not None and not isinstance(inner, Identity):
+        template = ELEMENTWISE.get(inner.function) if isinstance(inner, Elementwise) else None
+        if template is None and not (isinstance(inner, Elementwise)
+                                     and inner.function == "identity"):
+            raise SpecError(f"a {inner.kind} nonlinearity inside a TensorEquation is not "
+                            "supported (pyncd splits it into its own box)", ctx.b.path)
+        if template is not None:
+            var = ctx.bind(inner.function, template.format(x=var), outl)
+            if live is not None:
+                var = ctx.bind(var, ctx.where_live(live, var), outl)
+    return [OpResult(var, outl, live, static)]

@@ -1,0 +1,406 @@
+"""An evaluation compiled once: :class:`Plan`, a flat sequence of steps over numbered registers.
+
+:func:`compile_plan` walks the root morphism once, for one batch shape, with the reference
+:class:`~interpreter.evaluate.Evaluator` as its toolbox, and resolves everything that does not
+depend on the data:
+
+* wiring: ``Rearrangement`` and ``ProductOfMorphisms`` become register renaming (no step);
+  ``Composed`` and ``Block`` bodies (unrolled ``repetition`` times, parameter titles
+  ``title@i``) become consecutive steps; boxes (``BlockOperator``, ``ParaBlockOperator``) are
+  inlined with their body lifted over the box's ``(*batch, *degree)``;
+* each ``Broadcasted``: its gather plans (a read that is the array itself is skipped by one
+  shape comparison), its rule, one :class:`~interpreter.context.RuleContext` (which memoises
+  sizes and constants as numbers), its parameter keys (occurrence counted once, here), the
+  placement of its results (nothing to do when the degree already leads and the mode is
+  ``exact``);
+* the all-live fast path: an operator with a kernel (:func:`interpreter.registry.kernel`)
+  runs it on the plain arrays when every input is live and read as it is (no ``Value``
+  plumbing, no masks), its rule otherwise;
+* the bank ``Linear`` + diagonal ``View`` fusion (:mod:`interpreter.fusion`), and demand on
+  sparse axes (:mod:`interpreter.plan_demand`: routed experts compute only routed rows);
+* register lifetimes: a register is cleared after its last reader, so peak memory is that of
+  the recursive evaluator.
+
+Steps run in the evaluator's order, so parameter reads, the tape, the observer and the error
+locations (JSON path and block titles of the ``Broadcasted`` where an error arose) are the
+same; structural errors (arity, truncated terms, a box whose block does not fit) are raised
+when the plan is compiled, i.e. on the first call. ``interpret(..., plan=False)`` keeps the
+recursive evaluator as the reference the tests compare with.
+"""
+from __future__ import annotations
+
+import numpy as np
+from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
+from ncdc.ir.morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    Truncated,
+)
+from ncdc.ir.operators import ParaBlockOperator
+from ncdc.ir.params import repetitions
+
+from . import fusion
+from .evaluate import NUMPY_ERRORS, Scope
+from .plan_demand import gated_contraction, position_wise
+from .plan_steps import SiteSteps, locate
+from .values import Value
+
+
+class Plan:
+    """Straight-line steps ``fn(regs)`` with the registers each clears afterwards; the root's
+    inputs are registers ``0..n-1``, its outputs ``outputs``."""
+
+    def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int],
+                 demand_sites: int = 0):
+        self.n_regs, self.n_inputs, self.outputs = n_regs, n_inputs, outputs
+        self.demand_sites = demand_sites
+        self.steps = _with_lifetimes(steps, n_inputs, outputs)
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def run(self, inputs: list) -> list:
+        """Run the steps on the root's input values; floating-point warnings are silenced
+        for the whole run (NaN and inf are values, as in every rule)."""
+        regs = list(inputs) + [None] * (self.n_regs - self.n_inputs)
+        with np.errstate(all="ignore"):
+            for fn, frees in self.steps:
+                fn(regs)
+                for r in frees:
+                    regs[r] = None
+        return [regs[r] for r in self.outputs]
+
+
+CHUNK_ROWS = 64
+"""Batch positions per chunk of a gated part (:meth:`_Builder.chunked`)."""
+
+
+def _rows(v: Value, start: int, stop: int) -> Value:
+    """Positions ``start:stop`` of the first (batch) dim of ``v`` (a size-1 dim stays)."""
+    x, live = v.values, v.live
+    return Value(x if x.shape[0] == 1 else x[start:stop],
+                 live if live is None or live.shape[0] == 1 else live[start:stop])
+
+
+def _stacked(parts: list[Value], n: int) -> Value:
+    """Chunk results joined along the first dim (``n`` positions in all)."""
+    sizes = [min(CHUNK_ROWS, n - s) for s in range(0, n, CHUNK_ROWS)]
+    tail = np.broadcast_shapes(*(p.values.shape[1:] for p in parts))
+    vals = np.concatenate([np.broadcast_to(p.values, (m,) + tail) for p, m in zip(parts, sizes)])
+    if all(p.live is None for p in parts):
+        return Value(vals, None)
+    live = np.concatenate([np.broadcast_to(True if p.live is None else p.live, (m,) + tail)
+                           for p, m in zip(parts, sizes)])
+    return Value(vals, None if live.all() else live)
+
+
+def _with_lifetimes(steps, n_inputs, outputs):
+    """(fn, registers to clear after it) per step: each register after its last reader (or
+    after its writer when nothing reads it), never an output."""
+    last = {}
+    for i, (_fn, reads, writes) in enumerate(steps):
+        for r in writes:
+            last.setdefault(r, i)
+        for r in reads:
+            last[r] = i
+    keep = set(outputs)
+    frees = [[] for _ in steps]
+    for r, i in last.items():
+        if r not in keep:
+            frees[i].append(r)
+    return [(fn, tuple(f)) for (fn, _r, _w), f in zip(steps, frees)]
+
+
+def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
+    """The plan of ``ev.root`` for inputs with leading ``batch`` dims."""
+    b = _Builder(ev)
+    regs = list(range(n_inputs))
+    b.n = n_inputs
+    root = ev.root
+    if isinstance(root, Block):
+        outs = b.block_body(root, regs, (root.title,), batch)
+    else:
+        outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
+    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites)
+
+
+class _Builder(SiteSteps):
+    def __init__(self, ev):
+        self.ev = ev
+        self.steps: list = []
+        self.n = 0
+        self.counts: dict = {}
+        self.demand = None
+        """(A, gate register, batch rank) while emitting a part read only where the gate is
+        live (:mod:`interpreter.plan_demand`)."""
+        self.demand_sites = 0
+
+    def new(self, k: int = 1) -> list[int]:
+        out = list(range(self.n, self.n + k))
+        self.n += k
+        return out
+
+    def step(self, fn, reads, writes):
+        self.steps.append((fn, tuple(reads), tuple(writes)))
+
+    # -------------------------------------------------------------- structure
+    def emit(self, m, regs: list[int], scope: Scope, batch) -> list[int]:
+        ev = self.ev
+        if isinstance(m, Broadcasted):
+            return self.broadcasted(m, regs, scope, batch)
+        if isinstance(m, Composed):
+            items = m.content
+            if not items:
+                raise SpecTypeError("empty composition", m.path, scope.titles)
+            i = 0
+            while i < len(items):
+                gated = self.gated(items, i, regs, scope, batch)
+                if gated is not None:
+                    regs, used = gated
+                    i += used
+                elif ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
+                                                                       ev):
+                    regs = self.fused(items[i], items[i + 1], regs, scope, batch)
+                    i += 2
+                else:
+                    regs = self.emit(items[i], regs, scope, batch)
+                    i += 1
+            return regs
+        if isinstance(m, ProductOfMorphisms):
+            ev._arity(m, regs)
+            out, at = [], 0
+            for part in m.content:
+                k = len(part.dom)
+                out.extend(self.emit(part, regs[at:at + k], scope, batch))
+                at += k
+            return out
+        if isinstance(m, Rearrangement):
+            ev._arity(m, regs)
+            return [regs[k] for k in m.mapping]
+        if isinstance(m, Block):
+            seg = scope.segs.get(id(m), m.title)
+            return self.block_body(m, regs, scope.titles + (seg,), batch)
+        if isinstance(m, ParaWrap):
+            return self.parawrap(m, regs, scope, batch)
+        if isinstance(m, Grab):
+            return [self.tape_read(m.tape, batch, m.path)]
+        if isinstance(m, Drop):
+            ev._arity(m, regs)
+            self.tape_write(m.tape, regs[0], batch, ev.env.sizes(m.size.shape))
+            return []
+        if isinstance(m, Truncated):
+            raise TruncatedError(f"cannot evaluate: the {m.expected or 'term'} here was cut off "
+                                 f"({m.reason})", m.path, scope.titles, node_type=m.expected)
+        if isinstance(m, StrideMorphism):
+            raise SpecTypeError("a StrideMorphism is an index map, not a function on arrays",
+                                m.path, scope.titles, node_type="StrideMorphism")
+        raise EvaluationError(f"cannot evaluate a {type(m).__name__}",
+                              getattr(m, "path", ""), scope.titles)
+
+    def gated(self, items, i, regs, scope, batch):
+        """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
+        gated contraction ``items[i + 1]`` (:mod:`interpreter.plan_demand`): (registers, items
+        emitted), else None. Over leading batch dims, the gated part and the contraction run
+        in row chunks (:meth:`chunked`)."""
+        m = items[i]
+        if (self.ev.quant != "exact" or self.demand is not None or i + 1 >= len(items)
+                or not isinstance(m, ProductOfMorphisms)):
+            return None
+        found = gated_contraction(items[i + 1])
+        if found is None:
+            return None
+        kg, ky, A = found
+        starts, at = [], 0
+        for part in m.content:
+            starts.append(at)
+            at += len(part.cod)
+        if at != len(items[i + 1].input_weaves):
+            return None
+        owner = [next(j for j in range(len(starts) - 1, -1, -1) if starts[j] <= k)
+                 for k in (kg, ky)]
+        pg, py = owner
+        part_y = m.content[py]
+        if pg >= py or len(part_y.cod) != 1 or not position_wise(part_y, A):
+            return None
+        self.ev._arity(m, regs)
+        out, at = [], 0
+        for j, part in enumerate(m.content):
+            k = len(part.dom)
+            if j == py and batch and j == len(m.content) - 1:
+                return self.chunked(part, items[i + 1], regs[at:at + k], out[kg], kg, A,
+                                    scope, batch), 2
+            if j == py:
+                self.demand = (A, out[kg], len(batch))
+                try:
+                    out.extend(self.emit(part, regs[at:at + k], scope, batch))
+                finally:
+                    self.demand = None
+            else:
+                out.extend(self.emit(part, regs[at:at + k], scope, batch))
+            at += k
+        return out, 1
+
+    def chunked(self, part, contraction, operands, gate, kg, A, scope, batch) -> list[int]:
+        """The gated ``part`` (demand on ``A``) and its ``contraction`` as one step that runs
+        them over chunks of :data:`CHUNK_ROWS` positions of the first batch dim: lifted
+        values are independent along batch dims, and only a chunk of the part's arrays (the
+        experts' ``[x, e, m]`` output) is alive at a time. Unchunked while an observer
+        watches (it sees whole blocks)."""
+        ev = self.ev
+        sub = _Builder(ev)
+        sub.counts = self.counts                  # occurrences counted in evaluation order
+        k = len(operands)
+        sub.n = k + 1
+        sub.demand = (A, k, len(batch))
+        y = sub.emit(part, list(range(k)), scope, batch)
+        sub.demand = None
+        c_in = [k, k]
+        c_in[1 - kg] = y[0]
+        res = sub.emit(contraction, c_in, scope, batch)
+        plan = Plan(sub.steps, sub.n, k + 1, res, sub.demand_sites)
+        self.demand_sites += sub.demand_sites
+        dst = self.new(len(res))
+        src = tuple(operands) + (gate,)
+        n = batch[0]
+
+        def run(R):
+            ins = [R[r] for r in src]
+            if ev.observer is not None or n <= CHUNK_ROWS:
+                outs = plan.run(ins)
+            else:
+                runs = [plan.run([_rows(v, s, s + CHUNK_ROWS) for v in ins])
+                        for s in range(0, n, CHUNK_ROWS)]
+                outs = [_stacked([r[j] for r in runs], n) for j in range(len(res))]
+            for r, v in zip(dst, outs):
+                R[r] = v
+
+        self.step(run, src, dst)
+        return dst
+
+    def block_body(self, blk: Block, regs, titles, batch):
+        ev = self.ev
+        reps = repetitions(blk, ev.env)
+        if reps > 1 and len(blk.dom) != len(blk.cod):
+            raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
+                                "codomain differ", blk.path, titles)
+        segs = ev._body_segs(blk)
+        for i in range(reps):
+            t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
+            regs = self.emit(blk.body, regs, Scope(t, segs), batch)
+        outs = list(regs)
+
+        def observe(R, blk=blk, titles=titles, batch=tuple(batch)):
+            if ev.observer is not None:
+                ev.observer(blk, titles, [R[r] for r in outs], batch)
+
+        self.step(observe, outs, ())
+        return outs
+
+    def parawrap(self, m: ParaWrap, regs, scope, batch):
+        ev = self.ev
+        ev._arity(m, regs)
+        operands, it = [], iter(regs)
+        for slot, _arr in zip(m.grabs, m.body.dom):
+            operands.append(self.tape_read(slot, batch, m.path) if slot is not None
+                            else next(it))
+        results = self.emit(m.body, operands, scope, batch)
+        out = []
+        for slot, arr, r in zip(m.drops, m.body.cod, results):
+            if slot is None:
+                out.append(r)
+            else:
+                self.tape_write(slot, r, batch, ev.env.sizes(arr.shape))
+        return out
+
+    def tape_read(self, slot, batch, path="") -> int:
+        ev = self.ev
+        (dst,) = self.new()
+        batch = tuple(batch)
+
+        def read(R):
+            R[dst] = ev.tape_read(slot, batch, path)
+
+        self.step(read, (), (dst,))
+        return dst
+
+    def tape_write(self, slot, src: int, batch, shape) -> None:
+        ev = self.ev
+        batch, shape = tuple(batch), tuple(shape)
+
+        def write(R):
+            ev.tape_write(slot, R[src], batch, shape)
+
+        self.step(write, (src,), ())
+
+    # ------------------------------------------------------------ broadcasted
+    def box(self, b: Broadcasted, regs, scope, batch, deg, readers) -> list[int]:
+        """A box inlined: its inputs lifted, its block's body over ``(*batch, *degree)``, its
+        results placed."""
+        ev = self.ev
+        op = b.operator
+        lead = tuple(batch) + tuple(deg)
+        para = isinstance(op, ParaBlockOperator)
+        ng = len(op.grabs) if para else 0
+        block = op.block
+        if len(regs) != ng + len(block.dom):
+            msg = (f"the box has {len(regs)} inputs for {ng} grabs and {len(block.dom)} block "
+                   "operands" if para else
+                   f"the box has {len(regs)} inputs but its block takes {len(block.dom)}")
+            raise locate(EvaluationError(msg), b, scope.titles)
+        lifted = self.new(len(regs))
+        titles = scope.titles
+        pairs = tuple(zip(readers, regs, lifted))
+
+        def lift(R):
+            try:
+                for read, s, d in pairs:
+                    R[d] = read(R[s])
+            except (SpecError, *NUMPY_ERRORS) as exc:
+                raise locate(exc, b, titles) from None
+
+        self.step(lift, regs, lifted)
+        for g, r in zip(op.grabs if para else (), lifted[:ng]):
+            self.tape_write(g.tape, r, lead, ev.env.sizes(g.size.shape))
+        results = self.emit(block, lifted[ng:], scope, lead)
+        if para:
+            results = list(results) + [self.tape_read(d.tape, lead) for d in op.drops]
+        nout = len(b.output_weaves)
+        if len(results) != nout:
+            raise locate(EvaluationError(f"the rule produced {len(results)} arrays for "
+                                          f"{nout} output weaves"), b, titles)
+        dst = self.new(nout)
+        placers = [self.placer(b, j, batch, deg) for j in range(nout)]
+        moves = tuple(zip(placers, results, dst))
+
+        def place(R):
+            try:
+                for put, s, d in moves:
+                    R[d] = put(R[s])
+            except (SpecError, *NUMPY_ERRORS) as exc:
+                raise locate(exc, b, titles) from None
+
+        self.step(place, results, dst)
+        return dst
+
+    def fused(self, lin, view, regs, scope, batch) -> list[int]:
+        ev = self.ev
+        keys = self.take_keys(lin, scope)
+        (dst,) = self.new()
+        batch = tuple(batch)
+        src = tuple(regs)
+
+        def run(R):
+            P = ev.params
+            params = {role: P[key] for role, key in keys}
+            R[dst] = fusion.linear_then_diagonal(ev, lin, view, [R[r] for r in src], scope,
+                                                 batch, params)[0]
+
+        self.step(run, src, (dst,))
+        return [dst]

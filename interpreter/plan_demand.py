@@ -1,0 +1,133 @@
+"""Demand on sparse axes: a plan computes only the positions of a sparse axis that are read.
+
+The pattern (the routed experts of a mixture): a ``ProductOfMorphisms`` whose parts yield a
+gate ``g`` over a :class:`~ir.axes.SparseAxis` ``A`` (``k/e``: ``k`` of ``e`` positions live,
+chosen by data) and an array ``Y[A, ...]``, followed by an ``Einops`` that multiplies the two
+and sums over ``A``. The Einops skips dead terms (FORMAT.md §2.4, §16 item 3), so ``Y`` is read
+only where ``g`` is live. When the part that computes ``Y`` is *position-wise in A* (no
+operator reads across ``A``: every reindexing is a ``Rearrangement``, no operator has ``A`` in
+an input target, no tape), each of its bank ``Linear`` s — ``W[in, ..., A, ...]`` with ``A``
+only in the output target — computes, per position ``a`` of ``A``, only the rows (leading
+positions) where ``g`` is live: one BLAS matmul per ``a`` over the routed rows; the other
+positions are **dead** (value 0). Liveness carries the demand through the rest of the part
+(elementwise rules keep dead positions dead; the fused bank ``Linear`` + diagonal ``View``
+multiplies only live rows, :func:`interpreter.fusion.bank_matmul`), and the Einops result is the
+one the dense evaluation gives: its dead terms are exactly the ones now not computed.
+
+Applied in ``exact`` mode. An observer sees the part's blocks with the unread positions dead.
+Over leading batch dims the plan runs the part and the contraction in row chunks
+(``plan._Builder.chunked``), so the part's arrays (``[x, e, m]``) are never whole.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from ncdc.ir.axes import SparseAxis
+from ncdc.ir.morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    ProductOfMorphisms,
+    Rearrangement,
+)
+from ncdc.ir.operators import BlockOperator, Einops, Linear, ParaBlockOperator
+
+from .values import Value
+
+
+def gated_contraction(c) -> tuple[int, int, SparseAxis] | None:
+    """``(gate input, gated input, A)`` when ``c`` is an Einops ``g[A] * Y[.., A, ..]`` summed
+    over ``A`` (each read a ``Rearrangement``), else None."""
+    if not (isinstance(c, Broadcasted) and isinstance(c.operator, Einops)):
+        return None
+    if len(c.input_weaves) != 2:
+        return None
+    sig = c.operator.signature
+    for kg in (0, 1):
+        ky = 1 - kg
+        wg, wy = c.input_weaves[kg], c.input_weaves[ky]
+        if len(wg.shape) != 1 or not isinstance(wg.shape[0], SparseAxis):
+            continue
+        A = wg.shape[0]
+        if list(wy.shape).count(A) != 1 or A not in wy.target:
+            continue
+        (grp,) = sig[kg]
+        if list(sig[ky]).count(grp) != 1 or sig[ky][wy.target.index(A)] != grp:
+            continue
+        if not all(_rearranging(r) for r in c.reindexings):
+            continue
+        return kg, ky, A
+    return None
+
+
+def _rearranging(r) -> bool:
+    if isinstance(r, Rearrangement):
+        return True
+    return isinstance(r, ProductOfMorphisms) and all(_rearranging(p) for p in r.content)
+
+
+def bank_position(b: Broadcasted, A) -> int | None:
+    """Where ``A`` lies in the output target of ``b`` when ``b`` is a demand source: a
+    one-input ``Linear`` with no degree whose weight's output target holds ``A`` once (and its
+    input target not)."""
+    if not (isinstance(b.operator, Linear) and len(b.input_weaves) == 1 and not b.degree):
+        return None
+    if A in b.input_weaves[0].target or len(b.output_weaves) != 1:
+        return None
+    target = b.output_weaves[0].target
+    if list(target).count(A) != 1 or b.output_weaves[0].tiled_count:
+        return None
+    return target.index(A)
+
+
+def position_wise(m, A) -> bool:
+    """Whether every value ``m`` computes at a position of ``A`` reads only that position of
+    ``A`` (see the module docstring); conservative: unknown forms are not."""
+    if isinstance(m, Rearrangement):
+        return True
+    if isinstance(m, (Composed, ProductOfMorphisms)):
+        return all(position_wise(p, A) for p in m.content)
+    if isinstance(m, Block):
+        return position_wise(m.body, A)
+    if not isinstance(m, Broadcasted):
+        return False                                  # tape, wraps, truncated terms
+    if not all(_rearranging(r) for r in m.reindexings):
+        return False
+    op = m.operator
+    if isinstance(op, ParaBlockOperator):
+        return False
+    if isinstance(op, BlockOperator):
+        return position_wise(op.block, A)
+    if any(A in w.target for w in m.input_weaves):
+        return False
+    if any(A in w.target for w in m.output_weaves):
+        return isinstance(op, Linear)             # a bank: A from the weight (or the degree)
+    return True
+
+
+def demanded_linear(x: np.ndarray, W: np.ndarray, bias, live: np.ndarray, nin: int,
+                    t: int) -> Value:
+    """The bank Linear ``y[*lead, *out] = x[*lead, *in] . W[*in, *out]`` (``A`` at output
+    position ``t``) computed only where ``live[*lead, A]`` holds; elsewhere dead."""
+    lead = np.broadcast_shapes(x.shape[:x.ndim - nin], live.shape[:-1])
+    n_rows = math.prod(lead)
+    n_in = math.prod(W.shape[:nin])
+    out = W.shape[nin:]
+    n_a = out[t]
+    X = np.broadcast_to(x, lead + x.shape[x.ndim - nin:]).reshape(n_rows, n_in)
+    L = np.broadcast_to(live, lead + (n_a,)).reshape(n_rows, n_a)
+    Wa = np.moveaxis(W.reshape((n_in,) + out), 1 + t, 0)           # [A, in, *rest]
+    rest = Wa.shape[2:]
+    y = np.zeros((n_a, n_rows, math.prod(rest)), dtype=np.result_type(X, W))
+    for a in range(n_a):
+        rows = np.flatnonzero(L[:, a])
+        if rows.size:
+            y[a, rows] = X[rows] @ Wa[a].reshape(n_in, -1)
+    y = np.moveaxis(y.reshape((n_a,) + lead + rest), 0, len(lead) + t)
+    mask = L.reshape(lead + tuple(n_a if i == t else 1 for i in range(len(out))))
+    if bias is not None:
+        y = np.where(mask, y + bias, np.zeros((), y.dtype))
+    if mask.all():
+        mask = None
+    return Value(y, mask)

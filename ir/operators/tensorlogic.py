@@ -1,0 +1,118 @@
+"""pyncd's TensorLogic operator: one tensor equation ``Y[lhs] = op(sum prod rhs)``.
+
+Index identity is axis identity: an axis of ``lhs_indices`` is retained (a degree axis of the
+``Broadcasted`` carrying the equation), an axis that occurs only on the right-hand side is
+summed over. Right-hand factors are :class:`TensorRef` (an input array, one input weave each, in
+order: retained axes TILED, summed axes as target slots) or Iverson predicates over axes
+(:class:`IversonBinOp`, :class:`IversonUnaryOp`, leaves :class:`~ir.axes.Axis` and
+:class:`IversonConst`): ``[pred]`` is 1 where it holds and 0 elsewhere, evaluated on the index
+values of its axes (an axis occurring twice reads the same index). See interpreter/READINGS.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from ..axes import Axis
+from ..names import Name
+from .base import Operator
+
+COMPARISONS = ("<", "<=", ">", ">=", "==")
+BINARY_OPS = COMPARISONS + ("+", "-", "*", "&", "|")
+UNARY_OPS = ("abs", "-", "~")
+"""The operators pyncd's Iverson evaluator knows (its ``materialise_iverson``)."""
+
+
+@dataclass(frozen=True, eq=False)
+class TensorRef:
+    """A named array on the right-hand side, indexed by ``axes``."""
+
+    name: Name | None
+    axes: tuple[Axis, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class IversonConst:
+    """An integer literal in a predicate."""
+
+    value: sympy.Expr
+
+
+@dataclass(frozen=True, eq=False)
+class IversonBinOp:
+    """``lhs op rhs``: comparisons and ``&``/``|`` give 0/1, ``+ - *`` are arithmetic."""
+
+    op: str
+    lhs: object
+    rhs: object
+
+
+@dataclass(frozen=True, eq=False)
+class IversonUnaryOp:
+    """``abs(x)``, ``-x`` or ``~x = 1 - x``."""
+
+    op: str
+    operand: object
+
+
+IVERSON_KINDS = (IversonBinOp, IversonUnaryOp)
+
+
+def iverson_axes(expr) -> tuple[Axis, ...]:
+    """The axis leaves of a predicate, left to right (repeats kept)."""
+    if isinstance(expr, Axis):
+        return (expr,)
+    if isinstance(expr, IversonBinOp):
+        return iverson_axes(expr.lhs) + iverson_axes(expr.rhs)
+    if isinstance(expr, IversonUnaryOp):
+        return iverson_axes(expr.operand)
+    return ()
+
+
+def constant_value(expr) -> int:
+    """The value of a predicate with no axis leaves (pyncd's rules on integers)."""
+    if isinstance(expr, IversonConst):
+        return int(expr.value)
+    if isinstance(expr, IversonUnaryOp):
+        v = constant_value(expr.operand)
+        return {"abs": abs(v), "-": -v, "~": 1 - v}[expr.op]
+    if not isinstance(expr, IversonBinOp):
+        raise TypeError(f"{type(expr).__name__} has axes or is not a predicate")
+    a, b = constant_value(expr.lhs), constant_value(expr.rhs)
+    ops = {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "+": a + b,
+           "-": a - b, "*": a * b, "&": a != 0 and b != 0, "|": a != 0 or b != 0}
+    return int(ops[expr.op])
+
+
+def distinct(axes) -> tuple[Axis, ...]:
+    """``axes`` with repeats removed (first occurrence kept)."""
+    return tuple(dict.fromkeys(axes))
+
+
+@dataclass(frozen=True, eq=False)
+class TensorEquation(Operator):
+    """``Y[lhs_indices] = operator(sum over the other axes of prod rhs)``; ``operator`` None
+    (or Identity) is the identity."""
+
+    lhs_name: Name | None = None
+    lhs_indices: tuple[Axis, ...] = ()
+    rhs: tuple = ()
+    operator: Operator | None = None
+
+    @property
+    def label(self) -> str:
+        """The display name, else the left-hand array's name."""
+        if self.name is not None:
+            return self.name.text
+        return self.lhs_name.text if self.lhs_name is not None else ""
+
+    @property
+    def refs(self) -> tuple[TensorRef, ...]:
+        """The factors read from inputs, in input order."""
+        return tuple(f for f in self.rhs if isinstance(f, TensorRef))
+
+    @property
+    def predicates(self) -> tuple:
+        """The Iverson factors (computed from index values, not read)."""
+        return tuple(f for f in self.rhs if isinstance(f, IVERSON_KINDS))

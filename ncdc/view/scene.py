@@ -1,0 +1,381 @@
+"""The diagram as a scene: nested boxes, ports and wires, ready to lay out and draw.
+
+A scene is plain data (JSON-ready): ``nodes`` by id and ``edges`` grouped by the container they
+are drawn in. Blocks are containers: a block's body is drawn inside it, its inputs and outputs
+are the block's ports, and a wire inside a block runs from one of the block's input ports or a
+child's output port to a child's input port or one of the block's output ports. So every wire
+belongs to exactly one container, and a collapsed block is simply drawn without its contents.
+
+Rules:
+- ``Block`` and a ``Broadcasted`` whose operator is a block (``BlockOperator``,
+  ``ParaBlockOperator``) make a *block* node; a block that repeats shows ``rep`` (×N); a lifted
+  block shows the axes it is lifted over.
+- Every other ``Broadcasted`` is an *operator* node with a ``glyph`` by operator kind.
+- ``Rearrangement``, ``Composed`` and ``ProductOfMorphisms`` are pure wiring and make no node.
+- ``Grab``/``Drop`` (and a ``ParaWrap``'s grabs and drops) make tape read/write nodes.
+- A cut (``Truncated``) term makes a *cut* node; its complete parts are drawn.
+- A wire is labelled with the array it carries (symbolically and, given an environment, bound)
+  and marked ``dead`` when one of its axes can hold dead positions (affine sparse, top-k sparse
+  or concatenated axes).
+
+Node ids are the JSON paths of the terms they draw, so they are unique and stable.
+"""
+from __future__ import annotations
+
+import sympy
+
+from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
+from ncdc.ir.env import Env
+from ncdc.ir.errors import SpecError
+from ncdc.ir.morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    Morphism,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    Truncated,
+)
+from ncdc.ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.params import param_roles, param_specs
+from ncdc.ir.shapes import array_text, size_text
+
+from .labels import plain_label
+
+# operator kind -> glyph family (what the picture draws for it)
+GLYPHS = {
+    "Einops": "contraction", "Linear": "contraction", "Embedding": "contraction",
+    "TensorEquation": "contraction",
+    "Arithmetic": "elementwise", "Elementwise": "elementwise", "GenericOperator": "elementwise",
+    "Identity": "elementwise", "PairsAsComplex": "elementwise", "Decomplex": "elementwise",
+    "TypeConvert": "cast", "Cast": "cast",
+    "AdditionOp": "fold", "Maximum": "fold", "BitwiseXor": "fold", "Modulo": "fold",
+    "Normalize": "norm", "L1Norm": "norm", "SoftMax": "norm", "WeightedTriangularLower": "norm",
+    "TopK": "topk", "Select": "topk", "IndexSelect": "topk",
+    "FixedArray": "source", "Rotary": "source", "YarnRotary": "source",
+    "View": "view", "CovariantView": "view", "ConcatenateAxes": "view",
+    "DeconcatenateAxes": "view",
+}
+
+
+class _End:
+    """The producing end of a wire: a node's output port (or a container's input port)."""
+
+    __slots__ = ("node", "obj", "port")
+
+    def __init__(self, node: str, port: int, obj):
+        self.node, self.port, self.obj = node, port, obj
+
+
+def _safe(fn, default):
+    try:
+        return fn()
+    except (SpecError, RecursionError, TypeError, ValueError, AttributeError):
+        return default
+
+
+def _can_be_dead(obj) -> bool:
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        return False
+    return any(isinstance(a, (AffineSparseAxis, SparseAxis, ConcatenatedAxis)) for a in shape)
+
+
+def _shape_list(obj, env: Env | None) -> list[str]:
+    shape = getattr(obj, "shape", None)
+    if shape is None:
+        return []
+    return [size_text(a.size, env) if env is not None else a.label for a in shape]
+
+
+class SceneBuilder:
+    """Builds the scene of one root morphism (see the module docstring)."""
+
+    def __init__(self, env: Env | None = None):
+        self.env = env
+        self.nodes: dict[str, dict] = {}
+        self.edges: dict[str, list[dict]] = {}
+        self.tags: dict[str, list[str]] = {}
+        self.tapes: dict[str, dict] = {}
+
+    # ------------------------------------------------------------------ nodes and wires
+    def add_node(self, nid: str, parent: str | None, kind: str, label: str, **extra) -> str:
+        node = {"id": nid, "parent": parent, "kind": kind, "label": label, "children": [],
+                "inputs": 0, "outputs": 0}
+        node.update(extra)
+        self.nodes[nid] = node
+        if parent is not None:
+            self.nodes[parent]["children"].append(nid)
+        return nid
+
+    def wire(self, container: str, src: _End, dst: str, dst_port: int) -> None:
+        edges = self.edges.setdefault(container, [])
+        obj = src.obj
+        edge = {"id": f"{container}#{len(edges)}", "src": src.node, "srcPort": src.port,
+                "dst": dst, "dstPort": dst_port,
+                "label": array_text(obj) if obj is not None else "",
+                "dead": _can_be_dead(obj)}
+        if self.env is not None and obj is not None:
+            edge["bound"] = array_text(obj, self.env)
+        edge["shape"] = _shape_list(obj, None)
+        edges.append(edge)
+
+    def ports(self, nid: str, inputs: int, outputs: int) -> None:
+        self.nodes[nid]["inputs"] = max(self.nodes[nid]["inputs"], inputs)
+        self.nodes[nid]["outputs"] = max(self.nodes[nid]["outputs"], outputs)
+
+    # ------------------------------------------------------------------ morphisms
+    def build(self, m: Morphism, inputs: list[_End], path: str, cont: str) -> list[_End]:
+        if isinstance(m, Block):
+            return self.block(m, m, inputs, path, path + ".body", cont)
+        if isinstance(m, Composed):
+            ends = inputs
+            for i, item in enumerate(m.content):
+                ends = self.build(item, ends, f"{path}.content[{i}]", cont)
+            return ends
+        if isinstance(m, ProductOfMorphisms):
+            out, at = [], 0
+            for i, part in enumerate(m.content):
+                n = _arity(part)
+                out.extend(self.build(part, inputs[at:at + n], f"{path}.content[{i}]", cont))
+                at += n
+            return out
+        if isinstance(m, Rearrangement):
+            return [inputs[j] for j in m.mapping if 0 <= j < len(inputs)]
+        if isinstance(m, Broadcasted):
+            op = m.operator
+            if isinstance(op, (BlockOperator, ParaBlockOperator)) and isinstance(op.block, Block):
+                return self.block(op.block, m, inputs, path, path + ".operator.block.body", cont)
+            return self.operator(m, inputs, path, cont)
+        if isinstance(m, ParaWrap):
+            return self.para_wrap(m, inputs, path, cont)
+        if isinstance(m, Grab):
+            nid = self.tape_node(path, cont, m.tape, "read", m.size)
+            return [_End(nid, 0, m.size)]
+        if isinstance(m, Drop):
+            nid = self.tape_node(path, cont, m.tape, "write", m.size)
+            for k, e in enumerate(inputs[:1]):
+                self.wire(cont, e, nid, k)
+            return []
+        if isinstance(m, Truncated):
+            return self.truncated(m, inputs, path, cont)
+        if isinstance(m, StrideMorphism):
+            return []
+        nid = self.add_node(path, cont, "operator", type(m).__name__, glyph="other",
+                            op=type(m).__name__, path=path)
+        self.ports(nid, len(inputs), 0)
+        for k, e in enumerate(inputs):
+            self.wire(cont, e, nid, k)
+        return []
+
+    def block(self, block: Block, site: Morphism, inputs, path: str, body_path: str,
+              cont: str) -> list[_End]:
+        tag = block.tag
+        rep = tag.repetition
+        rep_text = size_text(rep, self.env) if self.env is not None else sympy.sstr(rep)
+        degree = [a.label for a in getattr(site, "degree", ())] if site is not block else []
+        nid = self.add_node(
+            path, cont, "block", plain_label(tag.title), latex=tag.title, tag=str(tag.uid),
+            rep=None if rep == 1 else rep_text, lifted=degree, path=path,
+            description=tag.description or "", formula=tag.formula or "",
+            color=tag.fill_color or "")
+        self.tags.setdefault(str(tag.uid), []).append(nid)
+        dom = _safe(lambda: tuple(site.dom), tuple(e.obj for e in inputs))
+        cod = _safe(lambda: tuple(site.cod), None)
+        for k, e in enumerate(inputs):
+            self.wire(cont, e, nid, k)
+        inner_dom = _safe(lambda: tuple(block.dom), dom)
+        inner = [_End(nid, k, inner_dom[k] if k < len(inner_dom) else None)
+                 for k in range(len(inputs))]
+        results = self.build(block.body, inner, body_path, nid)
+        for j, e in enumerate(results):
+            self.wire(nid, e, nid, j)
+        if cod is None:
+            cod = tuple(e.obj for e in results)
+        self.nodes[nid]["dom"] = [array_text(o) for o in dom]
+        self.nodes[nid]["cod"] = [array_text(o) for o in cod]
+        self.ports(nid, len(inputs), max(len(cod), len(results)))
+        return [_End(nid, j, o) for j, o in enumerate(cod)]
+
+    def operator(self, b: Broadcasted, inputs, path: str, cont: str) -> list[_End]:
+        op = b.operator
+        kind = type(op).__name__
+        label = plain_label(op.name.latex) if op.name is not None and op.label else kind
+        extra = {"op": kind, "glyph": GLYPHS.get(kind, "other"), "path": path,
+                 "latex": op.name.latex if op.name is not None else ""}
+        formula = getattr(op, "formula", None)
+        if formula is not None and not isinstance(formula, str):
+            extra["formula"] = sympy.latex(formula)
+            extra["formulaText"] = sympy.sstr(formula)
+        if kind == "TypeConvert":
+            extra["format"] = f"{op.source} → {op.target}"
+        if kind == "Elementwise":
+            extra["function"] = getattr(op, "function", "")
+        extra["params"] = [
+            {"role": role, "shape": [sympy.sstr(s) for s in shape], "axes": list(labels),
+             "datatype": str(dt), "learned": learned}
+            for role, shape, labels, dt, learned in _safe(lambda: param_roles(b), [])]
+        extra["degree"] = [a.label for a in _safe(lambda: b.degree, ())]
+        nid = self.add_node(path, cont, "operator", label, **extra)
+        for k, e in enumerate(inputs):
+            self.wire(cont, e, nid, k)
+        cod = _safe(lambda: tuple(b.cod), tuple(None for _ in b.output_weaves))
+        self.ports(nid, len(inputs), len(cod))
+        return [_End(nid, j, o) for j, o in enumerate(cod)]
+
+    def tape_node(self, path: str, cont: str, slot, mode: str, size) -> str:
+        nid = self.add_node(path, cont, "tape", f"tape {mode}: {slot.label}", mode=mode,
+                            slot=str(slot.uid), path=path)
+        self.ports(nid, 1 if mode == "write" else 0, 1 if mode == "read" else 0)
+        entry = self.tapes.setdefault(str(slot.uid), {"label": slot.label, "reads": [],
+                                                      "writes": [],
+                                                      "shape": array_text(size)})
+        entry["reads" if mode == "read" else "writes"].append(nid)
+        return nid
+
+    def para_wrap(self, w: ParaWrap, inputs, path: str, cont: str) -> list[_End]:
+        body_dom = _safe(lambda: tuple(w.body.dom), tuple(None for _ in w.grabs))
+        body_in, it = [], iter(inputs)
+        for i, slot in enumerate(w.grabs):
+            if slot is None:
+                e = next(it, None)
+                if e is not None:
+                    body_in.append(e)
+            else:
+                obj = body_dom[i] if i < len(body_dom) else None
+                nid = self.tape_node(f"{path}.grabs[{i}]", cont, slot, "read", obj)
+                body_in.append(_End(nid, 0, obj))
+        results = self.build(w.body, body_in, path + ".body", cont)
+        out = []
+        for j, e in enumerate(results):
+            slot = w.drops[j] if j < len(w.drops) else None
+            if slot is None:
+                out.append(e)
+            else:
+                nid = self.tape_node(f"{path}.drops[{j}]", cont, slot, "write", e.obj)
+                self.wire(cont, e, nid, 0)
+        return out
+
+    def truncated(self, t: Truncated, inputs, path: str, cont: str) -> list[_End]:
+        content = t.partial.get("content")
+        body = t.partial.get("body")
+        if t.expected == "Composed" and isinstance(content, tuple) and content:
+            ends = inputs
+            for i, item in enumerate(content):
+                if isinstance(item, Morphism):
+                    ends = self.build(item, ends, f"{path}.content[{i}]", cont)
+            return ends
+        if t.expected == "Block" and isinstance(body, Morphism):
+            nid = self.add_node(path, cont, "block", "(cut block)", latex="", tag="",
+                                rep=None, lifted=[], path=path, cut=True,
+                                description=t.reason, formula="", color="")
+            for k, e in enumerate(inputs):
+                self.wire(cont, e, nid, k)
+            inner = [_End(nid, k, e.obj) for k, e in enumerate(inputs)]
+            results = self.build(body, inner, path + ".body", nid)
+            for j, e in enumerate(results):
+                self.wire(nid, e, nid, j)
+            self.ports(nid, len(inputs), len(results))
+            return [_End(nid, j, e.obj) for j, e in enumerate(results)]
+        nid = self.add_node(path, cont, "cut", f"cut: {t.expected or 'term'}", path=path,
+                            description=t.reason)
+        self.ports(nid, len(inputs), 0)
+        for k, e in enumerate(inputs):
+            self.wire(cont, e, nid, k)
+        return []
+
+
+def _arity(m: Morphism) -> int:
+    try:
+        return len(m.dom)
+    except (SpecError, RecursionError):
+        if isinstance(m, Truncated):
+            content = m.partial.get("content") or ()
+            first = next((x for x in content if isinstance(x, Morphism)), None)
+            return _arity(first) if first is not None and m.expected == "Composed" else 0
+        return 0
+
+
+def _attach_params(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
+    """Give every node the parameter keys (interpreter keys, from ``root``) below it."""
+    specs = _safe(lambda: param_specs(root, env), None)
+    if specs is None:
+        return
+    by_site: dict[str, list] = {}
+    for p in specs:
+        by_site.setdefault(p.site.path, []).append(p)
+    for nid, node in scene_nodes.items():
+        if node["kind"] == "operator" and nid in by_site:
+            node["keys"] = [{"key": p.key, "shape": [size_text(s, env) if env else sympy.sstr(s)
+                                                     for s in p.shape],
+                             "learned": p.learned} for p in by_site[nid]]
+
+
+def _cost_text(expr, env: Env | None) -> str:
+    """A cost figure: the number at the binding, else the (expanded) formula."""
+    return size_text(sympy.expand(expr), env)
+
+
+def _attach_costs(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
+    """Give every block node the cost of one call of it (``ir.cost``): learned elements,
+    elements activated per token, FLOPs per token, bfloat16 weight bytes, decoder state."""
+    from ncdc.ir.cost import block_costs, with_tokens
+    from ncdc.ir.walk import walk
+
+    memo = _safe(lambda: block_costs(root), None)
+    if memo is None:
+        return
+    by_path = {}
+    for s in walk(root):
+        if isinstance(s.node, Block):
+            by_path[s.path] = s.node
+    for nid, node in scene_nodes.items():
+        if node["kind"] != "block":
+            continue
+        block = by_path.get(nid) or by_path.get(nid + ".operator.block")
+        c = memo.get(id(block)) if block is not None else None
+        if c is None:
+            continue
+        c = _safe(lambda c=c, block=block: with_tokens(c, block), None)
+        if c is None:
+            continue
+        state = sum((st.bytes for st in c.state), sympy.Integer(0))
+        node["cost"] = {
+            "learned elements": _cost_text(c.learned, env),
+            "activated per token": _cost_text(c.activated_per_token, env),
+            "FLOPs per token": _cost_text(c.flops_per_token, env),
+            "weights (bfloat16 bytes)": _cost_text(c.bytes_at("bfloat16"), env),
+            "decoder state (bytes)": _cost_text(state, env),
+        }
+
+
+def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
+    """The scene of ``root`` (see the module docstring); the root's inputs and outputs are
+    nodes of their own (``in:k``, ``out:j``)."""
+    b = SceneBuilder(env)
+    rid = "root"
+    b.add_node(rid, None, "root", name or getattr(root, "title", "") or "model", path=root.path)
+    dom = _safe(lambda: tuple(root.dom), tuple(None for _ in range(_arity(root))))
+    inputs = []
+    for k, o in enumerate(dom):
+        nid = b.add_node(f"in:{k}", rid, "input", f"input {k}", shape=array_text(o))
+        b.ports(nid, 0, 1)
+        inputs.append(_End(nid, 0, o))
+    try:
+        results = b.build(root, inputs, root.path, rid)
+    except RecursionError:
+        raise SpecError("the diagram is nested too deeply to draw", root.path) from None
+    for j, e in enumerate(results):
+        nid = b.add_node(f"out:{j}", rid, "output", f"output {j}", shape=array_text(e.obj))
+        b.ports(nid, 1, 0)
+        b.wire(rid, e, nid, 0)
+    _attach_params(b.nodes, root, env)
+    _attach_costs(b.nodes, root, env)
+    return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}
+
+
+__all__ = ["GLYPHS", "SceneBuilder", "build_scene"]

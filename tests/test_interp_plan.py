@@ -1,0 +1,271 @@
+"""Compiled plans (``interpreter.plan``) agree with the recursive evaluator (``plan=False``) on
+every block of every spec in the tests, in both quantisation modes: the same values (bit for
+bit: the same rules run in the same order), liveness, final tape, observer calls and parameter
+reads. Leading batch dims: a batch of two equals two separate runs. Plans clear registers after
+their last use (peak memory as the recursive evaluator's)."""
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+import sympy
+from ncdc.ir import AdditionOp, Linear
+from ncdc.ir.env import Env
+from ncdc.ir.errors import SpecError
+from ncdc.ir.names import Name
+
+import ncdc
+from ncdc import interpreter
+from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER
+from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, weave
+
+SPECS = {"bundled": ncdc.load(), "transformer": ncdc.load(TRANSFORMER),
+         "attention_core": ncdc.load(ATTENTION_CORE),
+         "extra_kinds": ncdc.load(DATA / "extra_kinds.json")}
+SITES = [(name, s.path) for name, spec in SPECS.items() for s in spec.blocks()]
+
+
+def _outcome(run, inputs, tape):
+    """(outputs, tape, observed blocks) of one evaluation, or the error it raised."""
+    seen = []
+
+    def observe(blk, titles, outs, batch):
+        seen.append((titles, batch, [(np.array(v.values), None if v.live is None
+                                      else np.array(v.live)) for v in outs]))
+
+    try:
+        res = run.evaluate(*inputs, tape=tape, observer=observe)
+    except SpecError as exc:
+        return ("error", type(exc), exc.message, exc.json_path, exc.titles)
+    return res, seen
+
+
+def _same_value(a, b):
+    assert a.values.dtype == b.values.dtype
+    np.testing.assert_array_equal(a.values, b.values)
+    assert (a.live is None) == (b.live is None)
+    if a.live is not None:
+        np.testing.assert_array_equal(a.live, b.live)
+
+
+def _close_value(a, b):
+    assert a.values.dtype == b.values.dtype
+    np.testing.assert_allclose(a.values, b.values, rtol=1e-10, atol=1e-12)
+    assert (a.live is None) == (b.live is None)
+    if a.live is not None:
+        np.testing.assert_array_equal(a.live, b.live)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("quant", ["exact", "emulate"])
+@pytest.mark.parametrize(("spec_name", "path"), SITES, ids=[f"{n}:{p}" for n, p in SITES])
+def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, quant):
+    spec = SPECS[spec_name]
+    env = spec.bind("tiny").env
+    m = spec.block(path)
+    inputs = interpreter.random_inputs(m, env, 4)
+    tape = interpreter.random_tape(m, env, 4)
+    ref = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3, plan=False)
+    planned = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3)
+    want, got = _outcome(ref, inputs, tape), _outcome(planned, inputs, tape)
+    if want[0] == "error":
+        assert got == want
+        return
+    (res_w, seen_w), (res_g, seen_g) = want, got
+    # demand on a sparse axis computes the read positions by other (BLAS) matmuls and leaves
+    # the unread ones dead inside the gated part: values agree to rounding there
+    same = _same_value if not planned.plan().demand_sites else _close_value
+    assert len(res_g.outputs) == len(res_w.outputs)
+    for a, b in zip(res_g.outputs, res_w.outputs):
+        same(a, b)
+    assert res_g.tape.keys() == res_w.tape.keys()
+    for k in res_w.tape:
+        same(res_g.tape[k], res_w.tape[k])
+    assert [(t, bt) for t, bt, _ in seen_g] == [(t, bt) for t, bt, _ in seen_w]
+    if not planned.plan().demand_sites:
+        for (_, _, og), (_, _, ow) in zip(seen_g, seen_w):
+            for (vg, lg), (vw, lw) in zip(og, ow):
+                np.testing.assert_array_equal(vg, vw)
+                assert (lg is None) == (lw is None)
+    # a second call runs the same plan (compiled once) to the same result
+    again = planned.evaluate(*inputs, tape=tape)
+    for a, b in zip(again.outputs, res_g.outputs):
+        _same_value(a, b)
+    assert len(planned._plans) == 1
+
+
+BATCH_SITES = [(n, p) for n, p in SITES if n != "extra_kinds"]
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize(("spec_name", "path"), BATCH_SITES,
+                         ids=[f"{n}:{p}" for n, p in BATCH_SITES])
+def test_a_batch_of_two_equals_two_runs(spec_name, path):
+    spec = SPECS[spec_name]
+    env = spec.bind("tiny").env
+    m = spec.block(path)
+    if not m.dom:
+        pytest.skip("no input to batch")
+    run = interpreter.interpret(m, env, stand_in=True, seed=3)
+    tape = interpreter.random_tape(m, env, 4)
+    one, two = interpreter.random_inputs(m, env, 4), interpreter.random_inputs(m, env, 5)
+    try:
+        sep = [run.evaluate(*xs, tape=tape) for xs in (one, two)]
+    except SpecError:
+        pytest.skip("the block does not evaluate on random inputs")
+    both = run.evaluate(*[np.stack([a, b]) for a, b in zip(one, two)], tape=tape)
+    for j, out in enumerate(both.outputs):
+        assert out.values.shape == (2,) + sep[0].outputs[j].values.shape
+        for i in range(2):
+            want = sep[i].outputs[j]
+            np.testing.assert_allclose(out.values[i], want.values, rtol=1e-9, atol=1e-12)
+            live = np.ones(want.values.shape, bool) if want.live is None else want.live
+            got = np.ones(want.values.shape, bool) if out.live is None else out.live[i]
+            np.testing.assert_array_equal(got, live)
+
+
+def test_inputs_without_the_batch_broadcast_over_it():
+    x, m = axis("x", 3), axis("m", 4)
+    add = bc(AdditionOp(Name("+")),
+             [weave(R, "*", m), weave(R, "*", m)], [weave(R, "*", m)],
+             [rearr([0], x), rearr([0], x)])
+    run = interpreter.interpret(add, Env())
+    a = np.arange(2 * 5 * 12, dtype=float).reshape(2, 5, 3, 4)
+    b = np.ones((5, 3, 4))
+    (y,) = run(a, b)
+    np.testing.assert_array_equal(y, a + b)
+    with pytest.raises(SpecError, match="do not broadcast"):
+        run(a, np.ones((3, 3, 4)))
+    with pytest.raises(SpecError, match=r"has shape \(2, 5, 3, 5\)"):
+        run(np.ones((2, 5, 3, 5)), b)
+
+
+def _linear_chain(n, size):
+    x, m = axis("x", size), axis("m", size)
+    items = [bc(Linear(Name(f"W_{i}")), [weave(R, "*", m)], [weave(R, "*", m)],
+                [rearr([0], x)]) for i in range(n)]
+    return block(composed(*items), "chain")
+
+
+def test_a_chain_plans_one_step_per_operator_and_frees_its_registers():
+    chain = _linear_chain(16, 128)
+    env = Env()
+    planned = interpreter.interpret(chain, env)
+    ref = interpreter.interpret(chain, env, params=dict(planned.params), plan=False)
+    X = np.random.default_rng(0).standard_normal((128, 128))
+    np.testing.assert_array_equal(planned(X)[0], ref(X)[0])
+    # 16 Linear steps + the block's observer step; no step for wiring
+    assert len(planned.plan()) == 17
+
+    def peak(fn):
+        tracemalloc.start()
+        fn()
+        _, p = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        return p
+
+    array = 128 * 128 * 8
+    p_plan, p_ref = peak(lambda: planned(X)), peak(lambda: ref(X))
+    assert p_plan < 4 * array, (p_plan, p_ref)       # never all 16 intermediates alive
+    assert p_plan <= p_ref + array
+
+
+@pytest.mark.parametrize("n_tok", [None, 5])
+def test_routed_experts_compute_only_the_routed_pairs(n_tok):
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2)
+    ref = interpreter.interpret(moe, env, params=dict(planned.params), plan=False)
+    rng = np.random.default_rng(7)
+    (m,) = planned.dom_shapes()[0]
+    x = rng.standard_normal((m,) if n_tok is None else (n_tok, m))
+    seen = {}
+
+    def observe(blk, titles, outs, batch):
+        seen[titles[-1]] = outs
+
+    got = planned.evaluate(x, observer=observe).outputs[0]
+    want = ref.evaluate(x).outputs[0]
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-12)
+    assert planned.plan(() if n_tok is None else (n_tok,)).demand_sites == 2   # W^G, W^U
+    (gate,) = seen["Expert Gate"]
+    (routed,) = seen["Routed Experts"]
+    chosen = gate.live                                  # [*tokens, e]: k live per token
+    assert chosen is not None and np.all(chosen.sum(-1) == 4)
+    # the experts' output is live (computed) exactly at the routed (token, expert) pairs
+    live = np.broadcast_to(routed.live, routed.values.shape)
+    np.testing.assert_array_equal(live, np.broadcast_to(chosen[..., None], live.shape))
+    assert not np.any(routed.values[~live])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.parametrize("special", [None, np.inf, -np.inf, np.nan])
+def test_kernels_compute_what_their_rules_compute(special, monkeypatch):
+    """Every operator with a kernel, all inputs live, leading batch dims, non-finite entries:
+    the kernel path (plans) equals the rule path (plan=False) bit for bit, and the sites
+    really run their kernels."""
+    from ncdc.interpreter.registry import KERNELS, RULES
+    from ncdc.ir import Einops, Normalize, SoftMax
+
+    x, m = axis("x", 3), axis("m", 5)
+    over = rearr([0], x)
+    sites = {
+        Linear: bc(Linear(Name("W"), bias=True), [weave(R, "*", m)], [weave(R, "*", m)], [over]),
+        AdditionOp: bc(AdditionOp(Name("+")), [weave(R, "*", m)] * 2, [weave(R, "*", m)],
+                       [over, over]),
+        SoftMax: bc(SoftMax(Name("s")), [weave(R, "*", m)], [weave(R, "*", m)], [over]),
+        Normalize: bc(Normalize(Name("n"), gain=True, epsilon=sympy.Float(1e-6)),
+                      [weave(R, "*", m)], [weave(R, "*", m)], [over]),
+        Einops: bc(Einops(Name("e"), signature=((0,), (0,))), [weave(R, "*", m)] * 2,
+                   [weave(R, "*")], [over, over]),
+    }
+    assert set(KERNELS) == set(sites)
+    rng = np.random.default_rng(0)
+    for cls, site in sites.items():
+        planned = interpreter.interpret(site, Env(), seed=1)
+        ref = interpreter.interpret(site, Env(), params=dict(planned.params), plan=False)
+        args = []
+        for _ in site.input_weaves:
+            a = rng.standard_normal((2, 3, 5))
+            if special is not None:
+                a[1, 2, :2] = special
+                a[0, 1, :] = special
+            args.append(a)
+        want = ref.evaluate(*args).outputs
+
+        def no_rule(*_):
+            raise AssertionError("the rule ran where the kernel should")
+
+        with monkeypatch.context() as mp:
+            mp.setitem(RULES, cls, no_rule)
+            got = planned.evaluate(*args).outputs
+        for g, w_ in zip(got, want):
+            np.testing.assert_array_equal(g.values, w_.values)
+            assert g.live is None and w_.live is None
+
+
+@pytest.mark.parametrize("chunk", [3, 7, 64])
+def test_gated_experts_run_in_row_chunks_to_the_same_result(chunk, monkeypatch):
+    from ncdc.interpreter import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "CHUNK_ROWS", chunk)
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2)
+    ref = interpreter.interpret(moe, env, params=dict(planned.params), plan=False)
+    (m,) = planned.dom_shapes()[0]
+    x = np.random.default_rng(8).standard_normal((7, m))
+    got = planned.evaluate(x).outputs[0]
+    want = ref.evaluate(x).outputs[0]
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-12)
+    assert got.live is None and want.live is None
+    # with an observer the part runs whole; same numbers
+    watched = planned.evaluate(x, observer=lambda *a: None).outputs[0]
+    np.testing.assert_allclose(watched.values, got.values, rtol=1e-12, atol=1e-14)
+    # the first batch dim may be broadcast (size 1) in an input
+    one = planned.evaluate(x[:1]).outputs[0]
+    np.testing.assert_allclose(one.values, ref.evaluate(x[:1]).outputs[0].values,
+                               rtol=1e-10, atol=1e-12)
