@@ -21,7 +21,8 @@ from ncdc.ir.params import param_specs
 from .lower import INDENT, ClassBuilder, ClassInfo, Generator, Param, Sub
 from .names import comment_text, docstring
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+          "float16": torch.float16}
 _counter = itertools.count()
 
 

@@ -14,6 +14,7 @@ from ncdc.ir.operators import (
     PairsAsComplex,
     TypeConvert,
 )
+from ncdc.ir.rewrites import stable
 
 from ..broadcast import OpResult
 from ..formula import FormulaPrinter
@@ -54,7 +55,7 @@ def _as_float(ctx, o) -> str:
 def arithmetic(ctx):
     o, labels = _single(ctx)
     x = _as_float(ctx, o)
-    code = FormulaPrinter(x, ctx.cb._fwd_symbol)(ctx.op.formula)
+    code = FormulaPrinter(x, ctx.cb._fwd_symbol)(stable(ctx.op.formula))
     if code == x:
         return [OpResult(o.expr, labels, o.live, o.static)]
     if FREE_INPUT not in ctx.op.formula.free_symbols:
@@ -75,7 +76,7 @@ ELEMENTWISE = {
     "sigmoid": "torch.sigmoid({x})",
     "tanh": "torch.tanh({x})",
     "exp": "torch.exp({x})",
-    "silu": "{x} * torch.sigmoid({x})",
+    "silu": "F.silu({x})",
     "gelu": "0.5 * {x} * (1.0 + torch.erf({x} / math.sqrt(2.0)))",
 }
 """Canonical function name (decided by the decoder) -> torch code; 'gelu' is the erf form."""
