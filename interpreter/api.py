@@ -106,7 +106,8 @@ class Interpreted:
     def __call__(self, *inputs, tape=None) -> tuple[np.ndarray, ...]:
         return self.evaluate(*inputs, tape=tape).arrays
 
-    def evaluate(self, *inputs, tape=None, observer=None) -> Evaluation:
+    def evaluate(self, *inputs, tape=None, observer=None, on_entry=None,
+                 perturb=None) -> Evaluation:
         dom = self.dom
         if len(inputs) != len(dom):
             raise EvaluationError(f"{len(inputs)} input(s) given; the morphism takes "
@@ -116,7 +117,7 @@ class Interpreted:
                   enumerate(zip(inputs, dom))]
         start = self._tape_in({**self.default_tape, **(tape or {})})
         with deep_recursion(self.morphism):
-            outs = self._evaluator.run(values, start, observer)
+            outs = self._evaluator.run(values, start, observer, on_entry, perturb)
         cod = self.cod
         if len(outs) != len(cod):
             raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "

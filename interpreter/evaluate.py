@@ -71,6 +71,8 @@ class Evaluator:
         self.seed = seed
         self._rng = None
         self.observer = None
+        self.on_entry = None
+        self.perturb = None
         self.tape: dict[int, tuple[Value, int, tuple[int, ...]]] = {}
         self.counts: dict = {}
         self._plans: dict = {}
@@ -80,10 +82,16 @@ class Evaluator:
         self._roles: dict = {}
 
     # ------------------------------------------------------------------ entry
-    def run(self, inputs: list[Value], tape: dict | None = None, observer=None) -> list[Value]:
+    def run(self, inputs: list[Value], tape: dict | None = None, observer=None,
+            on_entry=None, perturb=None) -> list[Value]:
+        """``observer(block, titles, outputs, batch)`` after and ``on_entry(block, titles,
+        inputs, batch)`` before each block body, where given; ``perturb(values)`` replaces
+        every operator result's values (error injection: ``codegen.tolerance``)."""
         self.tape = dict(tape or {})
         self.counts = {}
         self.observer = observer
+        self.on_entry = on_entry
+        self.perturb = perturb
         self._rng = None
         root = self.root
         if isinstance(root, Block):
@@ -166,6 +174,8 @@ class Evaluator:
             raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
                                 "codomain differ", blk.path, titles)
         segs = self._body_segs(blk)
+        if self.on_entry is not None:
+            self.on_entry(blk, titles, ins, batch)
         for i in range(reps):
             t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
             ins = self.eval(blk.body, ins, Scope(t, segs), batch)
@@ -295,6 +305,8 @@ class Evaluator:
             params, keys = self._take_params(b, scope)
         ctx = RuleContext(b, self, scope, tuple(batch), deg, params, keys)
         outs = rule_for(b.operator)(b, lifted, ctx)
+        if self.perturb is not None:
+            outs = [Value(self.perturb(v.values), v.live) for v in outs]
         if len(outs) != len(b.output_weaves):
             raise EvaluationError(f"the rule produced {len(outs)} arrays for "
                                   f"{len(b.output_weaves)} output weaves")

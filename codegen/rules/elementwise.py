@@ -17,6 +17,7 @@ from ncdc.ir.operators import (
 from ncdc.ir.rewrites import stable
 
 from ..broadcast import OpResult
+from ..dtypes import real_dtype, wide_real
 from ..formula import FormulaPrinter
 from ..names import identifier
 from ..registry import rule
@@ -47,7 +48,7 @@ def _as_float(ctx, o) -> str:
     """The operand as floats when a real/complex result is computed from naturals."""
     out_kind = kind(ctx.b.output_weaves[0].datatype)
     if kind(o.datatype) == "natural" and out_kind != "natural":
-        return f"{o.expr}.to(torch.get_default_dtype())"
+        return f"{o.expr}.to({real_dtype(ctx.cb)})"
     return o.expr
 
 
@@ -136,7 +137,10 @@ def pairs_as_complex(ctx):
     if not labels or labels[-1][0] != "t":
         raise SpecError("PairsAsComplex needs its paired axis as the target", ctx.b.path)
     out = labels[:-1] + [("o", 0, 0)]
-    code = f"torch.complex({o.expr}[..., 0::2], {o.expr}[..., 1::2])"
+    src = o.expr
+    if kind(o.datatype) == "real":  # complex arithmetic in float32 at least (PRECISION.md)
+        src = ctx.bind("widened", f"{o.expr}.to({wide_real(ctx.cb)})", labels)
+    code = f"torch.complex({src}[..., 0::2], {src}[..., 1::2])"
     var = ctx.bind("pairs", code, out)
     if o.live is None:
         return [OpResult(var, out)]
@@ -160,6 +164,8 @@ def decomplex(ctx):
         raise SpecError("Decomplex needs its complex axis as the target", ctx.b.path)
     out = labels[:-1] + [("o", 0, 0)]
     code = f"torch.stack(({o.expr}.real, {o.expr}.imag), dim=-1).flatten(-2)"
+    if real_dtype(ctx.cb) != "torch.get_default_dtype()":  # back to the forward's dtype
+        code = f"{code}.to({real_dtype(ctx.cb)})"
     var = ctx.bind("unpaired", code, out)
     if o.live is None:
         return [OpResult(var, out)]

@@ -6,6 +6,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
 from ..broadcast import OpResult
+from ..dtypes import complex_dtype, device
 from ..formula import FormulaPrinter
 from ..names import identifier
 from ..registry import rule
@@ -37,24 +38,29 @@ def rotary(ctx):
     tgt = b.output_weaves[0].target
     if len(tgt) != 2:
         raise SpecError("a rotary table has the target [positions, pairs]", b.path)
-    init = FormulaPrinter("t", cb._init_symbol)
-    pairs = cb.init_size_code(tgt[1].size)
-    base = init(op.base)
-    theta = (f"({base}) ** (-torch.arange({pairs}, dtype=torch.float64) / {pairs})")
+    fwd = FormulaPrinter("t", cb._fwd_symbol)
+    pairs = cb.size_code(tgt[1].size)
+    dev = device(cb)
+    where = f", device={dev}" if dev else ""
+    f64 = f"dtype=torch.float64{where}"
+    # the table is computed in forward, in float64 (PRECISION.md): it follows the input's device
+    # and dtype, and ``.double()`` gives float64-exact angles
+    theta = f"{fwd(op.base)} ** (-torch.arange({pairs}, {f64}) / {pairs})"
     if isinstance(op, YarnRotary):
-        lo, hi, factor = init(op.ramp_start), init(op.ramp_end), init(op.factor)
-        cb.init_lines.append(" " * 8 + f"ramp = ((torch.arange({pairs}, dtype=torch.float64) - "
-                             f"{lo}) / ({hi} - {lo})).clamp(0, 1)")
-        theta = f"{theta} * (1 - ramp + ramp / {factor})"
-    name = cb.add_table("theta", f"({theta}).to(torch.get_default_dtype())")
+        lo, hi, factor = fwd(op.ramp_start), fwd(op.ramp_end), fwd(op.factor)
+        ramp = ctx.bind("ramp", f"((torch.arange({pairs}, {f64}) - {lo}) / ({hi} - {lo}))"
+                        f".clamp(0, 1)", [("o", 0, 1)])
+        theta = f"{theta} * (1 - {ramp} + {ramp} / {factor})"
+    name = ctx.bind("theta", theta, [("o", 0, 1)])
     stride = FormulaPrinter("x", cb._fwd_symbol)(op.position_stride)
     n_pos = cb.axis_size(tgt[0])
-    positions = f"torch.arange({n_pos}, dtype={name}.dtype, device={name}.device)"
+    positions = f"torch.arange({n_pos}, {f64})"
     if stride != "1":
         positions = f"{positions} * {stride}"
     out = [("o", 0, 0), ("o", 0, 1)]
     positions = ctx.bind("positions", positions, out[:1])
     angle = ctx.bind("angle", f"{positions}[:, None] * {name}", out)
     var = ctx.bind(identifier(op.label, "rotary") + "_table" if op.label else "rotary_table",
-                   f"torch.polar(torch.ones_like({angle}), {angle})", out)
+                   f"torch.polar(torch.ones_like({angle}), {angle}).to({complex_dtype(cb)})",
+                   out)
     return [OpResult(var, out, full=False)]

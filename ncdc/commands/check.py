@@ -20,8 +20,12 @@ def add_parser(subparsers) -> None:
                        help="every block site (not only one per distinct body)")
     add_size_args(p, default_preset="tiny")
     p.add_argument("--quant", choices=("exact", "emulate"), default="exact")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                   help="torch dtype (tolerance 1e-10 / 1e-5 relative; emulate: identical)")
+    p.add_argument("--dtype", choices=("float64", "float32", "bfloat16", "float16"),
+                   default="float64",
+                   help="torch dtype; float64: relative tolerance 1e-10; narrower dtypes: "
+                        "inputs and weights rounded to it on both sides, each block fed the "
+                        "inputs the model gives it, tolerance estimated per block from the "
+                        "dtype (codegen/tolerance.py); emulate: identical")
     p.add_argument("--seeds", type=int, default=1, metavar="N", help="random draws per block")
     p.set_defaults(run=run)
 
@@ -59,6 +63,13 @@ def run(args) -> int:
     binding = bind_from_args(spec, args, default_preset="tiny")
     todo = targets(spec, args)
     cache = ModuleCache()
+    recorded = {}
+    if args.dtype != "float64":
+        from ncdc.codegen.recorded import record_block_inputs
+
+        from .compile import target
+
+        recorded = record_block_inputs(target(spec, None), binding.env)
     results = []
     t0 = time.perf_counter()
     width = min(56, max(len(name) for name, _, _ in todo))
@@ -69,7 +80,7 @@ def run(args) -> int:
               f"{'torch':>8}  result")
     for k, (name, m, key) in enumerate(todo, 1):
         r = check_morphism(m, binding.env, name=name, quant=args.quant, dtype=args.dtype,
-                           seeds=args.seeds, cache=cache, key=key)
+                           seeds=args.seeds, cache=cache, key=key, inputs=recorded.get(id(m)))
         results.append(r)
         if not args.json:
             label = name if len(name) <= width else "..." + name[-(width - 3):]

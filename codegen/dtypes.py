@@ -1,0 +1,33 @@
+"""The dtype a generated forward computes in, as code (codegen/PRECISION.md).
+
+A generated module holds no dtype of its own (a block may have no parameters), so its forward
+computes in the dtype of its first real input: ``module.to(dtype)`` moves the parameters and the
+caller passes inputs of that dtype. Values that need more range or precision than a 16-bit
+dtype has are computed in :func:`wide_real` (float32 at least) and rounded back once.
+"""
+from __future__ import annotations
+
+from ncdc.ir.datatypes import kind
+
+
+def real_dtype(cb) -> str:
+    """Code for the forward's real dtype: its first real input's, else torch's default."""
+    for w in cb.inputs:
+        if kind(w.array.datatype) == "real":
+            return f"{w.var}.dtype"
+    return "torch.get_default_dtype()"
+
+
+def device(cb) -> str | None:
+    """Code for the forward's device (its first input's), or None in a nullary forward."""
+    return f"{cb.inputs[0].var}.device" if cb.inputs else None
+
+
+def wide_real(cb) -> str:
+    """Code for float32 at least: float64 stays float64, 16-bit dtypes widen."""
+    return f"torch.promote_types({real_dtype(cb)}, torch.float32)"
+
+
+def complex_dtype(cb) -> str:
+    """Complex arithmetic runs in complex64 at least (complex32 lacks most operations)."""
+    return f"{wide_real(cb)}.to_complex()"
