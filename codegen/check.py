@@ -173,9 +173,12 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
 
 def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
-                   key: str | None = None, inputs: list | None = None) -> CheckResult:
+                   key: str | None = None, inputs: list | None = None,
+                   module_params=None) -> CheckResult:
     """Run the interpreter and the generated module on the same random data (``inputs``:
-    the arrays to feed instead of seeded random ones, e.g. recorded in context)."""
+    the arrays to feed instead of seeded random ones, e.g. recorded in context;
+    ``module_params``: a function applied to the parameters loaded into the module only, for
+    tests that a wrong weight is caught)."""
     from ncdc import interpreter
 
     path = getattr(morphism, "path", "")
@@ -216,7 +219,8 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
             res.problem = f"interpreter failed: {type(exc).__name__}: {exc}"
             return res
         try:
-            g.load_params(module, run.params)
+            g.load_params(module, run.params if module_params is None
+                          else module_params(dict(run.params)))
             t0 = time.perf_counter()
             got = run_generated(g, module, xs, tape, dtype)
             res.torch_s += time.perf_counter() - t0
