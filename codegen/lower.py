@@ -598,6 +598,8 @@ class ClassBuilder:
             self.masks.setdefault(w.array.shape[0].uid, w)
 
     def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
+        from ncdc.ir.rewrites import softmax_pair
+
         from .broadcast import fusible_view, lower_broadcasted
 
         items = list(m.content)
@@ -607,6 +609,12 @@ class ClassBuilder:
             nxt = items[i + 1] if i + 1 < len(items) else None
             if nxt is not None and fusible_view(self, item, nxt):
                 wires = lower_broadcasted(self, item, wires, then=nxt)
+                i += 2
+                continue
+            pair = softmax_pair(item, nxt) if nxt is not None else None
+            if pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
+                for sub in pair:
+                    wires = self.lower(sub, wires)
                 i += 2
                 continue
             wires = self.lower(item, wires)

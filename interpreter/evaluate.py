@@ -37,6 +37,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import block_segments, param_roles, repetitions, titled_children
+from ncdc.ir.rewrites import softmax_pair
 
 from . import fusion
 from .context import RuleContext
@@ -153,6 +154,10 @@ class Evaluator:
                                                                    self):
                 ins = fusion.linear_then_diagonal(self, items[i], items[i + 1], ins, scope,
                                                   batch)
+                i += 2
+            elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
+                for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
+                    ins = self.eval(sub, ins, scope, batch)
                 i += 2
             else:
                 ins = self.eval(items[i], ins, scope, batch)

@@ -20,16 +20,24 @@ pattern                                          safe form
 
 Reciprocal square roots need no rule: sympy keeps ``1/sqrt(a)`` as ``a^(-1/2)``, printed as one
 ``rsqrt`` (no intermediate); the overflow of a squared activation inside a norm is a matter of
-the precision policy (``codegen/PRECISION.md``). Softmax (``e^x`` followed by a normalisation
-over a row, with or without a sink term) spans several operators and is not a formula rewrite.
+the precision policy (``codegen/PRECISION.md``).
+
+Softmax spans two operators: ``e^x`` followed by an L1 normalisation with no epsilon over a row
+is a softmax of the logits, and :func:`softmax_pair` gives the pair to evaluate instead (the
+exponential made the identity, the normalisation a stable :class:`~ir.operators.SoftMax`, which
+subtracts the row maximum). Interpreter and code generator both apply it, in both modes.
 
 Pure sympy: ``ir`` knows nothing of numpy or torch.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
+from .morphisms import Broadcasted
 from .numeric import FREE_INPUT, Sigmoid
+from .operators import Arithmetic, L1Norm, SoftMax
 
 
 class LogSumExp(sympy.Function):
@@ -175,4 +183,39 @@ def _bottom_up(e):
     return e if out is None else out
 
 
-__all__ = ["RULES", "LogSumExp", "SiLU", "stable"]
+_PAIRS: dict[int, tuple] = {}
+"""id(exp site) -> (exp site, norm site, substitutes): substitutes live as long as the spec, so
+caches keyed by ``id`` never see a recycled id."""
+
+
+def _is_exp(b) -> bool:
+    return (isinstance(b, Broadcasted) and isinstance(b.operator, Arithmetic)
+            and len(b.input_weaves) == 1 and len(b.output_weaves) == 1
+            and sympy.simplify(b.operator.formula - sympy.exp(FREE_INPUT)) == 0)
+
+
+def _is_plain_l1(b) -> bool:
+    return (isinstance(b, Broadcasted) and isinstance(b.operator, L1Norm)
+            and len(b.input_weaves) == 1 and len(b.output_weaves) == 1
+            and len(b.input_weaves[0].target) == 1
+            and sympy.sympify(b.operator.epsilon) == 0)
+
+
+def softmax_pair(a, b):
+    """``(logits, softmax)`` to evaluate in place of ``a ; b`` when ``a`` is ``e^x`` and ``b``
+    an L1 normalisation with no epsilon (``e^x / sum e^x``, which overflows for large logits);
+    else None. ``logits`` is ``a`` with the identity formula (same weaves, reindexing and
+    storage format), ``softmax`` is ``b`` with a :class:`SoftMax`."""
+    hit = _PAIRS.get(id(a))
+    if hit is not None and hit[0] is a and hit[1] is b:
+        return hit[2]
+    if not (_is_exp(a) and _is_plain_l1(b)):
+        return None
+    subs = (replace(a, operator=replace(a.operator, formula=FREE_INPUT)),
+            replace(b, operator=SoftMax(name=b.operator.name, path=b.operator.path,
+                                        contracted=b.operator.contracted)))
+    _PAIRS[id(a)] = (a, b, subs)
+    return subs
+
+
+__all__ = ["RULES", "LogSumExp", "SiLU", "softmax_pair", "stable"]
