@@ -19,6 +19,7 @@ from ncdc.ir.env import Env
 from ncdc.ir.morphisms import Block
 
 from . import tolerance as tol_
+from .boundary import mask_names
 from .generate import DTYPES, generate, instantiate, load_module
 
 TOLERANCE = {"float64": tol_.FLOAT64_TOLERANCE}
@@ -71,11 +72,13 @@ def _to_torch(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return t
 
 
-def run_generated(g, module, inputs, tape, dtype: str):
-    """Call a generated module with numpy inputs/tape; (values, live) numpy pairs."""
+def run_generated(g, module, inputs, tape, dtype: str, masks: dict | None = None):
+    """Call a generated module with numpy inputs/tape (``masks``: mask argument name -> boolean
+    array); (values, live) numpy pairs."""
     td = DTYPES[dtype]
     args = [_to_torch(np.asarray(x), td) for x in inputs]
-    kwargs = {}
+    kwargs = {name: torch.from_numpy(np.array(m, dtype=bool)) for name, m in
+              (masks or {}).items()}
     if g.root.uses_tape:
         kwargs["tape"] = {g.slot_keys[uid]: _to_torch(np.asarray(v), td)
                           for uid, v in tape.items() if uid in g.slot_keys}
@@ -174,9 +177,10 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
 def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
                    key: str | None = None, inputs: list | None = None,
-                   module_params=None) -> CheckResult:
+                   masks: list | None = None, module_params=None) -> CheckResult:
     """Run the interpreter and the generated module on the same random data (``inputs``:
-    the arrays to feed instead of seeded random ones, e.g. recorded in context;
+    the arrays to feed instead of seeded random ones, e.g. recorded in context; ``masks``:
+    per input, its liveness or None, given to the module as its ``<input>_live`` argument;
     ``module_params``: a function applied to the parameters loaded into the module only, for
     tests that a wrong weight is caught)."""
     from ncdc import interpreter
@@ -212,7 +216,11 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                                             stand_in=True, seed=seed)
                 xs = [tol_.round_to(x, dtype) for x in xs]
                 tape = {k: tol_.round_to(v, dtype) for k, v in tape.items()}
-            ev = run.evaluate(*xs, tape=tape)
+            lives = list(masks or [])
+            lives += [None] * (len(xs) - len(lives))
+            xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
+            ev = run.evaluate(*[x if m is None else (x, m) for x, m in zip(xs, lives)],
+                              tape=tape)
             res.interp_s += time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             res.ok = False
@@ -222,7 +230,9 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
             g.load_params(module, run.params if module_params is None
                           else module_params(dict(run.params)))
             t0 = time.perf_counter()
-            got = run_generated(g, module, xs, tape, dtype)
+            names = mask_names(module, morphism.dom)
+            given = {names[k]: m for k, m in enumerate(lives) if m is not None and k in names}
+            got = run_generated(g, module, xs, tape, dtype, given)
             res.torch_s += time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             res.ok = False

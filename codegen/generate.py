@@ -18,6 +18,7 @@ from ncdc.ir.names import plain_title
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import param_specs
 
+from .boundary import input_statics
 from .lower import INDENT, ClassBuilder, ClassInfo, Generator, Param, Sub
 from .names import comment_text, docstring
 
@@ -151,13 +152,14 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         info = ClassInfo(key="root", name=name)
         builder = ClassBuilder(gen, info, title=title, description=description, formula=formula,
                                excluded=excluded)
+        builder.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
         body = morphism
         if isinstance(morphism, Block):
             from ncdc.ir.params import repetitions
 
             if repetitions(morphism, env) == 1:
                 body = morphism.body
-        builder.build(body, list(morphism.dom), [None] * len(morphism.dom), {})
+        builder.build(body, list(morphism.dom), input_statics(gen, morphism.dom), {})
         return info
 
     info = gen.build_class(make)

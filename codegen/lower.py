@@ -34,6 +34,7 @@ from ncdc.ir.params import repetitions
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import liveness
+from .boundary import default_lines
 from .emit import FunctionWriter, SizePrinter, drop_unused, wrap_line
 from .fingerprint import structural_key
 from .names import (
@@ -268,6 +269,7 @@ class ClassBuilder:
         self.init_size_code = SizePrinter(self._init_symbol)
         self.inputs: list[Wire] = []
         self.input_masks: list[str | None] = []
+        self.optional_masks = False  # root class: masks keyword-only, None = all live
         self.tape: dict[int, TapeEntry] = {}
         # live pairs of sparse axes (codegen/pairs.py)
         self.selection: Selection | None = None  # pairs mode: the pairs argument
@@ -453,13 +455,16 @@ class ClassBuilder:
         lines.extend(self.init_lines)
         lines.append("")
         args = ["self"]
+        optional = []
         for w, live in zip(self.inputs, self.input_masks):
             args.append(w.var)
-            if live is not None:
+            if live is not None and self.optional_masks:
+                optional.append((w.var, live))
+            elif live is not None:
                 args.append(live)
         if self.selection is not None:
             args.append(f"{self.selection.pairs}=None")
-        kw = []
+        kw = [f"{live}: torch.Tensor | None = None" for _, live in optional]
         for s in info.kw_symbols:
             d = gen.default_of(s)
             kw.append(f"{gen.sym_name(s)}: int = {d}" if d is not None
@@ -469,7 +474,7 @@ class ClassBuilder:
         sig = ", ".join(args) + (", *, " + ", ".join(kw) if kw else "")
         head = INDENT + f"def forward({sig}):"
         lines.append(head)
-        body = []
+        body = [INDENT * 2 + ln for var, live in optional for ln in default_lines(var, live)]
         if self.uses_tape:
             body.append(INDENT * 2 + "tape = {} if tape is None else tape")
         if self.lead_used and self.lead_source is not None:

@@ -4,7 +4,8 @@ A block checked on its own gets standard-normal inputs by default. Some blocks a
 on the values their context gives them (a Sinkhorn round divides by row sums that are positive
 only for the positive matrix the previous round produced), so ``ncdc check --dtype`` feeds each
 block the arrays the interpreter passed into it when the enclosing model ran on seeded random
-inputs. Leading (batch) dims of a recorded array are taken at index 0.
+inputs. Leading (batch) dims of a recorded array are taken at index 0. The liveness is recorded too, so a
+block with a windowed input is checked with the dead slots the model gives it.
 """
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from ncdc.ir.env import Env
 
 
 def record_block_inputs(root, env: Env, seed: int = 0) -> dict[int, list]:
-    """``id(block) -> [input arrays]`` for every block ``root`` enters (its first entry).
-    Empty when ``root`` cannot be evaluated."""
+    """``id(block) -> [(values, live or None)]`` for every block ``root`` enters (its first
+    entry): the arrays and their liveness (a window's out-of-range slots are dead). Empty when
+    ``root`` cannot be evaluated."""
     from ncdc import interpreter
 
     seen: dict[int, list] = {}
@@ -28,9 +30,13 @@ def record_block_inputs(root, env: Env, seed: int = 0) -> dict[int, list]:
             lead = tuple(batch)
             try:
                 full = np.broadcast_to(np.asarray(v.values), lead + shape)
+                live = None if v.live is None else np.broadcast_to(
+                    np.asarray(v.live, dtype=bool), lead + shape)
             except ValueError:
                 return
-            arrays.append(np.array(full[(0,) * len(lead)], order="C"))
+            at = (0,) * len(lead)
+            live = None if live is None or live[at].all() else np.array(live[at], order="C")
+            arrays.append((np.array(full[at], order="C"), live))
         seen[id(blk)] = arrays
 
     try:

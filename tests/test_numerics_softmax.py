@@ -4,6 +4,8 @@ Round against hand-written numpy, on ordinary logits (literal form) and on logit
 every dtype (stable form); and the Expert Gate with router logits in the hundreds stays finite."""
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -49,7 +51,7 @@ def _stable(x, eps):
 
 def test_the_pair_is_found_in_the_first_sinkhorn_round(first_round):
     items = first_round.body.content
-    pairs = [softmax_pair(a, b) for a, b in zip(items, items[1:])]
+    pairs = [softmax_pair(a, b) for a, b in itertools.pairwise(items)]
     found = [p for p in pairs if p]
     assert len(found) == 1
     logits, soft = found[0]

@@ -52,6 +52,18 @@ def targets(spec, args):
     return out
 
 
+def _fed(recorded: dict, m, args) -> dict:
+    """What the model passes into ``m``: its liveness always (a window's dead slots), its
+    values in a narrower dtype (codegen/recorded.py)."""
+    got = recorded.get(id(m))
+    if got is None:
+        return {}
+    out = {"masks": [live for _, live in got]}
+    if args.dtype != "float64":
+        out["inputs"] = [values for values, _ in got]
+    return out
+
+
 def _fmt(x: float) -> str:
     return f"{x:.1e}"
 
@@ -63,13 +75,11 @@ def run(args) -> int:
     binding = bind_from_args(spec, args, default_preset="tiny")
     todo = targets(spec, args)
     cache = ModuleCache()
-    recorded = {}
-    if args.dtype != "float64":
-        from ncdc.codegen.recorded import record_block_inputs
+    from ncdc.codegen.recorded import record_block_inputs
 
-        from .compile import target
+    from .compile import target
 
-        recorded = record_block_inputs(target(spec, None), binding.env)
+    recorded = record_block_inputs(target(spec, None), binding.env)
     results = []
     t0 = time.perf_counter()
     width = min(56, max(len(name) for name, _, _ in todo))
@@ -80,7 +90,7 @@ def run(args) -> int:
               f"{'torch':>8}  result")
     for k, (name, m, key) in enumerate(todo, 1):
         r = check_morphism(m, binding.env, name=name, quant=args.quant, dtype=args.dtype,
-                           seeds=args.seeds, cache=cache, key=key, inputs=recorded.get(id(m)))
+                           seeds=args.seeds, cache=cache, key=key, **_fed(recorded, m, args))
         results.append(r)
         if not args.json:
             label = name if len(name) <= width else "..." + name[-(width - 3):]
