@@ -3,6 +3,8 @@ dtype, and ``ncdc check --dtype`` compares against the float64 interpreter with 
 tolerances that still catch a wrong weight."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -135,3 +137,14 @@ def test_rotary_runs_in_every_dtype_and_returns_it(bundled, tiny_env, dtype):
     assert np.max(np.abs(got - want)) <= 8 * u * np.max(np.abs(want))
     assert "torch.polar" in g.source and "to_complex()" in g.source
     assert "register_buffer(\"theta\"" not in g.source
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_cli_check_dtype(capsys, dtype):
+    from ncdc.cli import main
+
+    rc = main(["check", str(TRANSFORMER), "--dtype", dtype, "--json"])
+    out = capsys.readouterr().out
+    report = json.loads(out)
+    assert rc == 0 and report["ok"]
+    assert all(r["tolerance"] > 0 for r in report["results"])
