@@ -6,6 +6,7 @@ from ncdc.ir.operators import L1Norm, Normalize, SoftMax
 
 from .. import liveness
 from ..broadcast import OpResult
+from ..dtypes import wide_real
 from ..registry import rule
 
 LEGACY_RMS_EPSILON = 1e-5
@@ -50,12 +51,14 @@ def normalize(ctx):
         eps = repr(LEGACY_RMS_EPSILON)
     else:
         eps = cb.size_code(op.epsilon) if _integral(op.epsilon) else _constant(cb, op.epsilon)
+    # statistics in float32 at least (codegen/PRECISION.md): float16 squares overflow past 256
+    wide = ctx.bind("wide", f"{src}.to({wide_real(cb)})", labels)
     if live is None:
-        mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
+        mean = f"{wide}.pow(2).mean(dim={dim}, keepdim=True)"
     else:
         count = ctx.bind("live_count", f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
-        mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
-    code = f"{src} / torch.sqrt({mean} + {eps})"
+        mean = f"{wide}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
+    code = f"({wide} / torch.sqrt({mean} + {eps})).to({src}.dtype)"
     shape = [cb.init_size_code(ctx.axis(lab).size) for lab in tl]
     shape_code = ", ".join(shape)
     if op.gain:
