@@ -57,7 +57,7 @@ def test_sinkhorn_round_needs_the_inputs_its_context_gives(bundled, tiny_env, re
     float32 is then off by O(1) (the issue's false MISMATCH). Fed what First Sinkhorn Round
     passes it (a positive matrix), it agrees within its float32 tolerance."""
     site = bundled.site("Sinkhorn Round")
-    xs = recorded[id(site.node)]
+    xs = [values for values, _ in recorded[id(site.node)]]
     assert np.all(xs[0] > 0)
     r = check_morphism(site.node, tiny_env, dtype="float32", inputs=xs, cache=CACHE)
     assert r.ok, r.problem
@@ -69,7 +69,7 @@ def test_a_perturbed_weight_is_caught(bundled, tiny_env, recorded, dtype, size):
     """Noise of ``size`` standard deviations on any one weight fails the check (bfloat16 keeps
     about 3 significant digits, so its tolerance for this block is a few percent)."""
     site = bundled.site("Mixing Coefficients")
-    xs = recorded[id(site.node)]
+    xs = [values for values, _ in recorded[id(site.node)]]
     ok = check_morphism(site.node, tiny_env, dtype=dtype, inputs=xs, cache=CACHE)
     assert ok.ok, ok.problem
     keys = [k for k in interpreter.interpret(site.node, tiny_env).params
