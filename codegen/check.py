@@ -38,7 +38,7 @@ class CheckResult:
     ok: bool = True
     problem: str = ""
     tolerance: float = 0.0
-    amplification: float = 0.0
+    error_estimate: float = 0.0
     dims: str = ""
     details: list = field(default_factory=list)
 
@@ -219,8 +219,8 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
             lives = list(masks or [])
             lives += [None] * (len(xs) - len(lives))
             xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
-            ev = run.evaluate(*[x if m is None else (x, m) for x, m in zip(xs, lives)],
-                              tape=tape)
+            fed = [x if m is None else (x, m) for x, m in zip(xs, lives)]
+            ev = run.evaluate(*fed, tape=tape)
             res.interp_s += time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             res.ok = False
@@ -241,14 +241,14 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
         tol = None
         if dtype != "float64":
             try:
-                amp = tol_.rounding_error(morphism, env, run.params, xs, tape, ev.outputs,
+                est = tol_.rounding_error(morphism, env, run.params, fed, tape, ev.outputs,
                                           dtype, quant, seed)
             except Exception as exc:  # noqa: BLE001
                 res.ok = False
                 res.problem = f"interpreter failed (error estimate): {type(exc).__name__}: {exc}"
                 return res
-            res.amplification = max(res.amplification, amp)
-            tol = tol_.tolerance(dtype, amp)
+            res.error_estimate = max(res.error_estimate, est)
+            tol = tol_.tolerance(dtype, est)
             res.tolerance = max(res.tolerance, tol)
         compare(ev.outputs, got, quant, dtype, res, morphism.cod, tol)
         if not res.ok:

@@ -75,7 +75,8 @@ def relative_change(ref_outputs, other_outputs) -> float:
 
 def rounding_error(morphism, env, params: dict, inputs: list, tape: dict, reference,
                    dtype: str, quant: str, seed: int, samples: int = SAMPLES) -> float:
-    """Monte Carlo estimate of the relative error of running ``morphism`` in ``dtype``: the
+    """Monte Carlo estimate of the relative error of running ``morphism`` in ``dtype`` (``inputs``
+    as the interpreter takes them: arrays or ``(values, live)`` pairs): the
     interpreter in float64 with every input, parameter and operator result multiplied by
     ``1 + u xi`` (``xi`` uniform in [-1, 1]), the largest relative output change over
     ``samples`` runs."""
@@ -92,7 +93,8 @@ def rounding_error(morphism, env, params: dict, inputs: list, tape: dict, refere
         p2 = {key: jitter(v) for key, v in params.items()}
         run = interpreter.interpret(morphism, env, params=p2, quant=quant, stand_in=True,
                                     seed=seed)
-        ev = run.evaluate(*[jitter(x) for x in inputs], tape=tape, perturb=jitter)
+        fed = [(jitter(x[0]), x[1]) if isinstance(x, tuple) else jitter(x) for x in inputs]
+        ev = run.evaluate(*fed, tape=tape, perturb=jitter)
         worst = max(worst, relative_change(reference, ev.outputs))
     return worst
 
