@@ -148,3 +148,25 @@ def test_cli_check_dtype(capsys, dtype):
     report = json.loads(out)
     assert rc == 0 and report["ok"]
     assert all(r["tolerance"] > 0 for r in report["results"])
+
+
+def test_every_distinct_block_in_float16(bundled, tiny_env, recorded):
+    """What ``ncdc check --dtype float16`` does: every distinct block alone, fed what the model
+    gives it (the narrowest range of the four dtypes; the CLI runs bfloat16 and float32 alike)."""
+    from ncdc.codegen.fingerprint import structural_key
+
+    keys: dict = {}
+    seen, bad = set(), []
+    for site in bundled.blocks():
+        key = structural_key(site.node, keys)
+        if key in seen:
+            continue
+        seen.add(key)
+        fed = recorded.get(id(site.node))
+        kw = {} if fed is None else {"inputs": [v for v, _ in fed],
+                                     "masks": [m for _, m in fed]}
+        r = check_morphism(site.node, tiny_env, dtype="float16", cache=CACHE, key=key, **kw)
+        if not r.ok:
+            bad.append(f"{' / '.join(site.titles)}: {r.problem}")
+    assert len(seen) > 80
+    assert not bad, bad
