@@ -29,5 +29,6 @@ def wide_real(cb) -> str:
 
 
 def complex_dtype(cb) -> str:
-    """Complex arithmetic runs in complex64 at least (complex32 lacks most operations)."""
-    return f"{wide_real(cb)}.to_complex()"
+    """Complex arithmetic runs in complex64 at least (complex32 lacks most operations);
+    spelled as a comparison, which ``torch.compile(fullgraph=True)`` traces."""
+    return f"torch.complex128 if {real_dtype(cb)} == torch.float64 else torch.complex64"

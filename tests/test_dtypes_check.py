@@ -135,7 +135,7 @@ def test_rotary_runs_in_every_dtype_and_returns_it(bundled, tiny_env, dtype):
     got = out.double().numpy()
     u = UNIT_ROUNDOFF[str(dtype).removeprefix("torch.")]
     assert np.max(np.abs(got - want)) <= 8 * u * np.max(np.abs(want))
-    assert "torch.polar" in g.source and "to_complex()" in g.source
+    assert "torch.polar" in g.source and "torch.complex64" in g.source
     assert "register_buffer(\"theta\"" not in g.source
 
 
@@ -170,3 +170,13 @@ def test_every_distinct_block_in_float16(bundled, tiny_env, recorded):
             bad.append(f"{' / '.join(site.titles)}: {r.problem}")
     assert len(seen) > 80
     assert not bad, bad
+
+
+def test_rotary_traces_as_one_graph_in_bfloat16(bundled, tiny_env):
+    """The dtype decisions are plain comparisons torch.compile(fullgraph=True) can trace."""
+    node, g, mod = _rotary(bundled, tiny_env)
+    module = instantiate(mod, g.class_name, torch.float32).to(torch.bfloat16)
+    x = torch.from_numpy(interpreter.random_inputs(node, tiny_env, 0)[0]).to(torch.bfloat16)
+    compiled = torch.compile(module, fullgraph=True, backend="eager")
+    with torch.no_grad():
+        assert torch.equal(compiled(x), module(x))

@@ -60,7 +60,7 @@ def rotary(ctx):
     out = [("o", 0, 0), ("o", 0, 1)]
     positions = ctx.bind("positions", positions, out[:1])
     angle = ctx.bind("angle", f"{positions}[:, None] * {name}", out)
+    cdt = ctx.bind("complex_dtype", complex_dtype(cb))
     var = ctx.bind(identifier(op.label, "rotary") + "_table" if op.label else "rotary_table",
-                   f"torch.polar(torch.ones_like({angle}), {angle}).to({complex_dtype(cb)})",
-                   out)
+                   f"torch.polar(torch.ones_like({angle}), {angle}).to({cdt})", out)
     return [OpResult(var, out, full=False)]
