@@ -75,11 +75,14 @@ def run(args) -> int:
     binding = bind_from_args(spec, args, default_preset="tiny")
     todo = targets(spec, args)
     cache = ModuleCache()
+    from ncdc.codegen.boundary import can_be_dead
     from ncdc.codegen.recorded import record_block_inputs
 
     from .compile import target
 
-    recorded = record_block_inputs(target(spec, None), binding.env)
+    recorded = {}
+    if args.dtype != "float64" or any(can_be_dead(a) for _, m, _ in todo for a in m.dom):
+        recorded = record_block_inputs(target(spec, None), binding.env)
     results = []
     t0 = time.perf_counter()
     width = min(56, max(len(name) for name, _, _ in todo))
