@@ -2,8 +2,10 @@
 
 For each morphism: the interpreter and the generated module run on the same seeded random
 inputs, tape and parameters (the interpreter's, loaded through ``PARAM_KEYS``); outputs and
-their liveness must agree — within a relative tolerance in ``exact`` mode (1e-10 in float64,
-1e-5 in float32), bit for bit in ``emulate`` mode.
+their liveness must agree — within a relative tolerance in ``exact`` mode (1e-10 in float64;
+in a narrower dtype one derived per block from the dtype, :mod:`codegen.tolerance`), bit for bit
+in ``emulate`` mode. In a narrower dtype both sides get inputs and parameters rounded to it, and a
+block may be fed the inputs its context gives it (:mod:`codegen.recorded`).
 """
 from __future__ import annotations
 
@@ -16,9 +18,12 @@ from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.env import Env
 from ncdc.ir.morphisms import Block
 
+from . import tolerance as tol_
+from .boundary import mask_names
 from .generate import DTYPES, generate, instantiate, load_module
 
-TOLERANCE = {"float64": 1e-10, "float32": 1e-5}
+TOLERANCE = {"float64": tol_.FLOAT64_TOLERANCE}
+"""Fixed tolerances (float64 only); other dtypes: :func:`codegen.tolerance.tolerance`."""
 
 
 @dataclass
@@ -32,6 +37,8 @@ class CheckResult:
     torch_s: float = 0.0
     ok: bool = True
     problem: str = ""
+    tolerance: float = 0.0
+    error_estimate: float = 0.0
     dims: str = ""
     details: list = field(default_factory=list)
 
@@ -65,11 +72,13 @@ def _to_torch(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     return t
 
 
-def run_generated(g, module, inputs, tape, dtype: str):
-    """Call a generated module with numpy inputs/tape; (values, live) numpy pairs."""
+def run_generated(g, module, inputs, tape, dtype: str, masks: dict | None = None):
+    """Call a generated module with numpy inputs/tape (``masks``: mask argument name -> boolean
+    array); (values, live) numpy pairs."""
     td = DTYPES[dtype]
     args = [_to_torch(np.asarray(x), td) for x in inputs]
-    kwargs = {}
+    kwargs = {name: torch.from_numpy(np.array(m, dtype=bool)) for name, m in
+              (masks or {}).items()}
     if g.root.uses_tape:
         kwargs["tape"] = {g.slot_keys[uid]: _to_torch(np.asarray(v), td)
                           for uid, v in tape.items() if uid in g.slot_keys}
@@ -92,15 +101,25 @@ def _live_np(live, shape) -> np.ndarray:
     return np.broadcast_to(np.asarray(live, dtype=bool), shape)
 
 
-def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None) -> None:
+def _numpy(v: torch.Tensor) -> np.ndarray:
+    v = v.detach().cpu()
+    if v.dtype in (torch.bfloat16, torch.float16):
+        v = v.to(torch.float64)
+    elif v.dtype == torch.complex32:
+        v = v.to(torch.complex128)
+    return v.numpy()
+
+
+def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None,
+            tol: float | None = None) -> None:
     """Outputs and liveness must agree: exactly for naturals and, in emulate mode, for every
     output held in a quantised format; within the dtype's relative tolerance otherwise (a
     bare ``R`` output is never rounded, so emulate mode computes it like exact mode)."""
-    tol = TOLERANCE.get(dtype, 1e-2)
+    tol = TOLERANCE.get(dtype, 1e-2) if tol is None else tol
     for j, (ref, (v, live)) in enumerate(zip(ref_outputs, got)):
         held = cod is not None and storage_encoding(cod[j].datatype) is not None
         rv = np.asarray(ref.values)
-        tv = v.detach().cpu().numpy()
+        tv = _numpy(v)
         if tv.shape != rv.shape:
             try:
                 ok = tv.ndim <= rv.ndim and np.broadcast_shapes(tv.shape, rv.shape) == rv.shape
@@ -157,9 +176,14 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
 
 def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
-                   key: str | None = None, reading: str = "faithful") -> CheckResult:
-    """Run the interpreter and the generated module on the same random data (both under
-    ``reading``, :mod:`ir.readings`)."""
+                   key: str | None = None, reading: str = "faithful",
+                   inputs: list | None = None, masks: list | None = None,
+                   module_params=None) -> CheckResult:
+    """Run the interpreter and the generated module on the same random data, both under
+    ``reading`` (:mod:`ir.readings`); ``inputs``: the arrays to feed instead of seeded random
+    ones, e.g. recorded in context; ``masks``: per input, its liveness or None, given to the
+    module as its ``<input>_live`` argument; ``module_params``: a function applied to the
+    parameters loaded into the module only, for tests that a wrong weight is caught."""
     from ncdc.ir.readings import apply_reading
 
     from ncdc import interpreter
@@ -188,24 +212,50 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
         try:
             t0 = time.perf_counter()
             run = interpreter.interpret(morphism, env, quant=quant, stand_in=True, seed=seed)
-            inputs = interpreter.random_inputs(morphism, env, seed)
+            xs = interpreter.random_inputs(morphism, env, seed) if inputs is None or seed \
+                else list(inputs)
             tape = interpreter.random_tape(morphism, env, seed)
-            ev = run.evaluate(*inputs, tape=tape)
+            if dtype != "float64":  # the oracle sees the numbers the module sees
+                params = tol_.round_params(run.params, dtype)
+                run = interpreter.interpret(morphism, env, params=params, quant=quant,
+                                            stand_in=True, seed=seed)
+                xs = [tol_.round_to(x, dtype) for x in xs]
+                tape = {k: tol_.round_to(v, dtype) for k, v in tape.items()}
+            lives = list(masks or [])
+            lives += [None] * (len(xs) - len(lives))
+            xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
+            fed = [x if m is None else (x, m) for x, m in zip(xs, lives)]
+            ev = run.evaluate(*fed, tape=tape)
             res.interp_s += time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             res.ok = False
             res.problem = f"interpreter failed: {type(exc).__name__}: {exc}"
             return res
         try:
-            g.load_params(module, run.params)
+            g.load_params(module, run.params if module_params is None
+                          else module_params(dict(run.params)))
             t0 = time.perf_counter()
-            got = run_generated(g, module, inputs, tape, dtype)
+            names = mask_names(module, morphism.dom)
+            given = {names[k]: m for k, m in enumerate(lives) if m is not None and k in names}
+            got = run_generated(g, module, xs, tape, dtype, given)
             res.torch_s += time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001
             res.ok = False
             res.problem = f"generated module failed: {type(exc).__name__}: {exc}"
             return res
-        compare(ev.outputs, got, quant, dtype, res, morphism.cod)
+        tol = None
+        if dtype != "float64":
+            try:
+                est = tol_.rounding_error(morphism, env, run.params, fed, tape, ev.outputs,
+                                          dtype, quant, seed)
+            except Exception as exc:  # noqa: BLE001
+                res.ok = False
+                res.problem = f"interpreter failed (error estimate): {type(exc).__name__}: {exc}"
+                return res
+            res.error_estimate = max(res.error_estimate, est)
+            tol = tol_.tolerance(dtype, est)
+            res.tolerance = max(res.tolerance, tol)
+        compare(ev.outputs, got, quant, dtype, res, morphism.cod, tol)
         if not res.ok:
             return res
     return res

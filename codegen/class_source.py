@@ -6,6 +6,7 @@ import textwrap
 
 from ncdc.ir.names import plain_title
 
+from .boundary import default_lines
 from .classinfo import INDENT
 from .emit import drop_unused, wrap_line
 from .names import check_docstring, comment_text, docstring, string_literal
@@ -48,13 +49,16 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         lines.append(INDENT * 2 + "self.data_missing = not self.stand_in")
     lines.append("")
     args = ["self"]
+    optional = []  # root class: masks keyword-only, None = all live (codegen/boundary.py)
     for w, live in zip(cb.inputs, cb.input_masks):
         args.append(w.var)
-        if live is not None:
+        if live is not None and cb.optional_masks:
+            optional.append((w.var, live))
+        elif live is not None:
             args.append(live)
     if cb.selection is not None:
         args.append(f"{cb.selection.pairs}=None")
-    kw = []
+    kw = [f"{live}: torch.Tensor | None = None" for _, live in optional]
     for s in info.kw_symbols:
         d = gen.default_of(s)
         kw.append(f"{gen.sym_name(s)}: int = {d}" if d is not None
@@ -64,7 +68,7 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     sig = ", ".join(args) + (", *, " + ", ".join(kw) if kw else "")
     head = INDENT + f"def forward({sig}):"
     lines.append(head)
-    body = []
+    body = [INDENT * 2 + ln for var, live in optional for ln in default_lines(var, live)]
     if cb.user_data:
         body.append(INDENT * 2 + f"require_data(self, {string_literal(', '.join(cb.user_data))})")
     if cb.uses_tape:

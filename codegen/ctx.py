@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from ncdc.ir.morphisms import Broadcasted
 
-from . import liveness
+from . import dtypes, liveness
 from .emit import align_code, atom, einsum_letters
 from .names import comment_text, identifier
 from .operands import Operand
@@ -72,6 +72,23 @@ class Ctx:
     def use(self, prelude: str) -> None:
         """Paste the named prelude (``codegen/prelude/<name>.py``) into the file."""
         self.gen.prelude.add(prelude)
+
+    # -- the forward's dtype and device (codegen/dtypes.py, PRECISION.md) ----------------------
+    def real_dtype(self) -> str:
+        """Code for the forward's real dtype (its first real input's, else torch's default)."""
+        return dtypes.real_dtype(self.cb.inputs)
+
+    def wide_real(self) -> str:
+        """Code for float32 at least (float64 stays float64)."""
+        return dtypes.wide_real(self.cb.inputs)
+
+    def complex_dtype(self) -> str:
+        """Code for complex64 at least (complex128 in a float64 forward)."""
+        return dtypes.complex_dtype(self.cb.inputs)
+
+    def device(self) -> str | None:
+        """Code for the forward's device, or None in a nullary forward."""
+        return dtypes.device(self.cb.inputs)
 
     def unit(self) -> str:
         return self.cb.unit()

@@ -3,13 +3,19 @@
 Sub-expressions that do not involve the operand are printed as plain Python scalar arithmetic
 (``math.sqrt(self.c)``), the rest as torch calls; free constants are the module's constructor
 arguments. ``log(x)/log(2)`` is printed as ``torch.log2`` (exact at powers of two, as the
-reference interpreter evaluates it).
+reference interpreter evaluates it). The safe forms of :mod:`ir.rewrites` print as library
+calls: ``SiLU`` as ``F.silu``, ``LogSumExp(a, c)`` as ``c + F.softplus(a - c, threshold=40.0)``
+(``e^-40`` is below float64's resolution, so the linear tail is exact) or ``torch.logaddexp``.
 """
 from __future__ import annotations
 
 import sympy
 from ncdc.ir.errors import SpecError
 from ncdc.ir.numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid
+from ncdc.ir.rewrites import LogSumExp, SiLU
+
+SOFTPLUS_THRESHOLD = 40.0
+"""``F.softplus`` returns ``x`` above this; ``log1p(e^-40)`` is below float64's resolution."""
 
 
 def _prec(e) -> int:
@@ -121,6 +127,11 @@ class FormulaPrinter:
         if isinstance(e, Sigmoid):
             return f"torch.sigmoid({self.p(e.args[0], 0)})" if t else \
                 f"1 / (1 + math.exp(-{self.p(e.args[0], 3)}))"
+        if isinstance(e, SiLU):
+            return f"F.silu({self.p(e.args[0], 0)})" if t else \
+                self.p(e.args[0] * Sigmoid(e.args[0]), outer)
+        if isinstance(e, LogSumExp):
+            return self.log_sum_exp(e, outer)
         if isinstance(e, IsPositive):
             inner = self.p(e.args[0], 0)
             return f"({inner} > 0).to({self.x}.dtype)" if t else f"float({inner} > 0)"
@@ -142,6 +153,26 @@ class FormulaPrinter:
         if fn == "rsqrt":
             return f"1 / math.sqrt({self.p(arg, 0)})"
         return f"math.{fn}({self.p(arg, 0)})"
+
+    def log_sum_exp(self, e, outer: int) -> str:
+        """Tensors folded with ``torch.logaddexp``, constants ``c`` with ``c + softplus(. - c)``;
+        constants alone as ``m + log(sum e^(a - m))`` with ``m`` their maximum."""
+        tensors = [a for a in e.args if self.tensor(a)]
+        scalars = [a for a in e.args if not self.tensor(a)]
+        if not tensors:
+            m = sympy.Max(*scalars)
+            return self.p(m + sympy.log(sympy.Add(*(sympy.exp(a - m) for a in scalars))), outer)
+        code = self.p(tensors[0], 0)
+        for a in tensors[1:]:
+            code = f"torch.logaddexp({code}, {self.p(a, 0)})"
+        for c in scalars:
+            if c == 0:
+                code = f"F.softplus({code}, threshold={SOFTPLUS_THRESHOLD})"
+            else:
+                cc = self.p(c, 3)
+                code = self.wrap(f"{self.p(c, 1)} + F.softplus({code} - {cc}, "
+                                 f"threshold={SOFTPLUS_THRESHOLD})", 1, outer)
+        return code
 
     def extremum(self, e) -> str:
         is_max = isinstance(e, sympy.Max)

@@ -19,12 +19,14 @@ from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import param_specs
 from ncdc.ir.readings import apply_reading
 
+from .boundary import input_statics
 from .classinfo import INDENT, ClassInfo, Param, Sub
 from .generator import Generator
 from .lower import ClassBuilder
 from .names import comment_text, docstring, string_literal
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16}
+DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
+          "float16": torch.float16}
 _counter = itertools.count()
 
 
@@ -160,13 +162,14 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         info = ClassInfo(key="root", name=name)
         builder = ClassBuilder(gen, info, title=title, description=description, formula=formula,
                                excluded=excluded)
+        builder.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
         body = morphism
         if isinstance(morphism, Block):
             from ncdc.ir.params import repetitions
 
             if repetitions(morphism, env) == 1:
                 body = morphism.body
-        builder.build(body, list(morphism.dom), [None] * len(morphism.dom), {})
+        builder.build(body, list(morphism.dom), input_statics(gen, morphism.dom), {})
         return info
 
     info = gen.build_class(make)

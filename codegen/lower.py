@@ -26,6 +26,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import repetitions
+from ncdc.ir.rewrites import softmax_pair
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import calls, tape
@@ -67,6 +68,7 @@ class ClassBuilder:
         self.inputs: list[Wire] = []
         self.sizes.inputs = self.inputs
         self.input_masks: list[str | None] = []
+        self.optional_masks = False  # root class: masks keyword-only, None = all live
         self.tape: dict[int, TapeEntry] = {}
         # live pairs of sparse axes (codegen/pairs.py)
         self.selection: Selection | None = None  # pairs mode: the pairs argument
@@ -254,6 +256,12 @@ class ClassBuilder:
             nxt = items[i + 1] if i + 1 < len(items) else None
             if nxt is not None and fusible_view(self, item, nxt):
                 wires = lower_broadcasted(self, item, wires, then=nxt)
+                i += 2
+                continue
+            pair = softmax_pair(item, nxt) if nxt is not None else None
+            if pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
+                for sub in pair:
+                    wires = self.lower(sub, wires)
                 i += 2
                 continue
             wires = self.lower(item, wires)

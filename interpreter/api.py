@@ -135,7 +135,8 @@ class Interpreted:
     def __call__(self, *inputs, tape=None) -> tuple[np.ndarray, ...]:
         return self.evaluate(*inputs, tape=tape).arrays
 
-    def evaluate(self, *inputs, tape=None, observer=None) -> Evaluation:
+    def evaluate(self, *inputs, tape=None, observer=None, on_entry=None,
+                 perturb=None) -> Evaluation:
         dom = self.dom
         if len(inputs) != len(dom):
             raise EvaluationError(f"{len(inputs)} input(s) given; the morphism takes "
@@ -144,13 +145,13 @@ class Interpreted:
         values, batch = self._inputs(inputs, dom)
         start = self._tape_in({**self.default_tape, **(tape or {})})
         ev = self._evaluator
-        if self.planned:
+        if self.planned and on_entry is None and perturb is None:
             plan = self.plan(batch)
             ev.start(start, observer)
             outs = plan.run(values)
-        else:
+        else:  # the hooks run on the tree walk (the plan has no per-block entry, no perturbation)
             with deep_recursion(self.morphism):
-                outs = ev.run(values, start, observer, batch)
+                outs = ev.run(values, start, observer, batch, on_entry, perturb)
         cod = self.cod
         if len(outs) != len(cod):
             raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "

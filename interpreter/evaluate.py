@@ -37,6 +37,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import block_segments, param_roles, repetitions, titled_children
+from ncdc.ir.rewrites import softmax_pair
 
 from . import fusion
 from .context import RuleContext
@@ -71,6 +72,8 @@ class Evaluator:
         self.seed = seed
         self._rng = None
         self.observer = None
+        self.on_entry = None
+        self.perturb = None
         self.tape: dict[int, tuple[Value, int, tuple[int, ...]]] = {}
         self.counts: dict = {}
         self._plans: dict = {}
@@ -80,17 +83,24 @@ class Evaluator:
         self._roles: dict = {}
 
     # ------------------------------------------------------------------ entry
-    def start(self, tape: dict | None = None, observer=None) -> None:
-        """Reset the per-evaluation state: the tape, occurrence counters, observer, generator."""
+    def start(self, tape: dict | None = None, observer=None, on_entry=None,
+              perturb=None) -> None:
+        """Reset the per-evaluation state: the tape, occurrence counters, hooks, generator.
+        ``observer(block, titles, outputs, batch)`` after and ``on_entry(block, titles, inputs,
+        batch)`` before each block body, where given; ``perturb(values)`` replaces every
+        operator result's values (error injection: ``codegen.tolerance``)."""
         self.tape = dict(tape or {})
         self.counts = {}
         self.observer = observer
+        self.on_entry = on_entry
+        self.perturb = perturb
         self._rng = None
 
     def run(self, inputs: list[Value], tape: dict | None = None, observer=None,
-            batch: tuple[int, ...] = ()) -> list[Value]:
-        """Evaluate the root on ``inputs`` (each leading with the ``batch`` dims)."""
-        self.start(tape, observer)
+            batch: tuple[int, ...] = (), on_entry=None, perturb=None) -> list[Value]:
+        """Evaluate the root on ``inputs`` (each leading with the ``batch`` dims); hooks as in
+        :meth:`start`."""
+        self.start(tape, observer, on_entry, perturb)
         root = self.root
         if isinstance(root, Block):
             return self._block_body(root, list(inputs), (root.title,), tuple(batch))
@@ -153,6 +163,10 @@ class Evaluator:
                 ins = fusion.linear_then_diagonal(self, items[i], items[i + 1], ins, scope,
                                                   batch, params)
                 i += 2
+            elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
+                for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
+                    ins = self.eval(sub, ins, scope, batch)
+                i += 2
             else:
                 ins = self.eval(items[i], ins, scope, batch)
                 i += 1
@@ -173,6 +187,8 @@ class Evaluator:
             raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
                                 "codomain differ", blk.path, titles)
         segs = self._body_segs(blk)
+        if self.on_entry is not None:
+            self.on_entry(blk, titles, ins, batch)
         for i in range(reps):
             t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
             ins = self.eval(blk.body, ins, Scope(t, segs), batch)
@@ -302,6 +318,8 @@ class Evaluator:
             params, keys = self._take_params(b, scope)
         ctx = RuleContext(b, self, scope, tuple(batch), deg, params, keys)
         outs = rule_for(b.operator)(b, lifted, ctx)
+        if self.perturb is not None:
+            outs = [Value(self.perturb(v.values), v.live) for v in outs]
         if len(outs) != len(b.output_weaves):
             raise EvaluationError(f"the rule produced {len(outs)} arrays for "
                                   f"{len(b.output_weaves)} output weaves")

@@ -6,7 +6,9 @@ env first; a symbol left unbound is a :class:`~ir.errors.BindingError`. The func
 lacks or numpy spells differently are mapped explicitly:
 
 =================  ==========================================================================
-``Sigmoid(a)``     ``1 / (1 + exp(-a))`` (overflow of ``exp`` gives the exact limit 0)
+``Sigmoid(a)``     ``e / (1 + e)`` or ``1 / (1 + e)`` with ``e = exp(-|a|)`` (never overflows)
+``LogSumExp``      ``numpy.logaddexp`` folded over the arguments (softplus: ``logaddexp(a, 0)``)
+``SiLU(a)``        ``a * Sigmoid(a)``
 ``IsPositive(a)``  ``1.0`` where ``a > 0`` else ``0.0``
 ``Ceiling(a)``     ``numpy.ceil``
 ``Max``/``Min``    elementwise ``numpy.maximum`` / ``numpy.minimum`` folded over the arguments
@@ -15,6 +17,10 @@ lacks or numpy spells differently are mapped explicitly:
                    scale recipe matches the released kernel; FORMAT.md writes ``Logarithm(b, a)``
                    as ``log(a)/log(b)``)
 =================  ==========================================================================
+
+Before lowering, :func:`ir.rewrites.stable` puts the formula in its numerically safe form
+(equal in real arithmetic; ``lower(..., stable=False)`` evaluates the literal formula, with the
+textbook ``Sigmoid`` ``1 / (1 + exp(-a))``, for tests that compare the two).
 
 Floating-point warnings are silenced: NaN/inf at live positions are the formula's value (and
 propagate); dead positions are zeroed afterwards by the rule.
@@ -28,6 +34,7 @@ import sympy
 from ncdc.ir.env import Env
 from ncdc.ir.errors import BindingError
 from ncdc.ir.numeric import FREE_INPUT, free_symbols
+from ncdc.ir.rewrites import stable as stable_form
 from sympy.codegen.rewriting import log2_opt, optimize
 
 _EMax = sympy.Function("_elementwise_max")
@@ -35,6 +42,13 @@ _EMin = sympy.Function("_elementwise_min")
 
 
 def _sigmoid(a):
+    """The logistic function from ``exp(-|a|)`` only: no overflow at any ``a``."""
+    a = np.asarray(a)
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _sigmoid_literal(a):
     return 1.0 / (1.0 + np.exp(-a))
 
 
@@ -46,6 +60,8 @@ NUMPY_FUNCTIONS = {
     "_elementwise_max": lambda *a: reduce(np.maximum, a),
     "_elementwise_min": lambda *a: reduce(np.minimum, a),
     "Sigmoid": _sigmoid,
+    "LogSumExp": lambda *a: reduce(np.logaddexp, a),
+    "SiLU": lambda a: a * _sigmoid(a),
     "IsPositive": _is_positive,
     "Ceiling": np.ceil,
     "ceiling": np.ceil,
@@ -53,6 +69,9 @@ NUMPY_FUNCTIONS = {
     "Abs": np.abs,
     "conjugate": np.conj,
 }
+
+LITERAL_FUNCTIONS = {**NUMPY_FUNCTIONS, "Sigmoid": _sigmoid_literal}
+"""The same table with the textbook sigmoid (``stable=False``)."""
 
 
 def prepare(formula, env: Env) -> sympy.Expr:
@@ -69,22 +88,25 @@ _CACHE: dict = {}
 """Prepared expression -> lowered function (formulas repeat: ``e^x``, ``x + eps_hc``, ...)."""
 
 
-def lower(formula, env: Env):
-    """A vectorised function ``f(x: ndarray) -> ndarray`` evaluating ``formula``."""
+def lower(formula, env: Env, stable: bool = True):
+    """A vectorised function ``f(x: ndarray) -> ndarray`` evaluating ``formula`` (in its safe
+    form unless ``stable`` is False)."""
     expr = prepare(formula, env)
-    hit = _CACHE.get(expr)
+    if stable:
+        expr = stable_form(expr)
+    hit = _CACHE.get((expr, stable))
     if hit is None:
-        hit = _CACHE[expr] = _lambdify(expr)
+        hit = _CACHE[(expr, stable)] = _lambdify(expr, stable)
     return hit
 
 
-def _lambdify(expr):
+def _lambdify(expr, stable: bool = True):
     if expr.has(sympy.log):
         expr = optimize(expr, [log2_opt])
     if expr.has(sympy.Max, sympy.Min):
         expr = expr.replace(sympy.Max, lambda *a: _EMax(*a)).replace(
             sympy.Min, lambda *a: _EMin(*a))
-    fn = sympy.lambdify([FREE_INPUT], expr, modules=[NUMPY_FUNCTIONS, "numpy"])
+    fn = sympy.lambdify([FREE_INPUT], expr, modules=[NUMPY_FUNCTIONS if stable else LITERAL_FUNCTIONS, "numpy"])
     constant = FREE_INPUT not in expr.free_symbols
 
     def apply(x: np.ndarray) -> np.ndarray:

@@ -45,6 +45,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
+from ncdc.ir.rewrites import softmax_pair
 
 from . import fusion
 from .evaluate import NUMPY_ERRORS, Scope
@@ -168,6 +169,10 @@ class _Builder(SiteSteps):
                 elif ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
                                                                        ev):
                     regs = self.fused(items[i], items[i + 1], regs, scope, batch)
+                    i += 2
+                elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
+                    for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
+                        regs = self.emit(sub, regs, scope, batch)
                     i += 2
                 else:
                     regs = self.emit(items[i], regs, scope, batch)

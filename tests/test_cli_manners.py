@@ -154,7 +154,7 @@ def test_every_command_takes_json(capsys, tmp_path):
     ev = _json(capsys, "eval", t, "--block", "Aggregator")
     assert ev["outputs"][0]["shape"] == [4, 4] and isinstance(ev["outputs"][0]["mean"], float)
     comp = _json(capsys, "compile", t, "--block", "Feed Forward")
-    assert comp["source"].startswith(('"""', "#", "import", "from")) and comp["lines"] > 5
+    assert comp["source"].startswith(('"""', 'r"""', "#", "import", "from")) and comp["lines"] > 5
     out = tmp_path / "ff.py"
     comp = _json(capsys, "compile", t, "--block", "Feed Forward", "-o", str(out))
     assert comp["source"] is None and out.read_text().count("\n") + 1 >= comp["lines"]

@@ -14,7 +14,9 @@ from ncdc.ir.operators import (
     PairsAsComplex,
     TypeConvert,
 )
+from ncdc.ir.rewrites import stable
 
+from ..dtypes import DEFAULT
 from ..formula import FormulaPrinter
 from ..names import identifier
 from ..operands import OpResult
@@ -46,7 +48,7 @@ def _as_float(ctx, o) -> str:
     """The operand as floats when a real/complex result is computed from naturals."""
     out_kind = kind(ctx.b.output_weaves[0].datatype)
     if kind(o.datatype) == "natural" and out_kind != "natural":
-        return f"{o.expr}.to(torch.get_default_dtype())"
+        return f"{o.expr}.to({ctx.real_dtype()})"
     return o.expr
 
 
@@ -54,7 +56,7 @@ def _as_float(ctx, o) -> str:
 def arithmetic(ctx):
     o, labels = _single(ctx)
     x = _as_float(ctx, o)
-    code = FormulaPrinter(x, ctx.cb._fwd_symbol)(ctx.op.formula)
+    code = FormulaPrinter(x, ctx.symbol)(stable(ctx.op.formula))
     if code == x:
         return [OpResult(o.expr, labels, o.live, o.static)]
     if FREE_INPUT not in ctx.op.formula.free_symbols:
@@ -75,7 +77,7 @@ ELEMENTWISE = {
     "sigmoid": "torch.sigmoid({x})",
     "tanh": "torch.tanh({x})",
     "exp": "torch.exp({x})",
-    "silu": "{x} * torch.sigmoid({x})",
+    "silu": "F.silu({x})",
     "gelu": "0.5 * {x} * (1.0 + torch.erf({x} / math.sqrt(2.0)))",
 }
 """Canonical function name (decided by the decoder) -> torch code; 'gelu' is the erf form."""
@@ -135,7 +137,10 @@ def pairs_as_complex(ctx):
     if not labels or labels[-1][0] != "t":
         raise SpecError("PairsAsComplex needs its paired axis as the target", ctx.b.path)
     out = labels[:-1] + [("o", 0, 0)]
-    code = f"torch.complex({o.expr}[..., 0::2], {o.expr}[..., 1::2])"
+    src = o.expr
+    if kind(o.datatype) == "real":  # complex arithmetic in float32 at least (PRECISION.md)
+        src = ctx.bind("widened", f"{o.expr}.to({ctx.wide_real()})", labels)
+    code = f"torch.complex({src}[..., 0::2], {src}[..., 1::2])"
     var = ctx.bind("pairs", code, out)
     if o.live is None:
         return [OpResult(var, out)]
@@ -159,6 +164,8 @@ def decomplex(ctx):
         raise SpecError("Decomplex needs its complex axis as the target", ctx.b.path)
     out = labels[:-1] + [("o", 0, 0)]
     code = f"torch.stack(({o.expr}.real, {o.expr}.imag), dim=-1).flatten(-2)"
+    if ctx.real_dtype() != DEFAULT:  # back to the forward's dtype
+        code = f"{code}.to({ctx.real_dtype()})"
     var = ctx.bind("unpaired", code, out)
     if o.live is None:
         return [OpResult(var, out)]

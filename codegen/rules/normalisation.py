@@ -80,16 +80,19 @@ def normalize(ctx):
         if live is not None:
             count = ctx.bind("live_count",
                              f"{live}.expand_as({src}).sum(dim={dim}, keepdim=True)")
+        # statistics in float32 at least (codegen/PRECISION.md): float16 squares overflow past
+        # 256; the result is cast back once
+        wide = ctx.bind("wide", f"{src}.to({ctx.wide_real()})", labels)
         if op.centred:  # LayerNorm: subtract the mean first
-            mu = (f"{src}.mean(dim={dim}, keepdim=True)" if live is None
-                  else f"{src}.sum(dim={dim}, keepdim=True) / {count}")
-            src = ctx.bind("centred", f"{src} - {mu}" if live is None
-                           else ctx.where_live(live, f"{src} - {mu}"), labels)
+            mu = (f"{wide}.mean(dim={dim}, keepdim=True)" if live is None
+                  else f"{wide}.sum(dim={dim}, keepdim=True) / {count}")
+            wide = ctx.bind("centred", f"{wide} - {mu}" if live is None
+                            else ctx.where_live(live, f"{wide} - {mu}"), labels)
         if live is None:
-            mean = f"{src}.pow(2).mean(dim={dim}, keepdim=True)"
+            mean = f"{wide}.pow(2).mean(dim={dim}, keepdim=True)"
         else:
-            mean = f"{src}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
-        code = f"{src} / torch.sqrt({mean} + {eps})"
+            mean = f"{wide}.pow(2).sum(dim={dim}, keepdim=True) / {count}"
+        code = f"({wide} / torch.sqrt({mean} + {eps})).to({src}.dtype)"
         if gain is not None:
             code = f"{code} * {gain}"
     if op.bias:

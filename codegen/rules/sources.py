@@ -49,23 +49,28 @@ def rotary(ctx):
     tgt = b.output_weaves[0].target
     if len(tgt) != 2:
         raise SpecError("a rotary table has the target [positions, pairs]", b.path)
-    sym = FormulaPrinter("t", ctx.symbol)  # reset_parameters reads sizes off self
+    fwd = FormulaPrinter("t", ctx.symbol)
     pairs = ctx.size_code(tgt[1].size)
-    ramp = f"torch.arange({pairs}, dtype=torch.float64)"
-    theta = f"({sym(op.base)}) ** (-{ramp} / {pairs})"
+    dev = ctx.device()
+    f64 = "dtype=torch.float64" + (f", device={dev}" if dev else "")
+    # the table is computed in forward, in float64 (PRECISION.md): it follows the input's device
+    # and dtype, and ``.double()`` gives float64-exact angles
+    theta = f"{fwd(op.base)} ** (-torch.arange({pairs}, {f64}) / {pairs})"
     if isinstance(op, YarnRotary):
-        lo, hi, factor = sym(op.ramp_start), sym(op.ramp_end), sym(op.factor)
-        ramp = f"(({ramp} - {lo}) / ({hi} - {lo})).clamp(0, 1)"
+        lo, hi, factor = fwd(op.ramp_start), fwd(op.ramp_end), fwd(op.factor)
+        ramp = ctx.bind("ramp", f"((torch.arange({pairs}, {f64}) - {lo}) / ({hi} - {lo}))"
+                        f".clamp(0, 1)", [("o", 0, 1)])
         theta = f"{theta} * (1 - {ramp} + {ramp} / {factor})"
-    name = ctx.table("theta", [ctx.init_size(tgt[1].size)], theta)
+    name = ctx.bind("theta", theta, [("o", 0, 1)])
     stride = FormulaPrinter("x", ctx.symbol)(op.position_stride)
     n_pos = ctx.axis_size(tgt[0])
-    positions = f"torch.arange({n_pos}, dtype={name}.dtype, device={name}.device)"
+    positions = f"torch.arange({n_pos}, {f64})"
     if stride != "1":
         positions = f"{positions} * {stride}"
     out = [("o", 0, 0), ("o", 0, 1)]
     positions = ctx.bind("positions", positions, out[:1])
     angle = ctx.bind("angle", f"{positions}[:, None] * {name}", out)
+    cdt = ctx.bind("complex_dtype", ctx.complex_dtype())
     var = ctx.bind(identifier(op.label, "rotary") + "_table" if op.label else "rotary_table",
-                   f"torch.polar(torch.ones_like({angle}), {angle})", out)
+                   f"torch.polar(torch.ones_like({angle}), {angle}).to({cdt})", out)
     return [OpResult(var, out, full=False)]

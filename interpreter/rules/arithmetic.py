@@ -9,6 +9,7 @@ import numpy as np
 from ncdc.ir.datatypes import kind
 from ncdc.ir.operators import Arithmetic, Elementwise, GenericOperator
 
+from ..formulas import _sigmoid
 from ..registry import rule
 from ..values import as_kind, finished
 
@@ -63,10 +64,6 @@ def generic(b, inputs, ctx):
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
 
 
 ELEMENTWISE_FUNCTIONS = {

@@ -44,10 +44,12 @@ def add_parser(subparsers) -> None:
     add_memory_arg(p)
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do, "
                           "in both the interpreter and the generated module (default: exact)")
-    p.add_argument("--dtype", choices=("float64", "float32"), default="float64",
-                   metavar="DTYPE",
-                   help="torch dtype, float64 or float32 (relative tolerance 1e-10 or 1e-5; "
-                        "emulate: identical) (default: float64)")
+    p.add_argument("--dtype", choices=("float64", "float32", "bfloat16", "float16"),
+                   default="float64", metavar="DTYPE",
+                   help="torch dtype; float64: relative tolerance 1e-10; narrower dtypes: "
+                        "inputs and weights rounded to it on both sides, each block fed the "
+                        "inputs the model gives it, tolerance estimated per block from the "
+                        "dtype (codegen/tolerance.py); emulate: identical (default: float64)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="random draws per block (default: 1)")
     p.set_defaults(run=run)
@@ -111,6 +113,18 @@ class Progress:
             sys.stderr.flush()
 
 
+def _fed(recorded: dict, m, args) -> dict:
+    """What the model passes into ``m``: its liveness always (a window's dead slots), its
+    values in a narrower dtype (codegen/recorded.py)."""
+    got = recorded.get(id(m))
+    if got is None:
+        return {}
+    out = {"masks": [live for _, live in got]}
+    if args.dtype != "float64":
+        out["inputs"] = [values for values, _ in got]
+    return out
+
+
 def _fmt(x: float) -> str:
     return f"{x:.1e}"
 
@@ -129,7 +143,7 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def run(args) -> int:
-    from ncdc.codegen.check import ModuleCache, check_morphism
+    from ncdc.codegen.check import TOLERANCE, ModuleCache, check_morphism
 
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
@@ -140,6 +154,15 @@ def run(args) -> int:
     require_each([m for _, m, _ in todo], binding.env, command="check",
                  max_memory=args.max_memory, torch_bytes=8 if args.dtype == "float64" else 4)
     cache = ModuleCache()
+    from ncdc.codegen.boundary import can_be_dead
+    from ncdc.codegen.recorded import record_block_inputs
+
+    from .compile import target
+
+    recorded = {}  # recorded on the model as read faithfully (blocks are matched by identity)
+    if args.reading == "faithful" and (
+            args.dtype != "float64" or any(can_be_dead(a) for _, m, _ in todo for a in m.dom)):
+        recorded = record_block_inputs(target(spec, None), binding.env)
     rows = []
     t0 = time.perf_counter()
     if not args.json:
@@ -151,11 +174,15 @@ def run(args) -> int:
             if progress:
                 progress.show(k, label)
             r = check_morphism(m, env, name=label, quant=args.quant, dtype=args.dtype,
-                               seeds=args.seeds, cache=cache, key=key, reading=args.reading)
+                               seeds=args.seeds, cache=cache, key=key, reading=args.reading,
+                               **_fed(recorded, m, args))
             dom, cod = _shapes(m.dom, env), _shapes(m.cod, env)
             rows.append({"block": label, "json_path": r.path, "ok": r.ok,
                          "problem": r.problem or None, "max_abs": r.max_abs,
-                         "max_rel": r.max_rel, "interp_seconds": r.interp_s,
+                         "max_rel": r.max_rel,
+                         # relative tolerance: fixed in float64, estimated per block otherwise
+                         "tolerance": r.tolerance or TOLERANCE.get(args.dtype),
+                         "error_estimate": r.error_estimate, "interp_seconds": r.interp_s,
                          "torch_seconds": r.torch_s, "dom": dom, "cod": cod,
                          "signature": r.shapes,
                          "shapes": f"{_dims(dom)} -> {_dims(cod)}".strip()})
