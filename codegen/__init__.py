@@ -10,6 +10,12 @@ One class per distinct block body (same tag and structure), a submodule per occu
 the reference interpreter does (``interpreter/QUANT_POLICY.md``). Arrays on a top-k sparse axis
 (the routed experts' ``[k/e, ...]``) are computed at the selected (token, expert) pairs only when
 the selection gates their one use (``codegen/pairs.py``).
+
+Every class allocates in ``__init__`` and initialises in ``reset_parameters()`` (meta-device
+construction works); emulate-mode rounding is one ``held(x, format, self.emulate)`` call, the
+identity in exact mode. Fixed arrays are computed by rule (the Engram primes) or are user data
+(``E_cmp``, ``alpha``) that the module refuses to run without, unless it was loaded
+(``load_interpreter_params``, ``load_state_dict``) or the constructor got ``stand_in=True``.
 """
 from __future__ import annotations
 

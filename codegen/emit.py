@@ -76,7 +76,7 @@ class SizePrinter:
             return self._wrap(out, 2, prec)
         if e.is_Pow and e.exp.is_Integer and e.exp.is_negative:
             return self._wrap(f"1 // {self._print(e.base ** -e.exp, 3)}", 2, prec)
-        if e.is_Pow and not any(x.is_Number and not x.is_Integer for x in (e.base, e.exp)):
+        if e.is_Pow and all(n.is_Integer for n in e.atoms(sympy.Number)):
             return self._wrap(f"{self._print(e.base, 4)} ** {self._print(e.exp, 4)}", 3, prec)
         raise SpecError(f"size expression {sympy.sstr(e)} cannot be printed as integer code")
 

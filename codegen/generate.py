@@ -238,16 +238,11 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
                       "PARAM_KEYS: dict[str, str] = {}\n")
     body_parts.append(LOADER)
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
-    imports = []
-    if re.search(r"\bfunctools\.", body):
-        imports.append("import functools")
-    if re.search(r"\bmath\.", body):
-        imports.append("import math")
-    if re.search(r"\bwarnings\.", body):
-        imports.append("import warnings")
+    used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
+    imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]
     imports.append("")
     imports.append("import torch")
-    if re.search(r"(?<![\w.])F\.", body):
+    if "F" in used:
         imports.append("import torch.nn.functional as F")
     imports.append("from torch import nn")
     if imports[0] == "":

@@ -147,10 +147,18 @@ def _raw_safe(text: str) -> bool:
     return not any(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
 
 
+def no_surrogates(text: str) -> str:
+    """``text`` with every lone surrogate written out as its ``\\udXXX`` escape (a class
+    docstring must be encodable as UTF-8)."""
+    return re.sub("[\ud800-\udfff]", lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def docstring(text: str, indent: str) -> str:
     """A triple-quoted docstring literal that evaluates exactly to ``text``, indented for a
     class body: a raw string with the text as written (LaTeX backslashes, ``§``) where that is
-    faithful, else an escaped one (backslashes, quotes and non-printable characters)."""
+    faithful, else an escaped one (backslashes, quotes and non-printable characters). Lone
+    surrogates are spelled out (:func:`no_surrogates`)."""
+    text = no_surrogates(text)
     if _raw_safe(text):
         lines = text.split("\n")
         if len(lines) == 1:
@@ -189,7 +197,7 @@ def docstring(text: str, indent: str) -> str:
 def check_docstring(literal: str, indent: str, text: str) -> None:
     """Assert the literal evaluates to the dedented text (defence in depth)."""
     value = ast.literal_eval(literal)
-    expected_lines = text.split("\n")
+    expected_lines = no_surrogates(text).split("\n")
     got_lines = value.split("\n")
     if len(text.split("\n")) > 1:
         got_lines = [got_lines[0]] + [ln.removeprefix(indent)
