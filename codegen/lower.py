@@ -97,6 +97,7 @@ class ClassInfo:
     kw_symbols: list = field(default_factory=list)  # data-fixed sizes the caller passes
     uses_tape: bool = False
     needs_quant: bool = False
+    needs_static: bool = False  # takes the static_shapes switch (a selection's pairs)
     input_static: tuple = ()
     outputs: list = field(default_factory=list)  # (Array, StaticLive | None, full)
     tape_after: dict = field(default_factory=dict)
@@ -257,6 +258,8 @@ class ClassBuilder:
         self.data_used: set = set()
         self.needs_quant = False  # this class rounds (emulate mode)
         self.passes_quant = False  # a submodule rounds
+        self.needs_static = False  # this class makes a selection's pairs
+        self.passes_static = False  # a submodule does
         self.needs_one = False
         self.uses_tape = False
         self.lead_source: tuple[str, int] | None = None
@@ -382,6 +385,7 @@ class ClassBuilder:
         info.tape_after = dict(self.tape)
         info.uses_tape = self.uses_tape
         info.needs_quant = self.needs_quant or self.passes_quant
+        info.needs_static = self.needs_static or self.passes_static
         info.members = list(self.members)
         ctor = set(self.init_symbols) | set(self.fwd_symbols)
         for m in self.members:
@@ -439,6 +443,8 @@ class ClassBuilder:
             params.append(f"{gen.sym_name(s)}={d}" if d is not None else gen.sym_name(s))
         if info.needs_quant:
             params.append(f"quant={gen.quant!r}")
+        if info.needs_static:
+            params.append("static_shapes=False")
         sig = "self" + (", *, " + ", ".join(params) if params else "")
         lines.append(INDENT + f"def __init__({sig}):")
         lines.append(INDENT * 2 + "super().__init__()")
@@ -447,6 +453,8 @@ class ClassBuilder:
             lines.append(INDENT * 2 + f"self.{n} = {n}")
         if self.needs_quant:
             lines.append(INDENT * 2 + 'self.emulate = quant == "emulate"')
+        if self.needs_static:
+            lines.append(INDENT * 2 + "self.static_shapes = static_shapes")
         if self.needs_one:
             lines.append(INDENT * 2 + 'self.register_buffer("one", torch.ones(()), '
                          'persistent=False)')
@@ -659,6 +667,9 @@ class ClassBuilder:
         if info.needs_quant:
             ctor.append("quant=quant")
             self.passes_quant = True
+        if info.needs_static:
+            ctor.append("static_shapes=static_shapes")
+            self.passes_static = True
         make = f"{info.name}({', '.join(ctor)})"
         args = []
         for w, st in zip(wires, info.input_static):
@@ -763,8 +774,10 @@ class ClassBuilder:
             mask = self.masks[axis.uid]
             self.gen.prelude.add("pairs")
             label = comment_text(axis.label, 20)
+            self.needs_static = True
             var = self.fw.bind(identifier(axis.label, "sparse") + "_pairs",
-                               f"live_pairs({mask.live}, {self.lead()})",
+                               f"live_pairs({mask.live}, {self.lead()}, "
+                               f"{self.size_code(axis.activity)}, self.static_shapes)",
                                f"the live (row, {label}) pairs, grouped by {label}")
             sel = Selection(axis, var, mask.live)
             self.selections[axis.uid] = sel
