@@ -82,10 +82,26 @@ def _slot_products(rows, weight, dim, slots, counts=None):
     return out
 
 
+def _slot_gradients(grad, rows, weight, dim, slots):
+    """The gradients of ``_slot_products`` with respect to ``rows`` and ``weight``."""
+    n = weight.shape[dim]
+    grad_rows = torch.zeros_like(rows)
+    grad_weight = torch.zeros_like(weight)
+    order = torch.argsort(slots, stable=True)
+    for slot, at in enumerate(order.split(torch.bincount(slots, minlength=n).tolist())):
+        if at.shape[0]:
+            w = weight.select(dim, slot).reshape(rows.shape[1], -1)
+            g = grad.index_select(0, at)
+            grad_rows[at] = g @ w.t()
+            part = grad_weight.select(dim, slot)
+            part.copy_((rows.index_select(0, at).t() @ g).reshape(part.shape))
+    return grad_rows, grad_weight
+
+
 def _define_grouped_matmul():
     """The custom op ``ncdc::grouped_matmul(rows, weight, dim, slots)``: the per-slot products
-    with a fake kernel, so a compiled or exported graph holds it whole (defined once per
-    process; forward only)."""
+    with a fake kernel and a backward (itself the op ``ncdc::grouped_matmul_backward``), so a
+    compiled or exported graph holds it whole; defined once per process."""
     try:
         return torch.ops.ncdc.grouped_matmul
     except (AttributeError, RuntimeError):
@@ -100,6 +116,28 @@ def _define_grouped_matmul():
     def _(rows, weight, dim, slots):
         return rows.new_empty(rows.shape[0], weight.numel() // (weight.shape[dim] * rows.shape[1]))
 
+    @torch.library.custom_op("ncdc::grouped_matmul_backward", mutates_args=())
+    def grouped_matmul_backward(grad: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor,
+                                dim: int, slots: torch.Tensor) -> tuple[torch.Tensor,
+                                                                         torch.Tensor]:
+        return _slot_gradients(grad, rows, weight, dim, slots)
+
+    @grouped_matmul_backward.register_fake
+    def _(grad, rows, weight, dim, slots):
+        return torch.empty_like(rows), torch.empty_like(weight)
+
+    def setup_context(ctx, inputs, output):
+        rows, weight, dim, slots = inputs
+        ctx.save_for_backward(rows, weight, slots)
+        ctx.dim = dim
+
+    def backward(ctx, grad):
+        rows, weight, slots = ctx.saved_tensors
+        grad_rows, grad_weight = grouped_matmul_backward(grad.contiguous(), rows, weight,
+                                                         ctx.dim, slots)
+        return grad_rows, grad_weight, None, None
+
+    grouped_matmul.register_autograd(backward, setup_context=setup_context)
     return torch.ops.ncdc.grouped_matmul
 
 
