@@ -778,7 +778,7 @@ class ClassBuilder:
             var = self.fw.bind(identifier(axis.label, "sparse") + "_pairs",
                                f"live_pairs({mask.live}, {self.lead()}, "
                                f"{self.size_code(axis.activity)}, self.static_shapes)",
-                               f"the live (row, {label}) pairs, grouped by {label}")
+                               f"the live (row, {label}) pairs")
             sel = Selection(axis, var, mask.live)
             self.selections[axis.uid] = sel
         return sel
