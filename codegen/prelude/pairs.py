@@ -65,21 +65,18 @@ def take_pairs(x, rank, lead, pairs):
 
 def _slot_products(rows, weight, dim, slots, counts=None):
     """``rows[p] @ weight.select(dim, slots[p])`` (the slice flattened to a matrix) for every
-    pair ``p``: one matrix product per slot that has pairs."""
+    pair ``p``: one matrix product per slot that has pairs. With ``counts`` the pairs are
+    grouped by slot already; else they are sorted by slot and the products put back."""
     n = weight.shape[dim]
     width = weight.numel() // (n * rows.shape[1]) if n else 0
-    if counts is not None:  # grouped by slot already
-        parts = [group @ weight.select(dim, slot).reshape(rows.shape[1], width)
-                 for slot, group in enumerate(rows.split(counts)) if group.shape[0]]
-        return torch.cat(parts) if parts else rows.new_zeros(0, width)
-    order = torch.argsort(slots, stable=True)
-    out = rows.new_empty(rows.shape[0], width)
-    counts = torch.bincount(slots, minlength=n).tolist()
-    for slot, at in enumerate(order.split(counts)):
-        if at.shape[0]:
-            w = weight.select(dim, slot).reshape(rows.shape[1], width)
-            out[at] = rows.index_select(0, at) @ w
-    return out
+    if counts is None:
+        order = torch.argsort(slots, stable=True)
+        counts = torch.bincount(slots, minlength=n).tolist()
+        grouped = _slot_products(rows.index_select(0, order), weight, dim, None, counts)
+        return torch.empty_like(grouped).index_copy_(0, order, grouped)
+    parts = [group @ weight.select(dim, slot).reshape(rows.shape[1], width)
+             for slot, group in enumerate(rows.split(counts)) if group.shape[0]]
+    return torch.cat(parts) if parts else rows.new_zeros(0, width)
 
 
 def _slot_gradients(grad, rows, weight, dim, slots):
