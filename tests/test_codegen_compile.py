@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 
 import numpy as np
 import pytest
@@ -249,16 +250,18 @@ def test_every_block_exports_and_compiles_whole(bundled):
     blocks = _every_block(bundled)
     assert blocks
     for m in blocks:
+        name = getattr(m, "title", None) or "salvaged prefix"
+        t0 = time.perf_counter()
         try:
             g, module, ins, tape, ref, args = _setup(bundled, m)
-            ep = _export(g, module, args, tape)
-            res = _agrees(g, m, ep.module(), ins, tape, ref)
+            res = _agrees(g, m, _export(g, module, args, tape).module(), ins, tape, ref)
             if not res.ok:
-                failures.append(f"{getattr(m, 'title', 'prefix')}: export: {res.problem}")
+                failures.append(f"{name}: export: {res.problem}")
             torch._dynamo.reset()
             res = _agrees(g, m, torch.compile(module, fullgraph=True), ins, tape, ref)
             if not res.ok:
-                failures.append(f"{getattr(m, 'title', 'prefix')}: compile: {res.problem}")
+                failures.append(f"{name}: compile: {res.problem}")
         except Exception as exc:  # noqa: BLE001 - collected and reported together
-            failures.append(f"{getattr(m, 'title', 'prefix')}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            failures.append(f"{name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+        print(f"{name}: {time.perf_counter() - t0:.0f} s", flush=True)
     assert not failures, "\n".join(failures)
