@@ -186,6 +186,11 @@ def section_compile(l0: Layer0, repeat: int) -> None:
           f"static_shapes=True (goal >= 2x); min / median, 1 thread | {DEFAULT_THREADS} threads")
     eager = l0.generated("float32", static_shapes=True)
     args = l0.args("float32")
+    print(f"   matrix products (mm, bmm, addmm) are {matmul_share(eager, args):.0%} of eager "
+          "(the part compiling cannot shrink)")
+    import torch._inductor.config
+
+    torch._inductor.config.force_disable_caches = True  # a cold compile time
     torch._dynamo.reset()
     with torch.no_grad():
         ex = torch._dynamo.explain(eager)(*args)
@@ -206,7 +211,22 @@ def section_compile(l0: Layer0, repeat: int) -> None:
     print(f"   eager    {ms(one['eager'])} | {ms(many['eager'])}")
     print(f"   compiled {ms(one['compiled'])} | {ms(many['compiled'])}   speed-up "
           f"{ratio(one['eager'], one['compiled'])} | {ratio(many['eager'], many['compiled'])}")
-    print(f"   compile time (first call) {t_compile:.1f} s; max rel diff {err:.1e}")
+    print(f"   compile time (first call, caches off) {t_compile:.1f} s; max rel diff {err:.1e}")
+
+
+def matmul_share(module, args) -> float:
+    """The share of a forward's CPU time spent in matrix products (profiler, one call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        module(*args)
+        with profile(activities=[ProfilerActivity.CPU]) as p:
+            module(*args)
+    events = p.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    mat = sum(e.self_cpu_time_total for e in events
+              if e.key in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"))
+    return mat / total if total else 0.0
 
 
 def peak_forward_bytes(module, args) -> int:
