@@ -257,7 +257,10 @@ def section_memory(spec, preset: str, tokens: int = 2048) -> None:
         m = env.size(block.dom[0].shape[-1].size)
         x = torch.randn(tokens, m, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
         peaks[w] = peak_forward_bytes(module, [x])
-        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:8.1f} MiB")
+        c = env.size(next(s for s in spec.symbols.values() if s.label == "c"))
+        window = tokens * w * c * x.element_size()
+        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:8.1f} MiB; a tokens x w x c copy would be "
+              f"{window / 2**20:6.1f} MiB")
     print(f"   w = 128 over w = 16: {peaks[128] / peaks[16]:.2f}x")
 
 
