@@ -1,19 +1,26 @@
-"""Benchmark of the PyTorch code generator (ratios printed in one run).
+"""Benchmark of the PyTorch code generator (ratios measured in one run).
 
-1. generated eager torch against the reference interpreter, whole salvaged prefix at ``medium``
-   (goal: >= 20x);
-2. generated layer 0 against the hand-written layer 0 of ``bench/handwritten_layer0.py`` on the
-   same weights (goal: <= 1.25x; the two are first checked to agree numerically);
-3. ``torch.compile`` of a generated block against eager;
-4. code generation time for the whole salvaged spec (goal: <= 2 s).
+Torch is pinned to one thread; where a figure depends on threads it is measured again at the
+default thread count (second column). Compared runs are interleaved (one call of each in turn,
+``--repeat`` rounds after a warm-up) and the minimum and median of each are printed.
 
-Timings are the best of several runs (the machines are shared); run with
-``python bench/codegen.py [--preset medium] [--repeat 5]``.
+1. generated layer 0 against the hand-written layer 0 of ``bench/handwritten_layer0.py`` on
+   the same weights, float32 and float64 (goal: <= 1.1x; the two are first checked to agree);
+2. generated layer 0 in bfloat16 against float32;
+3. ``torch.compile(fullgraph=True)`` of the generated layer 0 (``static_shapes=True``) against
+   eager, float32 (goal: >= 2x), and the compile time;
+4. peak memory of a forward of the generated Sliding Window Attention at 2048 tokens for
+   w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events;
+5. generated eager torch against the reference interpreter, whole salvaged prefix (goal: >= 20x);
+6. code generation time for the whole salvaged spec (goal: <= 2 s).
+
+Run with ``python bench/codegen.py [--preset medium] [--repeat 7] [--skip compile,...]``.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 
@@ -29,6 +36,9 @@ from ncdc.codegen.check import run_generated
 import ncdc
 from ncdc import codegen, interpreter
 
+DEFAULT_THREADS = torch.get_num_threads()
+SECTIONS = ("handwritten", "bfloat16", "compile", "memory", "interpreter", "codegen")
+
 
 def _handwritten():
     import importlib.util
@@ -40,147 +50,284 @@ def _handwritten():
     return mod
 
 
-def best(fn, repeat: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+def race(fns: dict, repeat: int) -> dict:
+    """Seconds per call of each function: one warm-up call each, then ``repeat`` rounds that
+    call every function once, in turn."""
+    for fn in fns.values():
         fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
 
 
-def build(morphism, env, params, dtype="float64"):
+def both_threads(fns: dict, repeat: int) -> tuple[dict, dict]:
+    """``race`` at one thread, then at the default thread count."""
+    out = []
+    for n in (1, DEFAULT_THREADS):
+        torch.set_num_threads(n)
+        out.append(race(fns, repeat))
+    torch.set_num_threads(1)
+    return out[0], out[1]
+
+
+def ms(ts) -> str:
+    """``min / median`` in milliseconds."""
+    return f"{min(ts) * 1e3:8.2f} / {statistics.median(ts) * 1e3:8.2f} ms"
+
+
+def ratio(a, b) -> str:
+    """``a / b`` of the minima and of the medians."""
+    return f"{min(a) / min(b):5.2f}x / {statistics.median(a) / statistics.median(b):5.2f}x"
+
+
+def build(morphism, env, params, dtype="float64", **kwargs):
     g = codegen.generate(morphism, env)
     mod = codegen.load_module(g.source)
-    module = codegen.instantiate(mod, g.class_name, codegen.DTYPES[dtype])
+    if not g.root.needs_static:
+        kwargs.pop("static_shapes", None)
+    module = codegen.instantiate(mod, g.class_name, codegen.DTYPES[dtype], **kwargs)
     g.load_params(module, params)
     return g, module
 
 
 def rel_err(got, want) -> float:
-    got, want = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    got = np.asarray(got.detach().double() if isinstance(got, torch.Tensor) else got)
+    want = np.asarray(want.detach().double() if isinstance(want, torch.Tensor) else want)
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-300))
 
 
-def prefix_vs_interpreter(spec, env, repeat):
+def _outputs(out):
+    return out if isinstance(out, tuple) else (out,)
+
+
+class Layer0:
+    """Layer 0 at one preset: the interpreter's weights and inputs, generated modules."""
+
+    def __init__(self, spec, env):
+        self.spec, self.env = spec, env
+        self.block = spec.block("Sliding Window Layer")
+        self.run = interpreter.interpret(self.block, env, stand_in=True)
+        self.inputs = [torch.from_numpy(np.array(a))
+                       for a in interpreter.random_inputs(self.block, env, 0)]
+
+    def args(self, dtype):
+        return [a.to(codegen.DTYPES[dtype]) if a.is_floating_point() else a for a in self.inputs]
+
+    def generated(self, dtype, **kwargs):
+        return build(self.block, self.env, self.run.params, dtype, **kwargs)[1]
+
+    def handwritten(self, dtype, sparse):
+        layer = _handwritten().Layer0
+        symbols = {}
+        for s in self.spec.symbols.values():
+            symbols.setdefault(s.label, s)
+        old = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            hw = layer.from_env(self.env, symbols, sparse_experts=sparse)
+            hw.load_interpreter_params(self.run.params)
+        finally:
+            torch.set_default_dtype(old)
+        return hw.to(codegen.DTYPES[dtype])
+
+
+def section_handwritten(l0: Layer0, repeat: int) -> None:
+    print("\n1. layer 0 (mHC attention + mHC MoE): generated vs hand-written, same weights "
+          f"(goal <= 1.1x); min / median, 1 thread | {DEFAULT_THREADS} threads")
+    for dtype in ("float32", "float64"):
+        gen = l0.generated(dtype)
+        dense = l0.handwritten(dtype, sparse=False)
+        sparse = l0.handwritten(dtype, sparse=True)
+        args = l0.args(dtype)
+        with torch.no_grad():
+            want = _outputs(gen(*args))
+            errs = [max(rel_err(a, b) for a, b in zip(_outputs(hw(*args)), want))
+                    for hw in (dense, sparse)]
+            one, many = both_threads({name: (lambda f=f, a=args: f(*a)) for name, f in
+                                      (("generated", gen), ("dense", dense),
+                                       ("sparse", sparse))}, repeat)
+        print(f"   {dtype}: generated                  {ms(one['generated'])} | "
+              f"{ms(many['generated'])}")
+        for name, err in zip(("dense", "sparse"), errs):
+            label = f"hand-written, {name} experts"
+            print(f"   {dtype}: {label:26s} {ms(one[name])} | {ms(many[name])}   "
+                  f"generated/hand {ratio(one['generated'], one[name])} | "
+                  f"{ratio(many['generated'], many[name])}   (max rel diff {err:.1e})")
+
+
+def section_bfloat16(l0: Layer0, repeat: int) -> None:
+    print("\n2. layer 0, generated: bfloat16 vs float32; min / median, 1 thread | "
+          f"{DEFAULT_THREADS} threads")
+    f32 = l0.generated("float32")
+    a32 = l0.args("float32")
+    try:
+        b16 = l0.generated("float32").to(torch.bfloat16)
+        a16 = l0.args("bfloat16")
+        with torch.no_grad():
+            got = _outputs(b16(*a16))
+            err = max(rel_err(a.float(), b) for a, b in zip(got, _outputs(f32(*a32))))
+    except Exception as exc:  # noqa: BLE001 - the report says why
+        print(f"   bfloat16 fails: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+        return
+    with torch.no_grad():
+        one, many = both_threads({"bf16": lambda: b16(*a16), "f32": lambda: f32(*a32)}, repeat)
+    print(f"   float32  {ms(one['f32'])} | {ms(many['f32'])}")
+    print(f"   bfloat16 {ms(one['bf16'])} | {ms(many['bf16'])}   bf16/f32 "
+          f"{ratio(one['bf16'], one['f32'])} | {ratio(many['bf16'], many['f32'])}   "
+          f"(max rel diff to float32 {err:.1e})")
+
+
+def section_compile(l0: Layer0, repeat: int) -> None:
+    print("\n3. torch.compile(fullgraph=True) of the generated layer 0, float32, "
+          f"static_shapes=True (goal >= 2x); min / median, 1 thread | {DEFAULT_THREADS} threads")
+    eager = l0.generated("float32", static_shapes=True)
+    args = l0.args("float32")
+    print(f"   matrix products (mm, bmm, addmm) are {matmul_share(eager, args):.0%} of eager "
+          "(the part compiling cannot shrink)")
+    import torch._inductor.config
+
+    torch._inductor.config.force_disable_caches = True  # a cold compile time
+    torch._dynamo.reset()
+    with torch.no_grad():
+        ex = torch._dynamo.explain(eager)(*args)
+        print(f"   dynamo: {ex.graph_count} graph(s), {ex.graph_break_count} break(s)")
+        torch._dynamo.reset()
+        want = _outputs(eager(*args))
+        try:
+            fast = torch.compile(eager, fullgraph=True)
+            t0 = time.perf_counter()
+            got = _outputs(fast(*args))
+            t_compile = time.perf_counter() - t0
+        except Exception as exc:  # noqa: BLE001 - the report says why
+            print(f"   compile fails: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
+            return
+        err = max(rel_err(a, b) for a, b in zip(got, want) if a.is_floating_point())
+        one, many = both_threads({"eager": lambda: eager(*args),
+                                  "compiled": lambda: fast(*args)}, repeat)
+    print(f"   eager    {ms(one['eager'])} | {ms(many['eager'])}")
+    print(f"   compiled {ms(one['compiled'])} | {ms(many['compiled'])}   speed-up "
+          f"{ratio(one['eager'], one['compiled'])} | {ratio(many['eager'], many['compiled'])}")
+    print(f"   compile time (first call, caches off) {t_compile:.1f} s; max rel diff {err:.1e}")
+
+
+def matmul_share(module, args) -> float:
+    """The share of a forward's CPU time spent in matrix products (profiler, one call)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad():
+        module(*args)
+        with profile(activities=[ProfilerActivity.CPU]) as p:
+            module(*args)
+    events = p.key_averages()
+    total = sum(e.self_cpu_time_total for e in events)
+    mat = sum(e.self_cpu_time_total for e in events
+              if e.key in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"))
+    return mat / total if total else 0.0
+
+
+def peak_forward_bytes(module, args) -> int:
+    """Peak of the bytes the forward allocates (inputs and weights not counted): the running
+    sum of the profiler's allocation events in time order."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        module(*args)
+    events = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    cur = peak = 0
+    for _, n in events:
+        cur += n
+        peak = max(peak, cur)
+    return peak
+
+
+def section_memory(spec, preset: str, tokens: int = 2048) -> None:
+    print(f"\n4. peak memory of a forward of the generated Sliding Window Attention, {tokens} "
+          "tokens, float64 (goal: independent of w within 10%)")
+    block = spec.block("Sliding Window Attention")
+    peaks = {}
+    for w in (16, 64, 128):
+        env = spec.bind(preset, sizes={"w": w}).env
+        run = interpreter.interpret(block, env, stand_in=True)
+        _, module = build(block, env, run.params, "float64")
+        m = env.size(block.dom[0].shape[-1].size)
+        x = torch.randn(tokens, m, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        peaks[w] = peak_forward_bytes(module, [x])
+        c = env.size(next(s for s in spec.symbols.values() if s.label == "c"))
+        window = tokens * w * c * x.element_size()
+        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:8.1f} MiB; a tokens x w x c copy would be "
+              f"{window / 2**20:6.1f} MiB")
+    print(f"   w = 128 over w = 16: {peaks[128] / peaks[16]:.2f}x")
+
+
+def section_interpreter(spec, env, repeat: int) -> None:
     m = interpreter.prefix(spec.data)
     run = interpreter.interpret(m, env, stand_in=True)
     ins = interpreter.random_inputs(m, env, 0)
     tape = interpreter.random_tape(m, env, 0)
     ref = run.evaluate(*ins, tape=tape).outputs
-    t_interp = best(lambda: run.evaluate(*ins, tape=tape), repeat)
-    out = {}
+    fns = {"interpreter": lambda: run.evaluate(*ins, tape=tape)}
+    errs = {}
     for dtype in ("float64", "float32"):
         g, module = build(m, env, run.params, dtype)
         got = run_generated(g, module, ins, tape, dtype)
-        err = max(rel_err(v.numpy(), r.values) for (v, _), r in zip(got, ref))
-        t = best(lambda g=g, module=module, dtype=dtype: run_generated(g, module, ins, tape,
-                                                                     dtype), repeat)
-        out[dtype] = (t, err)
-    return t_interp, out
+        errs[dtype] = max(rel_err(v, r.values) for (v, _), r in zip(got, ref))
+        fns[dtype] = lambda g=g, module=module, dtype=dtype: run_generated(g, module, ins, tape,
+                                                                          dtype)
+    times = race(fns, max(2, repeat // 2))
+    print("\n5. salvaged prefix (ids -> Engram of layer 1): generated eager torch vs interpreter "
+          "(goal >= 20x), 1 thread")
+    print(f"   interpreter (numpy float64)  {ms(times['interpreter'])}")
+    for dtype in ("float64", "float32"):
+        print(f"   generated torch {dtype:8s}     {ms(times[dtype])}   faster "
+              f"{ratio(times['interpreter'], times[dtype])}   (max rel diff {errs[dtype]:.1e})")
 
 
-def layer0_vs_handwritten(spec, env, repeat):
-    Layer0 = _handwritten().Layer0
-    m = spec.block("Sliding Window Layer")
-    run = interpreter.interpret(m, env, stand_in=True)
-    ins = [torch.from_numpy(np.array(a)) for a in interpreter.random_inputs(m, env, 0)]
-    _, generated = build(m, env, run.params)
-    symbols = {}
-    for s in spec.symbols.values():
-        symbols.setdefault(s.label, s)
-    old = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        dense = Layer0.from_env(env, symbols).load_interpreter_params(run.params)
-        sparse = Layer0.from_env(env, symbols, sparse_experts=True)
-        sparse.load_interpreter_params(run.params)
-    finally:
-        torch.set_default_dtype(old)
-    with torch.no_grad():
-        want = generated(*ins)
-        errs = [max(rel_err(a.numpy(), b.numpy()) for a, b in zip(hw(*ins), want))
-                for hw in (dense, sparse)]
-        t_gen = best(lambda: generated(*ins), repeat)
-        t_dense = best(lambda: dense(*ins), repeat)
-        t_sparse = best(lambda: sparse(*ins), repeat)
-    return t_gen, t_dense, t_sparse, errs
-
-
-def compiled_block(spec, env, title, repeat):
-    m = spec.block(title)
-    run = interpreter.interpret(m, env, stand_in=True)
-    _, module = build(m, env, run.params)
-    ins = [torch.from_numpy(np.array(a)) for a in interpreter.random_inputs(m, env, 0)]
-    with torch.no_grad():
-        want = module(*ins)
-        t_eager = best(lambda: module(*ins), repeat)
-        try:
-            t0 = time.perf_counter()
-            fast = torch.compile(module)
-            got = fast(*ins)
-            t_first = time.perf_counter() - t0
-        except Exception as exc:  # noqa: BLE001 - the report says why
-            return t_eager, None, None, f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
-        want = want if isinstance(want, tuple) else (want,)
-        got = got if isinstance(got, tuple) else (got,)
-        err = max(rel_err(a.numpy(), b.numpy()) for a, b in zip(got, want)
-                  if a.is_floating_point())
-        t_compiled = best(lambda: fast(*ins), repeat)
-    return t_eager, t_compiled, t_first, f"max rel diff {err:.1e}"
-
-
-def codegen_time(spec, env, repeat):
+def section_codegen(spec, repeat: int) -> None:
+    env = spec.bind("tiny").env
     m = interpreter.prefix(spec.data)
-    t_gen = best(lambda: codegen.generate(m, env), repeat)
 
     def full():
         g = codegen.generate(m, env)
         codegen.instantiate(codegen.load_module(g.source), g.class_name, torch.float64)
 
-    return t_gen, best(full, repeat)
+    times = race({"generate": lambda: codegen.generate(m, env), "full": full},
+                 max(2, repeat // 2))
+    print("\n6. code generation, whole salvaged spec (goal <= 2 s)")
+    print(f"   generate source {min(times['generate']):.2f} s; generate + exec + construct "
+          f"{min(times['full']):.2f} s (min)")
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--preset", default="medium")
-    p.add_argument("--repeat", type=int, default=5)
-    p.add_argument("--block", default="Mixing Coefficients",
-                   help="block to torch.compile (default Mixing Coefficients)")
+    p.add_argument("--repeat", type=int, default=7)
+    p.add_argument("--skip", default="", help="comma-separated sections to skip: "
+                   + ", ".join(SECTIONS))
     args = p.parse_args(argv)
+    skip = {s for s in args.skip.split(",") if s}
+    torch.set_num_threads(1)
     spec = ncdc.load()
     env = spec.bind(args.preset).env
-    print(f"preset {args.preset}, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"best of {args.repeat}")
-
-    t_interp, gen = prefix_vs_interpreter(spec, env, args.repeat)
-    print("\n1. salvaged prefix (ids -> Engram of layer 1): generated eager torch vs interpreter")
-    print(f"   interpreter (numpy float64)   {t_interp * 1e3:9.1f} ms")
-    for dtype, (t, err) in gen.items():
-        print(f"   generated torch {dtype:8s}      {t * 1e3:9.1f} ms   {t_interp / t:6.2f}x faster"
-              f"   (max rel diff {err:.1e})")
-
-    t_gen, t_dense, t_sparse, errs = layer0_vs_handwritten(spec, env, args.repeat)
-    print("\n2. layer 0 (mHC attention + mHC MoE), float64: generated vs hand-written")
-    print(f"   generated                     {t_gen * 1e3:9.1f} ms")
-    print(f"   hand-written, dense experts   {t_dense * 1e3:9.1f} ms   generated/hand = "
-          f"{t_gen / t_dense:5.2f}x   (max rel diff {errs[0]:.1e})")
-    print(f"   hand-written, sparse dispatch {t_sparse * 1e3:9.1f} ms   generated/hand = "
-          f"{t_gen / t_sparse:5.2f}x   (max rel diff {errs[1]:.1e})")
-
-    t_eager, t_comp, t_first, note = compiled_block(spec, env, args.block, args.repeat)
-    print(f"\n3. torch.compile of the generated {args.block!r}")
-    if t_comp is None:
-        print(f"   eager {t_eager * 1e3:.2f} ms; torch.compile failed: {note}")
-    else:
-        print(f"   eager {t_eager * 1e3:9.2f} ms   compiled {t_comp * 1e3:9.2f} ms   "
-              f"speed-up {t_eager / t_comp:5.2f}x   (first call {t_first:.1f} s, {note})")
-
-    t_g, t_full = codegen_time(spec, ncdc.load().bind("tiny").env, args.repeat)
-    print("\n4. code generation, whole salvaged spec")
-    print(f"   generate source {t_g:.2f} s; generate + exec + construct {t_full:.2f} s "
-          "(goal <= 2 s)")
+    print(f"preset {args.preset}, torch {torch.__version__}, 1 thread | {DEFAULT_THREADS} "
+          f"threads (default), {args.repeat} interleaved rounds")
+    l0 = None if {"handwritten", "bfloat16", "compile"} <= skip else Layer0(spec, env)
+    if "handwritten" not in skip:
+        section_handwritten(l0, args.repeat)
+    if "bfloat16" not in skip:
+        section_bfloat16(l0, args.repeat)
+    if "compile" not in skip:
+        section_compile(l0, args.repeat)
+    if "memory" not in skip:
+        section_memory(spec, args.preset)
+    if "interpreter" not in skip:
+        section_interpreter(spec, env, args.repeat)
+    if "codegen" not in skip:
+        section_codegen(spec, args.repeat)
     return 0
 
 

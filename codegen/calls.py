@@ -64,6 +64,9 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if info.needs_stand_in:
         ctor.append("stand_in=stand_in")
         cb.passes_stand_in = True
+    if info.needs_static:
+        ctor.append("static_shapes=static_shapes")
+        cb.passes_static = True
     make = f"{info.name}({', '.join(ctor)})"
     args = []
     for w, st in zip(wires, info.input_static):
@@ -163,9 +166,11 @@ def _selection(cb, axis) -> Selection:
         mask = cb.masks[axis.uid]
         cb.gen.prelude.add("pairs")
         label = comment_text(axis.label, 20)
+        cb.needs_static = True
         var = cb.fw.bind(identifier(axis.label, "sparse") + "_pairs",
-                           f"live_pairs({mask.live}, {cb.lead()})",
-                           f"the live (row, {label}) pairs, grouped by {label}")
+                         f"live_pairs({mask.live}, {cb.lead()}, "
+                         f"{cb.sizes.fwd(axis.activity)}, self.static_shapes)",
+                         f"the live (row, {label}) pairs")
         sel = Selection(axis, var, mask.live)
         cb.selections[axis.uid] = sel
     return sel

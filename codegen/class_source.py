@@ -28,6 +28,8 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         params.append(f"quant={gen.quant!r}")
     if info.needs_stand_in:
         params.append("stand_in=False")
+    if info.needs_static:
+        params.append("static_shapes=False")
     sig = "self" + (", *, " + ", ".join(params) if params else "")
     lines.append(INDENT + f"def __init__({sig}):")
     lines.append(INDENT * 2 + "super().__init__()")
@@ -36,6 +38,8 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         lines.append(INDENT * 2 + f"self.{n} = {n}")
     if cb.needs_quant:
         lines.append(INDENT * 2 + 'self.emulate = quant == "emulate"')
+    if cb.needs_static:
+        lines.append(INDENT * 2 + "self.static_shapes = static_shapes")
     if cb.user_data:
         lines.append(INDENT * 2 + "self.stand_in = stand_in")
         lines.append(INDENT * 2 + "self.register_load_state_dict_post_hook(data_loaded)")

@@ -56,6 +56,8 @@ class ClassBuilder:
         self.sizes = SizeCodes(gen)
         self.needs_quant = False  # this class rounds (emulate mode)
         self.passes_quant = False  # a submodule rounds
+        self.needs_static = False  # this class makes a selection's pairs
+        self.passes_static = False  # a submodule does
         self.user_data: list[str] = []  # titles of the user data this class holds
         self.passes_stand_in = False  # a submodule holds user data
         self.uses_tape = False
@@ -191,6 +193,7 @@ class ClassBuilder:
         info.tape_after = dict(self.tape)
         info.uses_tape = self.uses_tape
         info.needs_quant = self.needs_quant or self.passes_quant
+        info.needs_static = self.needs_static or self.passes_static
         info.needs_stand_in = bool(self.user_data) or self.passes_stand_in
         info.members = list(self.members.items)
         ctor = set(self.sizes.init_symbols) | set(self.sizes.fwd_symbols)

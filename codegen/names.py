@@ -24,7 +24,7 @@ RESERVED_ATTRIBUTES = frozenset({
     "training", "forward", "state_dict", "parameters", "buffers", "children", "modules",
     "register_buffer", "register_parameter", "add_module", "apply", "cuda", "cpu", "to", "type",
     "float", "double", "half", "bfloat16", "train", "eval", "zero_grad", "extra_repr", "dump_patches",
-    "call_super_init", "quant", "emulate", "dtype", "get_submodule", "get_parameter",
+    "call_super_init", "quant", "emulate", "static_shapes", "dtype", "get_submodule", "get_parameter",
     "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
     "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
     "reset_parameters", "stand_in", "data_missing",

@@ -3,10 +3,16 @@ files when used).
 
 A top-k selection keeps, at every row (every index of the leading dims), a few live slots of a
 sparse axis such as ``k/e``; an array on that axis is only ever read at those slots. A *pairs
-array* holds one row per live (row, slot) pair, ``[pairs, *rest]``, the pairs grouped by slot
-(slot 0's rows first, each group in row order). ``pairs = (rows, slots, counts)``: the row of
-each pair in the flattened leading dims, its slot, and how many pairs each slot has (a list, so
-the per-slot loops need no device sync).
+array* holds one row per (row, slot) pair, ``[pairs, *rest]``. ``pairs = (rows, slots, third)``:
+the row of each pair in the flattened leading dims, its slot, and
+
+* in the sparse form, ``counts``: how many pairs each slot has (a list, so the per-slot loops
+  need no device sync); the pairs are exactly the live ones, grouped by slot (slot 0's rows
+  first, each group in row order);
+* in the static form (``static_shapes=True``), ``live``: a bool tensor, one entry per pair; every
+  row has exactly ``k`` pairs (its live slots in position order, then dead pairs at slot 0), so
+  every shape is fixed by the input shapes and ``k`` (``torch.compile(fullgraph=True)``,
+  ``torch.export``). The grouped product is then the custom op ``ncdc::grouped_matmul``.
 """
 
 import math
@@ -14,11 +20,20 @@ import math
 import torch
 
 
-def live_pairs(live, lead):
-    """The live positions of a mask ``[*lead, n]`` (broadcast to ``lead``) as pairs grouped by
-    slot."""
+def live_pairs(live, lead, k=None, static=False):
+    """The live positions of a mask ``[*lead, n]`` (broadcast to ``lead``) as pairs: grouped by
+    slot, or (``static``) ``k`` per row."""
     n = live.shape[-1]
     flat = live.expand(*lead, n).reshape(-1, n)
+    if static:
+        positions = torch.arange(n, device=live.device)
+        picks = torch.where(flat, positions, n).sort(dim=-1).values[:, :k]
+        if k > n:
+            picks = torch.cat([picks, picks.new_full((picks.shape[0], k - n), n)], dim=-1)
+        pair_live = picks < n
+        rows = torch.arange(flat.shape[0], device=live.device)[:, None].expand(-1, k)
+        return rows.reshape(-1), torch.where(pair_live, picks, 0).reshape(-1), \
+            pair_live.reshape(-1)
     slots, rows = flat.t().nonzero(as_tuple=True)
     counts = torch.bincount(slots, minlength=n).tolist()
     return rows, slots, counts
@@ -48,33 +63,115 @@ def take_pairs(x, rank, lead, pairs):
     return flat.index_select(0, rows * tail[0] + slots)
 
 
+def _slot_products(rows, weight, dim, slots, counts=None):
+    """``rows[p] @ weight.select(dim, slots[p])`` (the slice flattened to a matrix) for every
+    pair ``p``: one matrix product per slot that has pairs. With ``counts`` the pairs are
+    grouped by slot already; else they are sorted by slot and the products put back."""
+    n = weight.shape[dim]
+    width = weight.numel() // (n * rows.shape[1]) if n else 0
+    if counts is None:
+        order = torch.argsort(slots, stable=True)
+        counts = torch.bincount(slots, minlength=n).tolist()
+        grouped = _slot_products(rows.index_select(0, order), weight, dim, None, counts)
+        return torch.empty_like(grouped).index_copy_(0, order, grouped)
+    parts = [group @ weight.select(dim, slot).reshape(rows.shape[1], width)
+             for slot, group in enumerate(rows.split(counts)) if group.shape[0]]
+    return torch.cat(parts) if parts else rows.new_zeros(0, width)
+
+
+def _slot_gradients(grad, rows, weight, dim, slots):
+    """The gradients of ``_slot_products`` with respect to ``rows`` and ``weight``."""
+    n = weight.shape[dim]
+    grad_rows = torch.zeros_like(rows)
+    grad_weight = torch.zeros_like(weight)
+    order = torch.argsort(slots, stable=True)
+    for slot, at in enumerate(order.split(torch.bincount(slots, minlength=n).tolist())):
+        if at.shape[0]:
+            w = weight.select(dim, slot).reshape(rows.shape[1], -1)
+            g = grad.index_select(0, at)
+            grad_rows[at] = g @ w.t()
+            part = grad_weight.select(dim, slot)
+            part.copy_((rows.index_select(0, at).t() @ g).reshape(part.shape))
+    return grad_rows, grad_weight
+
+
+def _define_grouped_matmul():
+    """The custom op ``ncdc::grouped_matmul(rows, weight, dim, slots)``: the per-slot products
+    with a fake kernel and a backward (itself the op ``ncdc::grouped_matmul_backward``), so a
+    compiled or exported graph holds it whole; defined once per process."""
+    try:
+        return torch.ops.ncdc.grouped_matmul
+    except (AttributeError, RuntimeError):
+        pass
+
+    @torch.library.custom_op("ncdc::grouped_matmul", mutates_args=())
+    def grouped_matmul(rows: torch.Tensor, weight: torch.Tensor, dim: int,
+                       slots: torch.Tensor) -> torch.Tensor:
+        return _slot_products(rows, weight, dim, slots)
+
+    @grouped_matmul.register_fake
+    def _(rows, weight, dim, slots):
+        return rows.new_empty(rows.shape[0], weight.numel() // (weight.shape[dim] * rows.shape[1]))
+
+    @torch.library.custom_op("ncdc::grouped_matmul_backward", mutates_args=())
+    def grouped_matmul_backward(grad: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor,
+                                dim: int, slots: torch.Tensor) -> tuple[torch.Tensor,
+                                                                         torch.Tensor]:
+        return _slot_gradients(grad, rows, weight, dim, slots)
+
+    @grouped_matmul_backward.register_fake
+    def _(grad, rows, weight, dim, slots):
+        return torch.empty_like(rows), torch.empty_like(weight)
+
+    def setup_context(ctx, inputs, output):
+        rows, weight, dim, slots = inputs
+        ctx.save_for_backward(rows, weight, slots)
+        ctx.dim = dim
+
+    def backward(ctx, grad):
+        rows, weight, slots = ctx.saved_tensors
+        grad_rows, grad_weight = grouped_matmul_backward(grad.contiguous(), rows, weight,
+                                                         ctx.dim, slots)
+        return grad_rows, grad_weight, None, None
+
+    grouped_matmul.register_autograd(backward, setup_context=setup_context)
+    return torch.ops.ncdc.grouped_matmul
+
+
+grouped_matmul = _define_grouped_matmul()
+
+
 def pairwise_matmul(x, weight, dim, pairs):
-    """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``: one matrix product per
-    slot that has pairs. ``x`` is ``[pairs, *inner]``; ``weight`` holds the inner dims first,
-    then the output dims, the sparse axis at ``dim`` among them."""
+    """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``. ``x`` is
+    ``[pairs, *inner]``; ``weight`` holds the inner dims first, then the output dims, the sparse
+    axis at ``dim`` among them."""
     inner = x.shape[1:]
     out_shape = weight.select(dim, 0).shape[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
-    parts = []
-    for slot, group in enumerate(rows.split(pairs[2])):
-        if group.shape[0]:
-            w = weight.select(dim, slot)
-            parts.append(group @ w.reshape(rows.shape[1], -1))
-    out = torch.cat(parts) if parts else rows.new_zeros(0, math.prod(out_shape))
+    if isinstance(pairs[2], torch.Tensor):
+        out = grouped_matmul(rows, weight, dim, pairs[1])
+    else:
+        out = _slot_products(rows, weight, dim, pairs[1], pairs[2])
     return out.reshape(x.shape[0], *out_shape)
 
 
 def add_rows(values, lead, pairs):
-    """The sum of the pairs array ``values`` over the pairs of each row: ``[*lead, *rest]``
+    """The sum of the pairs array ``values`` over the live pairs of each row: ``[*lead, *rest]``
     (0 at a row without pairs)."""
     rest = values.shape[1:]
+    if isinstance(pairs[2], torch.Tensor):  # dead pairs add nothing, even where they are NaN
+        values = torch.where(pairs[2].view(-1, *[1] * len(rest)), values, 0)
     out = values.new_zeros(math.prod(lead), *rest).index_add(0, pairs[0], values)
     return out.reshape(*lead, *rest)
 
 
 def pairs_to_dense(values, lead, n, pairs):
     """The pairs array ``values`` laid out densely, ``[*lead, n, *rest]`` (0 at other slots)."""
-    rows, slots, _ = pairs
+    rows, slots, third = pairs
     rest = values.shape[1:]
-    out = values.new_zeros(math.prod(lead) * n, *rest).index_copy(0, rows * n + slots, values)
+    total = math.prod(lead) * n
+    at = rows * n + slots
+    if isinstance(third, torch.Tensor):  # dead pairs go to a spare row
+        at = torch.where(third, at, total)
+    out = values.new_zeros(total + 1, *rest).index_copy(0, at, values)[:total]
     return out.reshape(*lead, n, *rest)

@@ -32,8 +32,10 @@ def affine_read(source, rows, sizes, dim=None):
     indexed dim is `dim` and the box takes its place (``[x, c]`` read at ``x - w`` over
     ``(x, w)`` gives ``[x, w, c]``).
 
-    A strided view of the (zero-padded) source; dims read backwards are flipped. Reads outside
-    the source give 0 and ``live`` False."""
+    A view of the (zero-padded) source built with ``narrow``, ``unfold`` and strided slices
+    where every box dim moves along one source dim; box dims read backwards are flipped (a
+    copy), and a box dim that moves along two source dims (a diagonal) is gathered. Reads
+    outside the source give 0 and ``live`` False."""
     if dim is not None:
         after = source.dim() - 1 - dim % source.dim()
         values, live = affine_read(source.movedim(dim, -1), rows, sizes)
@@ -41,46 +43,64 @@ def affine_read(source, rows, sizes, dim=None):
             values = values.movedim(tuple(range(-len(sizes), 0)),
                                     tuple(range(-len(sizes) - after, -after)))
         return values, live
-    p = len(rows)
-    extent = source.shape[source.dim() - p:]
+    p, r = len(rows), len(sizes)
+    lead = source.dim() - p
+    extent = source.shape[lead:]
     pads, offsets = [], []
     for (strides, shift), n_src in zip(rows, extent):
         lo = shift + sum(min(0, s * (n - 1)) for s, n in zip(strides, sizes))
         hi = shift + sum(max(0, s * (n - 1)) for s, n in zip(strides, sizes))
         if hi < 0 or lo > n_src - 1 or 0 in sizes:  # every read falls outside
-            lead = source.shape[:source.dim() - p]
-            return (source.new_zeros(*lead, *sizes),
+            return (source.new_zeros(*source.shape[:lead], *sizes),
                     torch.zeros(sizes, dtype=torch.bool, device=source.device))
         before, after = max(0, -lo), max(0, hi - (n_src - 1))
         pads.append((before, after))
         offsets.append(shift + before)
     flat_pads = [v for pair in reversed(pads) for v in pair]
     padded = F.pad(source, flat_pads) if any(flat_pads) else source
-    stride = padded.stride()
-    lead = padded.dim() - p
-    offset = padded.storage_offset() + sum(o * stride[lead + j] for j, o in enumerate(offsets))
-    out_strides, flips = [], []
-    for i, n in enumerate(sizes):
-        st = sum(strides[i] * stride[lead + j] for j, (strides, _) in enumerate(rows))
-        if st < 0:
-            offset += st * (n - 1)
-            st = -st
-            flips.append(lead + i)
-        out_strides.append(st)
-    values = padded.as_strided((*padded.shape[:lead], *sizes),
-                               (*stride[:lead], *out_strides), offset)
-    if flips:
-        values = values.flip(flips)
     live = torch.ones(sizes, dtype=torch.bool, device=source.device)
     for c, n_src in zip(_positions(rows, sizes, source.device), extent):
         live = live & (c >= 0) & (c < n_src)
+    moving = [[j for j, (strides, _) in enumerate(rows) if strides[i]] for i in range(r)]
+    if any(len(js) > 1 for js in moving):  # a diagonal across source dims: gather
+        index = [c - lo for c, lo in zip(_positions(rows, sizes, source.device),
+                                         (-b for b, _ in pads))]
+        return padded[(Ellipsis, *index)], live
+    values, order, flips = padded, [], []
+    for (strides, _), offset in zip(rows, offsets):
+        values = values.movedim(lead, -1)
+        box = sorted((i for i in range(r) if strides[i]), key=lambda i: -abs(strides[i]))
+        for i in box:
+            if strides[i] < 0:
+                offset += strides[i] * (sizes[i] - 1)
+                flips.append(i)
+        span = 1 + sum(abs(strides[i]) * (sizes[i] - 1) for i in box)
+        values = values.narrow(-1, offset, span)
+        for k, i in enumerate(box):
+            rest = 1 + sum(abs(strides[q]) * (sizes[q] - 1) for q in box[k + 1:])
+            if k + 1 < len(box):
+                values = values.unfold(-1, rest, abs(strides[i]))
+            else:
+                values = values[..., ::abs(strides[i])]
+        if not box:
+            values = values.squeeze(-1)
+        order += box
+    fixed = [i for i in range(r) if not moving[i]]
+    if fixed:
+        values = values[(..., *[None] * len(fixed))].expand(
+            *values.shape, *[sizes[i] for i in fixed])
+    order += fixed
+    values = values.permute(*range(lead), *(lead + order.index(i) for i in range(r)))
+    if flips:
+        values = values.flip([lead + i for i in flips])
     return values, live
 
 
 def affine_write(source, rows, sizes):
     """Scatter ``out[..., c(d)] = source[..., d]`` where ``d`` ranges over the trailing dims of
     `source` the rows' strides name (none for a nullary write), into new trailing dims of
-    `sizes`. Unwritten positions give 0 and ``live`` False; writes outside are dropped."""
+    `sizes`. Unwritten positions give 0 and ``live`` False; writes outside are dropped (sent to
+    a spare slot, so every shape is static)."""
     r = len(rows[0][0]) if rows else 0
     box = tuple(source.shape[source.dim() - r:])
     targets = _positions(rows, box, source.device)
@@ -89,13 +109,11 @@ def affine_write(source, rows, sizes):
     for c, n in zip(targets, sizes):
         ok = ok & (c >= 0) & (c < n)
         flat = flat * n + c
-    ok, flat = ok.expand(box).reshape(-1), flat.expand(box).reshape(-1)
     total = 1
     for n in sizes:
         total *= n
+    index = torch.where(ok, flat, total).expand(box).reshape(-1)  # writes outside: a spare slot
     lead = source.shape[:source.dim() - r]
-    written = source.reshape(*lead, -1)[..., ok]
-    values = source.new_zeros(*lead, total).index_copy(-1, flat[ok], written)
-    live = torch.zeros(total, dtype=torch.bool, device=source.device)
-    live[flat[ok]] = True
-    return values.reshape(*lead, *sizes), live.reshape(sizes)
+    values = source.new_zeros(*lead, total + 1).index_copy(-1, index, source.reshape(*lead, -1))
+    live = torch.zeros(total + 1, dtype=torch.bool, device=source.device).index_fill(0, index, True)
+    return values[..., :total].reshape(*lead, *sizes), live[:total].reshape(sizes)
