@@ -24,6 +24,10 @@ from .errors import SpecError
 from .morphisms import Block, Broadcasted, Morphism, Truncated
 from .operators import BlockOperator, Embedding, FixedArray, Linear, Normalize, ParaBlockOperator
 
+MAX_REPETITION = 65536
+"""Most iterations of one repeated block: parameters are kept per iteration (``title@i``), so
+ncdc unrolls repetitions; a larger count is refused (``spec.checks_sizes``) before any work."""
+
 ROLE_SUFFIX = {"weight": "weight", "bias": "bias", "gain": "gain", "shift": "shift",
                "table": "table", "fixed": "value"}
 
@@ -62,6 +66,13 @@ def param_roles(b: Broadcasted) -> list[tuple[str, tuple, tuple, Datatype, bool]
     """(role, shape, axis labels, datatype, learned) for each array ``b``'s operator needs."""
     op = b.operator
     out = []
+    if isinstance(op, (Linear, Normalize, Embedding, FixedArray)):
+        need_in = not isinstance(op, (FixedArray, Linear))
+        need_out = not isinstance(op, Normalize)
+        if (need_in and not b.input_weaves) or (need_out and not b.output_weaves):
+            raise SpecError(f"a {type(op).__name__} needs an input and an output weave "
+                            f"(has {len(b.input_weaves)} and {len(b.output_weaves)})",
+                            b.path, node_type=type(op).__name__)
     if isinstance(op, Linear):
         w_axes = []
         for w in b.input_weaves:
@@ -120,11 +131,17 @@ def param_specs(root: Morphism, env: Env | None = None) -> list[ParamSpec]:
 def repetitions(block: Block, env: Env | None) -> int:
     rep = block.tag.repetition
     if isinstance(rep, sympy.Integer):
-        return int(rep)
-    if env is None:
+        n = int(rep)
+    elif env is None:
         raise SpecError(f"block {block.title!r} repeats a symbolic number of times "
                         f"({sympy.sstr(rep)}); bind it first", block.path)
-    return env.size(rep)
+    else:
+        n = env.size(rep)
+    if n > MAX_REPETITION:
+        raise SpecError(f"block {block.title!r} repeats {n} times, beyond {MAX_REPETITION}: "
+                        "ncdc keeps parameters per iteration and unrolls repetitions",
+                        block.path, node_type="Block")
+    return n
 
 
 def block_segments(children: list[Morphism]) -> dict[int, str]:

@@ -72,11 +72,13 @@ class Spec:
         return f"<Spec {os.path.basename(self.source)} ({kind}, {len(self.blocks())} blocks)>"
 
 
-def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
-    """Load a spec. ``path=None`` loads the bundled spec (salvaged, since it is truncated)."""
+def load(path: str | os.PathLike | None = None, salvage: bool = False,
+         max_bytes: int | None = None) -> Spec:
+    """Load a spec. ``path=None`` loads the bundled spec (salvaged, since it is truncated).
+    A file larger than ``max_bytes`` (default 256 MiB) is refused before it is read."""
     if path is None:
         return Spec(load_path(bundled_spec_path(), salvage=True))
-    return Spec(load_path(path, salvage=salvage))
+    return Spec(load_path(path, salvage=salvage, max_bytes=max_bytes))
 
 
 def interpret(block, **kwargs):

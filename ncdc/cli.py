@@ -6,7 +6,7 @@ import argparse
 import importlib
 import sys
 
-from ncdc.ir.errors import SpecError, SpecFormatError
+from ncdc.ir.errors import SpecError, SpecFormatError, UsageError
 
 COMMANDS = ("validate", "show", "blocks", "params", "graph", "eval", "compile", "check")
 
@@ -32,14 +32,24 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(["check"] + (argv or []))
     try:
         return int(args.run(args) or 0)
-    except SpecFormatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (SpecFormatError, UsageError) as exc:
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
         return 2
     except SpecError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except MemoryError as exc:  # numpy's _ArrayMemoryError included
+        print(f"error: out of memory: {_one_line(exc) or 'an allocation failed'} (use a "
+              "smaller preset or fewer tokens)", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
+
+
+def _one_line(exc) -> str:
+    """An error message on one line, lone surrogates escaped so printing never fails."""
+    text = " ".join(str(exc).split())
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 if __name__ == "__main__":

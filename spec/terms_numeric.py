@@ -4,7 +4,14 @@ from __future__ import annotations
 import sympy
 from ncdc.ir.errors import SpecDecodeError
 from ncdc.ir.names import Name
-from ncdc.ir.numeric import FREE_INPUT, FreeNumeric, IsPositive, Sigmoid
+from ncdc.ir.numeric import (
+    FREE_INPUT,
+    MAX_BITS,
+    FreeNumeric,
+    IsPositive,
+    Sigmoid,
+    power_bits,
+)
 
 from .builder import decoder
 
@@ -77,6 +84,10 @@ def integer(b, obj, path):
         v = b.raw(obj, "_value", path, int)  # raises, naming the field
     hit = _INTEGERS.get(v)
     if hit is None:
+        if v.bit_length() > MAX_BITS:
+            raise SpecDecodeError(f"integer literal of about {v.bit_length() * 3 // 10} digits "
+                                  f"is too large (at most {MAX_BITS} bits)", f"{path}._value",
+                                  node_type="Integer", field_name="_value")
         hit = sympy.Integer(v)
         if len(_INTEGERS) < 4096:
             _INTEGERS[v] = hit
@@ -104,12 +115,18 @@ def addition(b, obj, path):
 
 @decoder("Multiplication")
 def multiplication(b, obj, path):
-    return sympy.Mul(*_parts(b, obj, path))
+    parts = _parts(b, obj, path)
+    bits = sum(abs(int(p)).bit_length() for p in parts if isinstance(p, sympy.Integer))
+    return sympy.Mul(*parts, evaluate=bits <= MAX_BITS)
 
 
 @decoder("Power")
 def power(b, obj, path):
-    return sympy.Pow(_num(b, obj, "base", path), _num(b, obj, "exponent", path))
+    """A power; a numeric one whose exact value would be huge (``3**(2**63)``) is kept
+    unevaluated, so decoding stays cheap and binding reports it (see ``ir.env``)."""
+    base, exponent = _num(b, obj, "base", path), _num(b, obj, "exponent", path)
+    bits = power_bits(base, exponent)
+    return sympy.Pow(base, exponent, evaluate=bits is None or bits <= MAX_BITS)
 
 
 @decoder("FreeInput")

@@ -14,7 +14,7 @@ from ncdc.spec.summary import salvage_summary
 from ncdc.spec.validate import counts, counts_by_code
 
 from ..api import load
-from .common import add_size_args, add_spec_args, emit_json, parse_assignments
+from .common import add_size_args, add_spec_args, check_paths, emit_json, parse_assignments
 
 
 def add_parser(sub) -> None:
@@ -64,8 +64,10 @@ def _unreadable(args, source: str, exc: SpecError) -> int:
 
 def run(args) -> int:
     source = args.spec or "(bundled spec)"
+    check_paths(args)
     try:
-        spec = load(args.spec, salvage=args.salvage or args.spec is None)
+        spec = load(args.spec, salvage=args.salvage or args.spec is None,
+                    max_bytes=args.max_spec_bytes)
     except SpecFormatError as exc:
         return _unreadable(args, source, exc)
     except SpecError as exc:
