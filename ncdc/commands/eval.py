@@ -11,7 +11,7 @@ import sys
 import time
 
 import numpy as np
-from ncdc.ir.errors import EvaluationError
+from ncdc.ir.errors import EvaluationError, UsageError
 
 from .common import add_size_args, add_spec_args, bind_from_args, emit_json, load_spec
 
@@ -43,19 +43,51 @@ def add_parser(subparsers) -> None:
                    help="write outputs (out0, live0, ...) and the final tape (tape/<label>)")
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (instead of warning) when a --params/--inputs/--tape file has "
+                        "unused keys, NaN or infinite values, or metadata (spec, binding, "
+                        "quant mode, version) that differs from this run")
     p.set_defaults(run=run)
 
 
 def _read_npz(path) -> dict:
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (OSError, ValueError) as exc:
-        raise EvaluationError(f"cannot read {path!r}: {exc}") from None
+    from ncdc.interpreter.weights import read_npz
+
+    return read_npz(path)
 
 
-def _inputs(path, n: int) -> list:
-    data = _read_npz(path)
+def _warn(args, path, problems) -> None:
+    """File problems: warnings on stderr, or an error under --strict."""
+    if not problems:
+        return
+    if args.strict:
+        raise EvaluationError(f"{path}: {problems[0]}" + (
+            f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + " (--strict)")
+    for p in problems:
+        print(f"warning: {path}: {p}", file=sys.stderr)
+
+
+def _metadata(spec, binding, quant) -> dict:
+    import hashlib
+
+    import ncdc
+    from ncdc.interpreter.weights import file_metadata
+    from ncdc.spec.checks_binding import size_key
+
+    with open(spec.source, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    syms = list(binding.env.values)
+    values = {size_key(s, syms): str(v) for s, v in sorted(binding.env.values.items(),
+                                                             key=lambda kv: kv[0].uid)}
+    return file_metadata(digest, values, quant, ncdc.__version__)
+
+
+def _input_keys(n: int) -> set:
+    return {f"{p}{k}" for k in range(n) for p in ("in", "arr_", "live")}
+
+
+def _inputs(path, n: int, data=None) -> list:
+    data = _read_npz(path) if data is None else data
     out = []
     for k in range(n):
         for name in (f"in{k}", f"arr_{k}"):
@@ -91,11 +123,13 @@ def _fmt(x) -> str:
 
 
 def run(args) -> int:
-    from ncdc.interpreter.weights import load_params, save_params
+    from ncdc.interpreter.weights import audit, load_params, save_params
 
     from ncdc import interpreter
 
     spec = load_spec(args)
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: a seed is a whole number from 0")
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env
     if args.block:
@@ -106,17 +140,30 @@ def run(args) -> int:
         where = "the whole model" if morphism is spec.data else \
             f"the complete leading part of the model ({len(morphism.content)} items)"
     params = load_params(args.params) if args.params else None
+    meta = _metadata(spec, binding, args.quant) if args.params or args.save_params else None
+    if params is not None:
+        from ncdc.interpreter.weights import compare_metadata
+
+        _warn(args, args.params, compare_metadata(params.metadata, meta))
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
                                  stand_in=args.stand_in, seed=args.seed)
+    if params is not None:
+        _warn(args, args.params, audit(params, run_.params))
     if args.save_params:
-        save_params(run_.params, args.save_params)
+        from ncdc.interpreter.weights import storage_of
+
+        storage = {p.key: storage_of(p.datatype) for p in run_.param_specs}
+        save_params(run_.params, args.save_params, storage, meta)
     if args.inputs:
-        inputs = _inputs(args.inputs, len(run_.dom))
+        data = _read_npz(args.inputs)
+        _warn(args, args.inputs, audit(data, _input_keys(len(run_.dom))))
+        inputs = _inputs(args.inputs, len(run_.dom), data)
     else:
         inputs = interpreter.random_inputs(morphism, env, args.seed)
     tape = interpreter.random_tape(morphism, env, args.seed)
     if args.tape:
         given = _read_npz(args.tape)
+        _warn(args, args.tape, audit(given, given))
         tape = {int(k) if k.isdigit() else k: v for k, v in given.items()}
     rms = []
 
