@@ -103,7 +103,7 @@ def read_npz(path, budget: int | None = None) -> Loaded:
         plan, total = [], 0
         for info in zf.infolist():
             name = info.filename
-            key = name[:-4] if name.endswith(".npy") else name
+            key = name.removesuffix(".npy")
             if not name.endswith(".npy"):
                 raise _fail(path, key, "an npz member must be an .npy array")
             if key in arrays or any(k == key for k, *_ in plan):
@@ -111,7 +111,7 @@ def read_npz(path, budget: int | None = None) -> Loaded:
             try:
                 with zf.open(info) as fh:
                     version = np.lib.format.read_magic(fh)
-                    shape, fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
+                    shape, _fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
                                              if version == (1, 0) else
                                              np.lib.format.read_array_header_2_0(fh))
                     header = fh.tell()

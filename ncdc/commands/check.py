@@ -54,7 +54,10 @@ def _fmt(x: float) -> str:
 
 def run(args) -> int:
     from ncdc.codegen.check import ModuleCache, check_morphism
+    from ncdc.ir.errors import UsageError
 
+    if args.seeds < 1:
+        raise UsageError(f"--seeds {args.seeds}: at least one draw per block")
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     todo = targets(spec, args)

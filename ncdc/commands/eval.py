@@ -70,9 +70,10 @@ def _warn(args, path, problems) -> None:
 def _metadata(spec, binding, quant) -> dict:
     import hashlib
 
-    import ncdc
     from ncdc.interpreter.weights import file_metadata
     from ncdc.spec.checks_binding import size_key
+
+    import ncdc
 
     with open(spec.source, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()
