@@ -197,12 +197,23 @@ def _text(doc, rng: random.Random) -> str:
     return text
 
 
-def _size_flags(rng: random.Random) -> list[str]:
+def _labels(doc) -> list[str]:
     out = []
-    for _ in range(rng.randrange(0, 3)):
-        name = rng.choice(["k", "h", "q", "x", "m", "v", "b", "zz", "id:1", "T_1"])
-        val = rng.choice(["0", "1", "2", "3", "-1", "nan", "inf", "1e400", "2.5", "1e12",
-                          str(2**63), str(2**64), "x", "9" * 5000, "4.0", " 3"])
+    for v in (doc.get("uid_repository") or {}).values():
+        try:
+            if v["__type__"] == "FreeNumeric":
+                out.append(v["uid"]["_name"]["body"])
+        except (KeyError, TypeError):
+            pass
+    return out or ["k"]
+
+
+def _size_flags(rng: random.Random, labels: list[str]) -> list[str]:
+    out = []
+    for _ in range(rng.choice([0, 0, 0, 1, 1, 2])):
+        name = rng.choice(labels) if rng.random() < 0.9 else rng.choice(["zz", "id:1", ""])
+        val = rng.choice(["0", "1", "2", "3", "2", "3", "5", "-1", "nan", "inf", "1e400",
+                          "2.5", "1e12", str(2**63), str(2**64), "x", "9" * 5000, "4.0"])
         out += ["--size", f"{name}={val}"]
     return out
 
@@ -288,8 +299,8 @@ def make_case(n: int, tmp: Path, docs: dict) -> tuple[list[str], str]:
     if cmd == "graph":
         argv += ["-o", str(tmp / rng.choice(["g.dot", "g.graphml", "g.txt", "nodir/g.dot"]))]
     if cmd in ("eval", "compile", "check", "show", "params", "validate"):
-        argv += _size_flags(rng)
-        if rng.random() < 0.3:
+        argv += _size_flags(rng, _labels(doc))
+        if rng.random() < 0.15:
             argv += ["--preset", rng.choice(["tiny", "released", "medium", "nope"])]
     if cmd == "eval":
         if kind >= 0.70 and rng.random() < 0.6:
@@ -366,10 +377,12 @@ def run_case(n: int, docs: dict, verbose: bool = False) -> dict:
             signal.setitimer(signal.ITIMER_PROF, 0)
         res["cpu"] = time.process_time() - t0
         text = out.getvalue() + err.getvalue()
+        res["first_error"] = next((ln[:70] for ln in err.getvalue().splitlines()
+                                   if ln.startswith("error")), "")
         if res["kind"] == "ok":
             if "out of memory" in text:
-                res["kind"] = "memory"
-                res["site"] = "caught at the CLI boundary"
+                res["kind"] = "refused-allocation"
+                res["site"] = "MemoryError caught at the CLI boundary"
             elif "internal-error" in text or "Traceback" in text:
                 res["kind"] = "untyped"
                 res["type"] = "internal-error" if "internal-error" in text else "traceback"
@@ -492,16 +505,29 @@ def report(results: list[dict], took: float) -> int:
     for r in [r for r in results if r["kind"] == "memory"][:10]:
         print(f"  case {r['case']}: {r.get('site')} {r.get('what', '')[:120]}")
     print(f"worker crashes: {kinds['crash']}")
+    print(f"allocations numpy refused (MemoryError caught at the CLI boundary, one line, exit "
+          f"1; nothing allocated): {kinds['refused-allocation']}")
+    for r in [r for r in results if r["kind"] == "refused-allocation"][:5]:
+        print(f"  case {r['case']}: {' '.join(a[:40] for a in r.get('argv', [])[2:])} "
+              f"{r.get('what', '')[:100]}")
     per = collections.defaultdict(list)
     for r in results:
         if r.get("argv"):
             per[r["argv"][0]].append(r.get("cpu", 0.0))
     print("CPU per case by command (mean s): " + ", ".join(
         f"{k} {sum(v) / len(v):.2f} ({len(v)})" for k, v in sorted(per.items())))
+    if os.environ.get("NCDC_FUZZ_REASONS"):
+        import re
+
+        why = collections.Counter(re.sub(r"'[^']*'|\d+", "_", r.get("first_error", ""))[:50]
+                                  for r in results if r["kind"] == "ok")
+        for k, v in why.most_common(15):
+            print(f"  {v:5d} {k}")
     rcs = collections.Counter(r.get("rc") for r in results if r["kind"] == "ok")
     print("exit statuses of the typed runs: " + ", ".join(f"{k}: {v}" for k, v in
                                                             sorted(rcs.items(), key=str)))
-    return 0 if len(results) == kinds["ok"] and not slow else 1
+    bad = kinds["untyped"] + kinds["hang"] + kinds["memory"] + kinds["crash"] + len(slow)
+    return 1 if bad else 0
 
 
 def main(argv=None) -> int:

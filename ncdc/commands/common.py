@@ -88,6 +88,7 @@ def _ext_ok(path: str, flag: str, exts) -> None:
 def input_path(path, flag: str, exts=None) -> None:
     """``path`` is an existing, readable file (a regular file or a stream such as a pipe)."""
     path = os.fspath(path)
+    _ext_ok(path, flag, exts)
     try:
         st = os.stat(path)
     except (OSError, ValueError) as exc:
@@ -97,7 +98,6 @@ def input_path(path, flag: str, exts=None) -> None:
         raise UsageError(f"{flag} {path!r} is a directory, not a file")
     if not os.access(path, os.R_OK):
         raise UsageError(f"{flag} {path!r}: permission denied")
-    _ext_ok(path, flag, exts)
 
 
 def output_path(path, flag: str, exts=None) -> None:
