@@ -399,9 +399,10 @@ def run_case(n: int, docs: dict, verbose: bool = False) -> dict:
 def _worker(conn, docs_paths):
     docs = {p: json.loads(Path(p).read_text(encoding="utf-8")) for p in docs_paths}
     docs = {Path(p): v for p, v in docs.items()}
-    import ncdc.cli  # noqa: F401 - warm imports before fixing the memory limit
     import numpy  # noqa: F401
     import torch  # noqa: F401
+
+    import ncdc.cli  # noqa: F401 - warm imports before fixing the memory limit
 
     with open("/proc/self/statm") as fh:
         vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")

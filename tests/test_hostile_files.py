@@ -13,7 +13,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from conftest import ATTENTION_CORE, TRANSFORMER
-from ncdc.cli import main
 from ncdc.interpreter.weights import (
     METADATA_KEY,
     compare_metadata,
@@ -24,6 +23,8 @@ from ncdc.interpreter.weights import (
 )
 from ncdc.ir.errors import EvaluationError, SpecFormatError
 from ncdc.spec.loader import load_text, read_text
+
+from ncdc.cli import main
 
 SIZES = ["--size", "k=2", "--size", "h=2", "--size", "q=3", "--size", "x=4"]
 
@@ -259,7 +260,7 @@ def test_nan_and_extra_keys_warn_or_fail_under_strict(capsys, tmp_path):
     p = tmp_path / "p.npz"
     rc, _, _ = _run(capsys, "eval", TRANSFORMER, "--save-params", p)
     arrays = dict(load_params(p))
-    key = sorted(arrays)[0]
+    key = min(arrays)
     arrays[key] = np.full_like(arrays[key], np.nan, dtype=np.float64)
     arrays["not/a/param.weight"] = np.zeros(2)
     q = tmp_path / "q.npz"
@@ -279,8 +280,9 @@ def test_nan_and_extra_keys_warn_or_fail_under_strict(capsys, tmp_path):
 
 def test_generated_loader_refuses_what_the_interpreter_refuses(transformer):
     import torch
-    from ncdc import interpreter
     from ncdc.codegen import compile_torch, load_interpreter_params
+
+    from ncdc import interpreter
 
     env = transformer.bind("tiny").env
     block = transformer.block("Embedding")

@@ -9,7 +9,6 @@ import time
 import pytest
 import sympy
 from conftest import ATTENTION_CORE, TRANSFORMER
-from ncdc.cli import main
 from ncdc.ir.env import Env
 from ncdc.ir.errors import BindingError, SpecDecodeError, SpecError, UsageError
 from ncdc.ir.numeric import INT64_MAX, FreeNumeric, TooLarge, bounded
@@ -17,6 +16,7 @@ from ncdc.spec.loader import load_text
 from ncdc.spec.validate import validate
 
 import ncdc
+from ncdc.cli import main
 
 SIZES = ["--size", "k=2", "--size", "h=2", "--size", "q=3", "--size", "x=4"]
 
@@ -145,7 +145,7 @@ def test_arrays_beyond_int64_elements_are_refused(capsys, tmp_path):
 
 @pytest.mark.parametrize("value", ["nan", "inf", "1e400", "-1", "2.5", str(2**63), "x"])
 def test_hostile_size_flags_exit_2_in_one_line(capsys, value):
-    rc, out, err = _run(capsys, "eval", str(ATTENTION_CORE), "--size", f"k={value}")
+    rc, _, err = _run(capsys, "eval", str(ATTENTION_CORE), "--size", f"k={value}")
     assert rc == 2 and "--size" in err and len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
 
