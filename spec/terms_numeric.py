@@ -188,7 +188,10 @@ def _minmax(fn, args):
     key = (fn, tuple(sympy.sympify(a) for a in args))
     hit = _MINMAX.get(key)
     if hit is None:
-        hit = fn(*key[1])
+        try:
+            hit = fn(*key[1])
+        except (ValueError, TypeError):  # arguments sympy cannot order (zoo, I): kept as
+            hit = fn(*key[1], evaluate=False)  # written; evaluating them is refused later
         if len(_MINMAX) < 1024:
             _MINMAX[key] = hit
     return hit
