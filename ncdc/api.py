@@ -62,10 +62,12 @@ class Spec:
              constants: Mapping[str, object] | None = None) -> Binding:
         return bind(self.doc.symbols.values(), preset, sizes, constants)
 
-    def params(self, root: Morphism | None = None, binding: Binding | None = None
-               ) -> list[ParamSpec]:
+    def params(self, root: Morphism | None = None, binding: Binding | None = None,
+               collapse: int | None = None) -> list[ParamSpec]:
+        """Parameter occurrences; blocks repeating more than ``collapse`` times are listed
+        once with a ``count`` (see :func:`ir.params.param_specs`)."""
         return param_specs(root if root is not None else self.doc.data,
-                           binding.env if binding is not None else None)
+                           binding.env if binding is not None else None, collapse)
 
     def __repr__(self):
         kind = "salvaged" if self.doc.salvage is not None else "complete"

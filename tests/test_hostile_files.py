@@ -49,10 +49,10 @@ def test_spec_size_cap_and_streams(tmp_path, capsys):
     rc, _, err = _run(capsys, "validate", TRANSFORMER, "--max-spec-bytes", "1000")
     assert rc == 2 and "--max-spec-bytes" in err
     if os.path.exists("/dev/zero"):
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         rc, _, err = _run(capsys, "validate", "/dev/zero")
         assert rc == 2 and "NUL byte at offset 0" in err
-        assert time.perf_counter() - t0 < 2.0
+        assert time.process_time() - t0 < 2.0
     utf16 = tmp_path / "u16.json"
     utf16.write_bytes(ATTENTION_CORE.read_text(encoding="utf-8").encode("utf-16"))
     with pytest.raises(SpecFormatError, match="NUL byte"):
@@ -120,10 +120,10 @@ def test_npz_member_shapes_are_checked_before_decompressing(tmp_path):
         # declares 10^12 float64 (8 TB) but holds 8 MiB of zeros, compressed to a few KiB
         zf.writestr("in0.npy", _npy((10**6, 10**6), payload=bytes(8 << 20)))
     assert bomb.stat().st_size < 100_000
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(EvaluationError, match=r"key 'in0'.*declares shape \(1000000, 1000000\)"):
         read_npz(bomb)
-    assert time.perf_counter() - t0 < 2.0
+    assert time.process_time() - t0 < 2.0
     # an honest member whose decoded size exceeds the budget is refused before reading it
     big = tmp_path / "big.npz"
     np.savez_compressed(big, w=np.zeros(1 << 20))

@@ -56,14 +56,14 @@ def _run(capsys, *argv):
 
 def test_bounded_evaluation_refuses_huge_powers_quickly():
     d = FreeNumeric(1)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(TooLarge):
         bounded(2**d, {d: sympy.Integer(10**30)})
     with pytest.raises(TooLarge):
         bounded(sympy.Pow(3, 2**63, evaluate=False))
     with pytest.raises(BindingError, match="too large"):
         Env({d: 10**30}).size(2**d)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
     # small powers are exact
     assert bounded(2**d, {d: sympy.Integer(62)}) == 2**62
     assert Env({d: 62}).size(2**d + 1) == 2**62 + 1
@@ -83,9 +83,9 @@ def test_env_refuses_what_is_not_a_finite_int64_integer():
 
 
 def test_decoding_a_huge_power_is_cheap_and_a_long_literal_is_typed():
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     doc = load_text(_with_size({"__type__": "Power", "base": _I(3), "exponent": _I(2**63)}))
-    assert time.perf_counter() - t0 < 2.0
+    assert time.process_time() - t0 < 2.0
     diags = [d for d in validate(doc) if d.code == "size-invalid"]
     assert diags and "too large" in diags[0].message
     with pytest.raises(SpecDecodeError, match="too large") as info:
@@ -172,14 +172,16 @@ def _with_repetition(rep, path=ATTENTION_CORE) -> str:
 
 
 def test_a_repetition_of_10_12_answers_symbolically_in_time(capsys, tmp_path):
+    import torch  # noqa: F401 - imported once here, not timed as part of `compile`
+
     path = _write(tmp_path, _with_repetition(_I(10**12)))
     for argv in (["show", path], ["validate", path], ["graph", path, "-o",
                                                        str(tmp_path / "g.dot")],
                  ["params", path], ["eval", path, *SIZES], ["compile", path, *SIZES]):
-        t0 = time.perf_counter()
+        t0 = time.process_time()  # CPU time: the machine may be shared
         rc, out, err = _run(capsys, *argv)
-        took = time.perf_counter() - t0
-        assert took < 5.0, (argv[0], took)  # typically well under a second
+        took = time.process_time() - t0
+        assert took < 3.0, (argv[0], took)  # typically well under a second
         assert "Traceback" not in out + err
     rc, out, _ = _run(capsys, "show", path)
     assert rc == 0 and "×1000000000000" in out
@@ -250,3 +252,27 @@ def test_param_roles_refuses_missing_weaves_with_a_spec_error(transformer):
     broken = dataclasses.replace(b, output_weaves=())
     with pytest.raises(SpecError, match="needs an input and an output weave"):
         param_roles(broken)
+
+
+def test_params_of_a_huge_repetition_are_listed_once_with_their_count(capsys, tmp_path):
+    rc, out, _ = _run(capsys, "params", TRANSFORMER, "--preset", "tiny", "--json")
+    rows = json.loads(out)["params"]
+    layer = [r for r in rows if r["key"].startswith("Transformer Layer@")]
+    per_layer = sum(r["elements"] for r in layer) // 6
+    rest = sum(r["elements"] for r in rows) - 6 * per_layer
+    assert {r["key"].split("/")[0] for r in layer} == {f"Transformer Layer@{i}"
+                                                       for i in range(6)}
+    doc = _doc(TRANSFORMER)
+    for v in doc["uid_repository"].values():
+        if v["__type__"] == "BlockTag" and v["repetition"].get("_value", 1) == 6:
+            v["repetition"] = _I(10**12)
+    path = _write(tmp_path, json.dumps(doc))
+    t0 = time.process_time()
+    rc, out, _ = _run(capsys, "params", path, "--preset", "tiny", "--json")
+    assert rc == 0 and time.process_time() - t0 < 3.0
+    got = json.loads(out)
+    keys = [r["key"] for r in got["params"] if r["key"].startswith("Transformer Layer")]
+    assert keys and all(k.startswith("Transformer Layer@i/") for k in keys)
+    assert all(r.get("count") == "1000000000000" for r in got["params"]
+               if r["key"] in keys)
+    assert got["totals"]["learned"]["elements"] == per_layer * 10**12 + rest

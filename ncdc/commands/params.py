@@ -1,7 +1,8 @@
 """``ncdc params``: every array the spec needs but does not hold — learned parameters and
 fixed arrays — per occurrence (keys of FORMAT.md §13.2, see :mod:`ir.params`): key, shape,
 element count, learned or fixed; totals at the end. Sizes come from ``--preset`` (default
-``released``) and ``--size``; a count that depends on an unbound size stays symbolic."""
+``released``) and ``--size``; a count that depends on an unbound size stays symbolic. A block
+repeated more than 64 times is listed once (keys ``title@i``, ``×N``), its counts multiplied."""
 from __future__ import annotations
 
 import sympy
@@ -41,19 +42,24 @@ def run(args) -> int:
     root = spec.site(args.block).node if args.block else spec.data
     rows = []
     totals = {"learned": [0, sympy.Integer(0)], "fixed": [0, sympy.Integer(0)]}
-    for p in spec.params(root, binding):
-        n, text = _count(p.shape, env)
+    for p in spec.params(root, binding, collapse=64):
+        reps = () if p.count == 1 else (sympy.sympify(p.count),)
+        n, text = _count(tuple(p.shape) + reps, env)
         kind = "learned" if p.learned else "fixed"
         rows.append({"key": p.key, "role": p.role, "kind": kind,
                      "shape": [_dim(lab, s, env) for lab, s in zip(p.axis_labels, p.shape)],
                      "elements": n if n is not None else text, "datatype": str(p.datatype),
                      "json_path": p.json_path})
-        totals[kind][0] += 1
-        totals[kind][1] += sympy.Mul(*p.shape) if p.shape else sympy.Integer(1)
+        if reps:
+            rows[-1]["count"] = size_text(reps[0], env)
+        totals[kind][0] += reps[0] if reps else 1
+        totals[kind][1] += sympy.Mul(*p.shape, *reps)
     summary = {}
     for kind, (count, expr) in totals.items():
         n, text = _count((expr,), env)
-        summary[kind] = {"arrays": count, "elements": n if n is not None else text}
+        c, ctext = _count((sympy.sympify(count),), env)
+        summary[kind] = {"arrays": c if c is not None else ctext,
+                         "elements": n if n is not None else text}
     if any(not isinstance(v["elements"], int) for v in summary.values()) and not args.json:
         note_unbound(spec, binding, preset, "element counts")
     if args.json:
@@ -68,7 +74,8 @@ def run(args) -> int:
     for r in rows:
         shape = "[" + ", ".join(r["shape"]) + "]"
         el = f"{r['elements']:,}" if isinstance(r["elements"], int) else r["elements"]
-        print(f"{r['key']:<{kw}}  {shape:<{sw}}  {el:>15}  {r['kind']}")
+        times = f" (x{r['count']})" if "count" in r else ""
+        print(f"{r['key']:<{kw}}  {shape:<{sw}}  {el:>15}  {r['kind']}{times}")
     for kind, t in summary.items():
         el = f"{t['elements']:,}" if isinstance(t["elements"], int) else t["elements"]
         print(f"total {kind}: {t['arrays']} arrays, {el} elements")
