@@ -363,6 +363,8 @@ def run_case(n: int, docs: dict, verbose: bool = False) -> dict:
         except Hang:
             res["kind"] = "hang"
             res["site"] = _site(sys.exc_info()[2])
+            res["stack"] = [f"{os.path.basename(f.filename)}:{f.lineno} {f.name}"
+                            for f in traceback.extract_tb(sys.exc_info()[2])][-12:]
         except SystemExit as exc:
             res["rc"] = exc.code
         except MemoryError:
@@ -540,6 +542,7 @@ def main(argv=None) -> int:
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args(argv)
     if args.case is not None:
+        signal.signal(signal.SIGPROF, _on_timer)
         docs = {p: json.loads(p.read_text(encoding="utf-8")) for p in SPECS}
         print(json.dumps(run_case(args.case, docs, verbose=True), default=str)[:2000])
         return 0

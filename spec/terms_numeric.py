@@ -1,6 +1,8 @@
 """Decoders for names, uids and numerics (sizes, constants, formulas)."""
 from __future__ import annotations
 
+import functools
+
 import sympy
 from ncdc.ir.errors import SpecDecodeError
 from ncdc.ir.names import Name
@@ -108,25 +110,48 @@ def _parts(b, obj, path):
     return parts
 
 
+@functools.lru_cache(maxsize=65536)
+def _huge(e) -> bool:
+    """Whether ``e`` holds an exact number past ``MAX_BITS`` bits, kept unevaluated (a power
+    like ``3**(2**63)``, a product of long literals): sympy would compute it on contact."""
+    if isinstance(e, sympy.Pow) and (power_bits(e.base, e.exp) or 0) > MAX_BITS:
+        return True
+    if isinstance(e, sympy.Mul) and sum(abs(int(a)).bit_length() for a in e.args
+                                        if isinstance(a, sympy.Integer)) > MAX_BITS:
+        return True
+    return any(_huge(a) for a in e.args)
+
+
+def _build(fn, *args):
+    """``fn(*args)``, or left unevaluated when evaluating would build a huge number (a huge
+    power, a product of long literals, or anything applied to such a value). Evaluating it
+    later is refused by :func:`ir.numeric.bounded` (a typed error), never a hang."""
+    args = tuple(sympy.sympify(a) for a in args)
+    if any(_huge(a) for a in args):
+        return fn(*args, evaluate=False)
+    if fn is sympy.Pow and (power_bits(*args) or 0) > MAX_BITS:
+        return fn(*args, evaluate=False)
+    if fn is sympy.Mul and sum(abs(int(a)).bit_length() for a in args
+                               if isinstance(a, sympy.Integer)) > MAX_BITS:
+        return fn(*args, evaluate=False)
+    return fn(*args)
+
+
 @decoder("Addition")
 def addition(b, obj, path):
-    return sympy.Add(*_parts(b, obj, path))
+    return _build(sympy.Add, *_parts(b, obj, path))
 
 
 @decoder("Multiplication")
 def multiplication(b, obj, path):
-    parts = _parts(b, obj, path)
-    bits = sum(abs(int(p)).bit_length() for p in parts if isinstance(p, sympy.Integer))
-    return sympy.Mul(*parts, evaluate=bits <= MAX_BITS)
+    return _build(sympy.Mul, *_parts(b, obj, path))
 
 
 @decoder("Power")
 def power(b, obj, path):
     """A power; a numeric one whose exact value would be huge (``3**(2**63)``) is kept
     unevaluated, so decoding stays cheap and binding reports it (see ``ir.env``)."""
-    base, exponent = _num(b, obj, "base", path), _num(b, obj, "exponent", path)
-    bits = power_bits(base, exponent)
-    return sympy.Pow(base, exponent, evaluate=bits is None or bits <= MAX_BITS)
+    return _build(sympy.Pow, _num(b, obj, "base", path), _num(b, obj, "exponent", path))
 
 
 @decoder("FreeInput")
@@ -154,19 +179,21 @@ def logarithm(b, obj, path):
     base = _num(b, obj, "base", path)
     arg = _num(b, obj, "argument", path)
     if base == sympy.E:
-        return sympy.log(arg)
-    return sympy.log(arg) / sympy.log(base)
+        return _build(sympy.log, arg)
+    return _build(sympy.Mul, _build(sympy.log, arg), _build(sympy.Pow, _build(sympy.log, base),
+                                                             -1))
 
 
 def _unary(fn):
     def dec(b, obj, path):
-        return fn(_num(b, obj, "argument", path))
+        return _build(fn, _num(b, obj, "argument", path))
 
     return dec
 
 
 decoder("Sigmoid")(_unary(Sigmoid))
-decoder("SquareRoot")(_unary(sympy.sqrt))
+decoder("SquareRoot")(_unary(lambda a, evaluate=True: sympy.Pow(a, sympy.Rational(1, 2),
+                                                                  evaluate=evaluate)))
 decoder("AbsoluteValue")(_unary(sympy.Abs))
 decoder("Sign")(_unary(sympy.sign))
 decoder("IsPositive")(_unary(IsPositive))
@@ -197,7 +224,8 @@ def _minmax(fn, args):
     return hit
 
 
-decoder("RectifiedLinear")(_unary(lambda a: _max(a, 0)))
+decoder("RectifiedLinear")(_unary(lambda a, evaluate=True: _max(a, 0) if evaluate else
+                                  sympy.Max(a, 0, evaluate=False)))
 decoder("Conjugate")(_unary(sympy.conjugate))
 
 
@@ -208,9 +236,13 @@ def clamp(b, obj, path):
     hi = _num(b, obj, "upper", path, None)
     lo = sympy.Integer(0) if lo is None else lo
     hi = sympy.Integer(1) if hi is None else hi
-    return _min(_max(arg, lo), hi)
+    return _build(lambda *a, evaluate=True: _min(_max(*a[:2]), a[2]) if evaluate else
+                  sympy.Min(sympy.Max(*a[:2], evaluate=False), a[2], evaluate=False),
+                  arg, lo, hi)
 
 
 @decoder("LargerOf")
 def larger_of(b, obj, path):
-    return _max(_num(b, obj, "first", path), _num(b, obj, "second", path))
+    return _build(lambda *a, evaluate=True: _max(*a) if evaluate else
+                  sympy.Max(*a, evaluate=False),
+                  _num(b, obj, "first", path), _num(b, obj, "second", path))

@@ -276,3 +276,20 @@ def test_params_of_a_huge_repetition_are_listed_once_with_their_count(capsys, tm
     assert all(r.get("count") == "1000000000000" for r in got["params"]
                if r["key"] in keys)
     assert got["totals"]["learned"]["elements"] == per_layer * 10**12 + rest
+
+
+@pytest.mark.parametrize("wrap", [
+    lambda h: {"__type__": "Addition", "content": [h, h, _I(1)]},
+    lambda h: {"__type__": "Multiplication", "content": [h, h]},
+    lambda h: {"__type__": "SquareRoot", "argument": h},
+    lambda h: {"__type__": "Power", "base": h, "exponent": _I(2)},
+    lambda h: {"__type__": "LargerOf", "first": h, "second": _I(3)},
+    lambda h: {"__type__": "Logarithm", "base": _I(2), "argument": h},
+])
+def test_huge_numbers_inside_other_numerics_never_expand(capsys, tmp_path, wrap):
+    huge = {"__type__": "Power", "base": _I(10), "exponent": _I(10**30)}
+    path = _write(tmp_path, _with_repetition(wrap(huge)))
+    t0 = time.process_time()
+    rc, out, _ = _run(capsys, "validate", path)
+    assert time.process_time() - t0 < 3.0
+    assert rc == 1 and "too large" in out
