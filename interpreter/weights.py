@@ -9,11 +9,13 @@ corrupt archive, a malformed header, a declared shape of 10^12 elements, a trunc
 is an :class:`~ir.errors.EvaluationError` naming the file and the key. BF16 and FP8 safetensors
 are decoded with ``ml_dtypes`` (the ground truth for those formats) to float64.
 
-**Writing** keeps each array's storage dtype: an array whose datatype is stored as BF16, FP16,
-FP32, E4M3 or E5M2 (without a block scale) is rounded to that format (nearest even, by
-``ml_dtypes``) and written in it (safetensors: ``BF16``/``F16``/``F32``/``F8_E4M3``/``F8_E5M2``;
-npz, which has no BF16/FP8 dtype: float32, exact for them, with ``ncdc.storage`` naming the
-format in the metadata); block-
+**Writing** keeps each array's storage dtype and never loses a bit: an array whose datatype is
+stored as BF16, FP16, FP32, E4M3 or E5M2 (without a block scale) and whose values that format
+holds exactly (checked with ``ml_dtypes``) is written in it (safetensors: ``BF16``/``F16``/
+``F32``/``F8_E4M3``/``F8_E5M2``; npz, which has no BF16/FP8 dtype: float32, exact for them);
+values it cannot hold (the interpreter's float64 initialisation, say) stay float64, so a saved
+file always reproduces the run. The declared formats are listed in the metadata
+(``ncdc.storage``) either way; block-
 scaled (MX) and other arrays as float64 / int64 / complex128 (safetensors has no complex dtype,
 so a complex array is an error there). A file carries metadata (:func:`file_metadata`): the spec
 hash, the binding, the quant mode and the ncdc version; :func:`compare_metadata` says what differs
@@ -240,12 +242,16 @@ def storage_of(datatype) -> str | None:
 
 
 def _stored(key, v, storage):
+    """``v`` in its storage dtype when that holds it exactly (never loses a bit), else as
+    given; and the safetensors dtype name used (None: numpy's own)."""
     a = np.ascontiguousarray(np.asarray(v))
-    if storage in _ML or storage in ("F16", "F32"):
-        if np.iscomplexobj(a):
-            return a, None
+    if (storage in _ML or storage in ("F16", "F32")) and np.issubdtype(a.dtype, np.floating):
         dt = _ml_dtype(storage) if storage in _ML else np.dtype(_PLAIN[storage])
-        return a.astype(dt), storage
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = a.astype(dt)
+            back = cast.astype(a.dtype)
+        if np.array_equal(back, a, equal_nan=True):
+            return cast, storage
     return a, None
 
 
@@ -257,14 +263,14 @@ def save_params(params: dict, path, storage: dict | None = None,
     ext = _format(path)
     storage = storage or {}
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    if any(storage.values()):
+        meta["ncdc.storage"] = json.dumps({k: v for k, v in storage.items() if v},
+                                          sort_keys=True)
     if ext == ".npz":
         arrays = {}
         for k, v in params.items():
             a, st = _stored(k, v, storage.get(k))
             arrays[k] = a.astype(np.float32) if st in _ML else a  # npy has no BF16/FP8 dtype
-        if storage:
-            meta["ncdc.storage"] = json.dumps({k: v for k, v in storage.items() if v},
-                                              sort_keys=True)
         if METADATA_KEY in arrays:
             raise EvaluationError(f"{METADATA_KEY!r} is reserved for the file's metadata")
         arrays[METADATA_KEY] = np.array(json.dumps(meta, sort_keys=True))

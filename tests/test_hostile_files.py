@@ -207,9 +207,14 @@ def test_lying_safetensors_headers_are_refused(tmp_path, entries, needle):
 
 def test_weights_keep_their_storage_dtype_and_carry_metadata(tmp_path):
     rng = np.random.default_rng(0)
-    params = {"a/w.weight": rng.standard_normal((3, 4)), "b.bias": rng.standard_normal(5),
+    # values the storage formats hold exactly (rounded here with ml_dtypes), and one that not
+    w = rng.standard_normal((3, 4)).astype(ml_dtypes.bfloat16).astype(np.float64)
+    b = rng.standard_normal(5).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+    lossy = rng.standard_normal(3)
+    assert not np.array_equal(lossy.astype(ml_dtypes.bfloat16).astype(np.float64), lossy)
+    params = {"a/w.weight": w, "b.bias": b, "c.weight": lossy,
               "n.table": np.arange(6, dtype=np.int64)}
-    storage = {"a/w.weight": "BF16", "b.bias": "F8_E4M3", "n.table": None}
+    storage = {"a/w.weight": "BF16", "b.bias": "F8_E4M3", "c.weight": "BF16", "n.table": None}
     meta = file_metadata("abc", {"k": "2"}, "exact", "0.2.0")
     p = tmp_path / "w.safetensors"
     save_params(params, p, storage, meta)
@@ -218,28 +223,27 @@ def test_weights_keep_their_storage_dtype_and_carry_metadata(tmp_path):
     header = json.loads(raw[8:8 + n])  # the file's own header, read independently
     assert header["a/w.weight"]["dtype"] == "BF16"
     assert header["b.bias"]["dtype"] == "F8_E4M3"
+    assert header["c.weight"]["dtype"] == "F64"  # BF16 cannot hold it: kept, not rounded
     assert header["n.table"]["dtype"] == "I64"
     assert header["__metadata__"]["ncdc.spec_sha256"] == "abc"
+    declared = {"a/w.weight": "BF16", "b.bias": "F8_E4M3", "c.weight": "BF16"}
+    assert json.loads(header["__metadata__"]["ncdc.storage"]) == declared
     back = load_params(p)
-    want_w = params["a/w.weight"].astype(ml_dtypes.bfloat16).astype(np.float64)
-    want_b = params["b.bias"].astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
-    assert np.array_equal(back["a/w.weight"], want_w)
-    assert np.array_equal(back["b.bias"], want_b)
-    assert np.array_equal(back["n.table"], params["n.table"])
-    assert back.metadata == meta
+    for k, v in params.items():  # lossless round trip
+        assert np.array_equal(back[k], v) and back[k].dtype.kind == v.dtype.kind
+    assert {k: v for k, v in back.metadata.items() if k != "ncdc.storage"} == meta
     assert compare_metadata(back.metadata, meta) == []
     other = file_metadata("abc", {"k": "3"}, "emulate", "0.2.0")
     diff = compare_metadata(back.metadata, other)
     assert any("k=2 in the file, 3 now" in d for d in diff)
     assert any("quant: 'exact' in the file, 'emulate' now" in d for d in diff)
-    # npz: the same rounding, kept as float32 (exact for BF16/FP8), the format in the metadata
+    # npz has no BF16/FP8 dtype: float32, exact for them
     q = tmp_path / "w.npz"
     save_params(params, q, storage, meta)
     back = load_params(q)
-    assert back["a/w.weight"].dtype == np.float32
-    assert np.array_equal(back["a/w.weight"].astype(np.float64), want_w)
-    assert json.loads(back.metadata["ncdc.storage"]) == {"a/w.weight": "BF16",
-                                                          "b.bias": "F8_E4M3"}
+    assert back["a/w.weight"].dtype == np.float32 and back["c.weight"].dtype == np.float64
+    assert all(np.array_equal(back[k].astype(params[k].dtype), params[k]) for k in params)
+    assert json.loads(back.metadata["ncdc.storage"]) == declared
     assert METADATA_KEY not in back
 
 
