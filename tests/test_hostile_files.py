@@ -304,3 +304,15 @@ def test_generated_loader_refuses_what_the_interpreter_refuses(transformer):
     with pytest.raises((TypeError, ValueError, RuntimeError)):
         load_interpreter_params(module, bad)
     assert torch.is_tensor(next(iter(module.state_dict().values())))
+
+
+def test_check_counts_a_module_that_raises_as_a_failure(monkeypatch, capsys):
+    import ncdc.codegen.check as check_mod
+
+    def broken(g, module, inputs, tape, dtype):
+        raise RuntimeError("the generated forward raised")
+
+    monkeypatch.setattr(check_mod, "run_generated", broken)
+    rc, out, _ = _run(capsys, "check", ATTENTION_CORE, *SIZES, "--seeds", "1")
+    assert rc == 1 and "generated module failed: RuntimeError" in out
+    assert "0 of 2 agree" in out
