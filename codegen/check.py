@@ -14,6 +14,7 @@ import numpy as np
 import torch
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.env import Env
+from ncdc.ir.errors import UsageError
 from ncdc.ir.morphisms import Block
 
 from .generate import DTYPES, generate, instantiate, load_module
@@ -159,11 +160,14 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
                    key: str | None = None, reading: str = "faithful") -> CheckResult:
     """Run the interpreter and the generated module on the same random data (both under
-    ``reading``, :mod:`ir.readings`)."""
+    ``reading``, :mod:`ir.readings`; ``seeds`` >= 1 draws: a check that runs nothing proves
+    nothing)."""
     from ncdc.ir.readings import apply_reading
 
     from ncdc import interpreter
 
+    if seeds < 1:
+        raise UsageError(f"seeds must be at least 1, not {seeds}")
     morphism = apply_reading(morphism, reading)
 
     path = getattr(morphism, "path", "")
