@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.env import Env
+from ncdc.ir.errors import UsageError
 from ncdc.ir.morphisms import Block
 
 from . import tolerance as tol_
@@ -183,11 +184,14 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
     ``reading`` (:mod:`ir.readings`); ``inputs``: the arrays to feed instead of seeded random
     ones, e.g. recorded in context; ``masks``: per input, its liveness or None, given to the
     module as its ``<input>_live`` argument; ``module_params``: a function applied to the
-    parameters loaded into the module only, for tests that a wrong weight is caught."""
+    parameters loaded into the module only, for tests that a wrong weight is caught. ``seeds``
+    >= 1 draws: a check that runs nothing proves nothing."""
     from ncdc.ir.readings import apply_reading
 
     from ncdc import interpreter
 
+    if seeds < 1:
+        raise UsageError(f"seeds must be at least 1, not {seeds}")
     morphism = apply_reading(morphism, reading)
 
     path = getattr(morphism, "path", "")

@@ -309,8 +309,8 @@ def wrap_line(line: str, limit: int = 100) -> list[str]:
     """PEP 8 wrapping of one generated statement: a long trailing comment moves above, a call
     breaks after its opening bracket (hanging indent), a long expression is parenthesised and
     breaks before its operators."""
-    if len(line) <= limit:
-        return [line]
+    if len(line) <= limit or len(line) > 40 * limit:  # past 40 lines' worth: an unbreakable
+        return [line]  # name from the spec; rescanning it per break would cost quadratic time
     indent = line[:len(line) - len(line.lstrip())]
     code, comment = _split_comment(line)
     code = code.rstrip()

@@ -264,6 +264,15 @@ LOADER = '''def load_interpreter_params(module, params):
         for name, key in PARAM_KEYS.items():
             target = state[name]
             value = torch.as_tensor(params[key])
+            if value.is_complex() and not target.is_complex():
+                raise TypeError(f"{key}: complex values for a real array")
+            if not (value.is_floating_point() or value.is_complex()
+                    or value.dtype in (torch.int64, torch.int32, torch.int16, torch.int8,
+                                       torch.uint8, torch.bool)):
+                raise TypeError(f"{key}: dtype {value.dtype} is not numeric")
+            if not target.is_floating_point() and not target.is_complex() and (
+                    value.is_floating_point() and not bool((value == value.round()).all())):
+                raise TypeError(f"{key}: non-integral values for an integer array")
             if tuple(value.shape) != tuple(target.shape):
                 raise ValueError(f"{key}: shape {tuple(value.shape)}, expected "
                                  f"{tuple(target.shape)}")

@@ -20,7 +20,7 @@ from ncdc.ir.morphisms import (
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 
 from .fixed import natural_bound
-from .values import Value, dtype_of
+from .values import Value, check_allocation, dtype_of
 
 INT64_MAX = 2**63 - 1
 
@@ -83,6 +83,7 @@ def random_array(arr: Array, env: Env, rng: np.random.Generator) -> np.ndarray:
     """Standard-normal reals (and complex parts); naturals uniform below their bound."""
     shape = env.sizes(arr.shape)
     k = kind(arr.datatype)
+    check_allocation(shape, f"a random input {arr}", 16 if k == "complex" else 8)
     if k == "natural":
         bound = min(natural_bound(arr.datatype, env), INT64_MAX)
         if bound < 1:

@@ -23,7 +23,7 @@ from ncdc.ir.errors import EvaluationError
 from ncdc.ir.params import ParamSpec, param_specs
 
 from .fixed import fixed_rule, key_rng, make_stand_in
-from .values import DTYPES
+from .values import DTYPES, check_allocation
 
 
 class Params(dict):
@@ -83,6 +83,7 @@ def build_params(specs: list[ParamSpec], env: Env, given: dict | None, seed: int
     out, stand_ins, computed = {}, [], []
     for spec in specs:
         shape = expected_shape(spec, env)
+        check_allocation(shape, f"parameter {spec.key!r}", 16)
         if given is not None and spec.key in given:
             out[spec.key] = validate(spec, given[spec.key], shape)
             continue

@@ -144,3 +144,20 @@ def as_kind(values: np.ndarray, dt: Datatype) -> np.ndarray:
             raise ValueError("complex values with an imaginary part cannot become reals")
         return values.real.astype(np.float64)
     return values.astype(want)
+
+
+def check_allocation(shape, what: str, itemsize: int = 8) -> None:
+    """Refuse (:class:`~ir.errors.EvaluationError`) to allocate an array of ``shape`` that
+    would not fit in the memory available, naming it — before numpy tries and fails with a
+    ``MemoryError``. The cost model's preflight estimates whole runs; this guards each site."""
+    import math
+
+    from ncdc.ir.errors import EvaluationError
+
+    from .weights import available_bytes
+
+    need = math.prod(int(n) for n in shape) * itemsize
+    if need > (1 << 28) and need > available_bytes():
+        raise EvaluationError(f"{what}: an array of shape {tuple(shape)} needs {need:,} bytes, "
+                              f"more than the {available_bytes():,} available (use smaller "
+                              "sizes or fewer tokens)")

@@ -1,60 +1,342 @@
-"""Saving and loading parameter dicts (``key -> ndarray``) as ``.npz`` or ``.safetensors``.
+"""Parameter, input and tape files (``.npz``, ``.safetensors``): untrusted bytes in, typed
+errors or plain numpy arrays out.
 
-Keys are the readable keys of :func:`ir.params.param_specs` (``/``, ``{``, ``\\`` and ``^``
-included) and are stored verbatim. Arrays are written as they are (float64 / int64 /
-complex128; safetensors has no complex dtype, so a complex array is an error there). Loading
-returns plain numpy arrays; :func:`interpreter.interpret` validates keys and shapes.
+**Reading** never trusts a file: every member's header (``.npy`` header inside an ``.npz``
+archive, the JSON header of a safetensors file) is read and checked *before* any array is
+decompressed or allocated — known dtype (no pickled objects), shape consistent with the bytes
+the member holds, total decoded size within the memory available. Anything wrong (a 0-byte or
+corrupt archive, a malformed header, a declared shape of 10^12 elements, a truncated payload)
+is an :class:`~ir.errors.EvaluationError` naming the file and the key. BF16 and FP8 safetensors
+are decoded with ``ml_dtypes`` (the ground truth for those formats) to float64.
+
+**Writing** keeps each array's storage dtype and never loses a bit: an array whose datatype is
+stored as BF16, FP16, FP32, E4M3 or E5M2 (without a block scale) and whose values that format
+holds exactly (checked with ``ml_dtypes``) is written in it (safetensors: ``BF16``/``F16``/
+``F32``/``F8_E4M3``/``F8_E5M2``; npz, which has no BF16/FP8 dtype: float32, exact for them);
+values it cannot hold (the interpreter's float64 initialisation, say) stay float64, so a saved
+file always reproduces the run. The declared formats are listed in the metadata
+(``ncdc.storage``) either way; block-
+scaled (MX) and other arrays as float64 / int64 / complex128 (safetensors has no complex dtype,
+so a complex array is an error there). A file carries metadata (:func:`file_metadata`): the spec
+hash, the binding, the quant mode and the ncdc version; :func:`compare_metadata` says what differs
+from the run loading it.
 """
 from __future__ import annotations
 
+import json
+import math
 import os
+import struct
 import zipfile
 
 import numpy as np
 from ncdc.ir.errors import EvaluationError
 
 FORMATS = (".npz", ".safetensors")
+METADATA_KEY = "__ncdc_metadata__"
+"""npz member (a 0-d string array holding JSON) carrying a file's metadata."""
+
+_ML = {"BF16": "bfloat16", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2"}
+_PLAIN = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64,
+          "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
+          "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
+_ITEMSIZE = {"BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1}
+STORAGE = {"BF16": "BF16", "FP16": "F16", "FP32": "F32", "E4M3": "F8_E4M3", "E5M2": "F8_E5M2"}
+"""Encoding name (``ir.datatypes.Encoding``) -> safetensors dtype a weight is stored in."""
 
 
-def _format(path) -> str:
+class Loaded(dict):
+    """``key -> ndarray`` read from a file, with the file's ``metadata`` (a dict, maybe
+    empty) and its ``path``."""
+
+    def __init__(self, arrays, metadata=None, path=""):
+        super().__init__(arrays)
+        self.metadata = dict(metadata or {})
+        self.path = path
+
+
+def available_bytes() -> int:
+    """Memory a read may use: MemAvailable from /proc/meminfo (8 GiB when unknown)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 8 << 30
+
+
+def _ml_dtype(name: str):
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, _ML[name]))
+
+
+def _format(path, what="parameter file") -> str:
     ext = os.path.splitext(os.fspath(path))[1].lower()
     if ext not in FORMATS:
-        raise EvaluationError(f"parameter file {os.fspath(path)!r}: use one of "
-                              f"{', '.join(FORMATS)}")
+        raise EvaluationError(f"{what} {os.fspath(path)!r}: use one of {', '.join(FORMATS)}")
     return ext
 
 
-def save_params(params: dict, path) -> None:
-    """Write ``params`` to ``path`` (format chosen by the extension)."""
+def _fail(path, key, why) -> EvaluationError:
+    where = f", key {key!r}" if key is not None else ""
+    return EvaluationError(f"cannot read {os.fspath(path)!r}{where}: {why}")
+
+
+def _decoded_bytes(shape, dtype) -> int:
+    n = math.prod(shape)
+    return n * (16 if np.issubdtype(dtype, np.complexfloating) else 8)
+
+
+# --------------------------------------------------------------------------- npz
+
+
+def read_npz(path, budget: int | None = None) -> Loaded:
+    """Every array of an ``.npz`` archive, headers checked before decompressing."""
+    budget = available_bytes() if budget is None else budget
+    arrays, meta = {}, {}
+    try:
+        zf = zipfile.ZipFile(os.fspath(path))
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise _fail(path, None, f"not an npz archive ({exc})") from None
+    with zf:
+        plan, total = [], 0
+        for info in zf.infolist():
+            name = info.filename
+            key = name.removesuffix(".npy")
+            if not name.endswith(".npy"):
+                raise _fail(path, key, "an npz member must be an .npy array")
+            if key in arrays or any(k == key for k, *_ in plan):
+                raise _fail(path, key, "the key occurs twice")
+            try:
+                with zf.open(info) as fh:
+                    version = np.lib.format.read_magic(fh)
+                    shape, _fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
+                                             if version == (1, 0) else
+                                             np.lib.format.read_array_header_2_0(fh))
+                    header = fh.tell()
+            except Exception as exc:  # noqa: BLE001 - any malformed header is the file's fault
+                raise _fail(path, key, f"malformed .npy header ({type(exc).__name__}: "
+                                       f"{exc})") from None
+            if dtype.hasobject:
+                raise _fail(path, key, "object arrays (pickles) are refused")
+            nbytes = math.prod(shape) * dtype.itemsize
+            if nbytes != info.file_size - header:
+                raise _fail(path, key, f"the header declares shape {shape} of {dtype} "
+                                       f"({nbytes} bytes) but the member holds "
+                                       f"{info.file_size - header} bytes")
+            total += _decoded_bytes(shape, dtype) if key != METADATA_KEY else nbytes
+            if total > budget:
+                raise _fail(path, key, f"declared shape {shape} of {dtype}: the arrays "
+                                       f"would take {total} bytes, beyond the {budget} "
+                                       "available")
+            plan.append((key, info))
+        for key, info in plan:
+            try:
+                with zf.open(info) as fh:
+                    arr = np.lib.format.read_array(fh, allow_pickle=False)
+            except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
+                raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
+            if key == METADATA_KEY:
+                meta = _parse_meta(path, arr)
+            else:
+                arrays[key] = arr
+    return Loaded(arrays, meta, os.fspath(path))
+
+
+def _parse_meta(path, arr) -> dict:
+    try:
+        out = json.loads(str(arr[()]))
+    except (ValueError, TypeError, IndexError) as exc:
+        raise _fail(path, METADATA_KEY, f"metadata is not JSON ({exc})") from None
+    if not isinstance(out, dict):
+        raise _fail(path, METADATA_KEY, "metadata is not a JSON object")
+    return {str(k): str(v) for k, v in out.items()}
+
+
+# --------------------------------------------------------------------------- safetensors
+
+
+def read_safetensors(path, budget: int | None = None) -> Loaded:
+    """Every tensor of a safetensors file, its JSON header checked before the data is read;
+    BF16/F8 decoded through ml_dtypes."""
+    budget = available_bytes() if budget is None else budget
+    try:
+        with open(os.fspath(path), "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            head = fh.read(8)
+            if len(head) < 8:
+                raise _fail(path, None, "too short for a safetensors header")
+            (n,) = struct.unpack("<Q", head)
+            if n > min(size - 8, 100 << 20):
+                raise _fail(path, None, f"the header claims {n} bytes; the file has {size}")
+            header = json.loads(fh.read(n).decode("utf-8"))
+            if not isinstance(header, dict):
+                raise _fail(path, None, "the header is not a JSON object")
+            meta = header.pop("__metadata__", None) or {}
+            data_len = size - 8 - n
+            entries, total = [], 0
+            for key, e in header.items():
+                dtype, shape, begin, end = _entry(path, key, e, data_len)
+                total += _decoded_bytes(shape, np.float64)
+                if total > budget:
+                    raise _fail(path, key, f"shape {shape}: the arrays would take {total} "
+                                           f"bytes, beyond the {budget} available")
+                entries.append((key, dtype, shape, begin, end))
+            arrays = {}
+            for key, dtype, shape, begin, end in sorted(entries, key=lambda t: t[3]):
+                fh.seek(8 + n + begin)
+                raw = fh.read(end - begin)
+                if len(raw) != end - begin:
+                    raise _fail(path, key, "the data is truncated")
+                npd = _ml_dtype(dtype) if dtype in _ML else np.dtype(_PLAIN[dtype])
+                arr = np.frombuffer(raw, dtype=npd.newbyteorder("<")).reshape(shape)
+                arrays[key] = arr.astype(np.float64) if dtype in _ML else arr.copy()
+    except EvaluationError:
+        raise
+    except (OSError, ValueError, UnicodeDecodeError, struct.error) as exc:
+        raise _fail(path, None, f"{type(exc).__name__}: {exc}") from None
+    if not isinstance(meta, dict):
+        raise _fail(path, "__metadata__", "metadata is not a JSON object")
+    return Loaded(arrays, {str(k): str(v) for k, v in meta.items()}, os.fspath(path))
+
+
+def _entry(path, key, e, data_len):
+    if not isinstance(e, dict):
+        raise _fail(path, key, "a header entry is not an object")
+    dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
+    if dtype not in _PLAIN and dtype not in _ML:
+        raise _fail(path, key, f"unsupported dtype {dtype!r}")
+    if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**63 for d in shape)):
+        raise _fail(path, key, f"malformed shape {shape!r}")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
+            and 0 <= offs[0] <= offs[1] <= data_len):
+        raise _fail(path, key, f"data offsets {offs!r} outside the {data_len} data bytes")
+    item = _ITEMSIZE[dtype] if dtype in _ITEMSIZE else np.dtype(_PLAIN[dtype]).itemsize
+    if math.prod(shape) * item != offs[1] - offs[0]:
+        raise _fail(path, key, f"shape {shape} of {dtype} needs {math.prod(shape) * item} "
+                               f"bytes; the offsets give {offs[1] - offs[0]}")
+    return dtype, tuple(shape), offs[0], offs[1]
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def load_params(path, budget: int | None = None) -> Loaded:
+    """Read a parameter (or inputs, or tape) file; see the module docstring."""
     ext = _format(path)
-    arrays = {k: np.ascontiguousarray(np.asarray(v)) for k, v in params.items()}
     if ext == ".npz":
+        return read_npz(path, budget)
+    return read_safetensors(path, budget)
+
+
+def storage_of(datatype) -> str | None:
+    """The safetensors dtype an array of ``datatype`` is stored in (None: float64 & co)."""
+    from ncdc.ir.datatypes import Quantified
+
+    if isinstance(datatype, Quantified) and datatype.scale is None:
+        return STORAGE.get(datatype.form.value)
+    return None
+
+
+def _stored(key, v, storage):
+    """``v`` in its storage dtype when that holds it exactly (never loses a bit), else as
+    given; and the safetensors dtype name used (None: numpy's own)."""
+    a = np.ascontiguousarray(np.asarray(v))
+    if (storage in _ML or storage in ("F16", "F32")) and np.issubdtype(a.dtype, np.floating):
+        dt = _ml_dtype(storage) if storage in _ML else np.dtype(_PLAIN[storage])
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = a.astype(dt)
+            back = cast.astype(a.dtype)
+        if np.array_equal(back, a, equal_nan=True):
+            return cast, storage
+    return a, None
+
+
+def save_params(params: dict, path, storage: dict | None = None,
+                metadata: dict | None = None) -> None:
+    """Write ``params`` to ``path`` (format by extension). ``storage`` maps keys to the
+    safetensors dtype they are kept in (:func:`storage_of`); ``metadata`` (str -> str) is
+    stored with them."""
+    ext = _format(path)
+    storage = storage or {}
+    meta = {str(k): str(v) for k, v in (metadata or {}).items()}
+    if any(storage.values()):
+        meta["ncdc.storage"] = json.dumps({k: v for k, v in storage.items() if v},
+                                          sort_keys=True)
+    if ext == ".npz":
+        arrays = {}
+        for k, v in params.items():
+            a, st = _stored(k, v, storage.get(k))
+            arrays[k] = a.astype(np.float32) if st in _ML else a  # npy has no BF16/FP8 dtype
+        if METADATA_KEY in arrays:
+            raise EvaluationError(f"{METADATA_KEY!r} is reserved for the file's metadata")
+        arrays[METADATA_KEY] = np.array(json.dumps(meta, sort_keys=True))
         np.savez(path, **arrays)
         return
     from safetensors.numpy import save_file
 
-    for k, v in arrays.items():
-        if np.iscomplexobj(v):
+    tensors = {}
+    for k, v in params.items():
+        a = _stored(k, v, storage.get(k))[0]
+        if np.iscomplexobj(a):
             raise EvaluationError(f"parameter {k!r} is complex; safetensors cannot hold it "
                                   "(use .npz)")
-    save_file(arrays, os.fspath(path))
-
-
-def load_params(path) -> dict[str, np.ndarray]:
-    """Read a parameter file written by :func:`save_params` (or any npz/safetensors file)."""
-    ext = _format(path)
+        tensors[k] = a
     try:
-        if ext == ".npz":
-            with np.load(path, allow_pickle=False) as f:
-                return {k: f[k] for k in f.files}
-        from safetensors.numpy import load_file
+        save_file(tensors, os.fspath(path), metadata=meta or None)
+    except (ValueError, TypeError) as exc:
+        raise EvaluationError(f"cannot write {os.fspath(path)!r}: {exc}") from None
 
-        return dict(load_file(os.fspath(path)))
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise EvaluationError(f"cannot read parameter file {os.fspath(path)!r}: {exc}") \
-            from None
-    except Exception as exc:  # safetensors raises its own error type on a corrupt header
-        if type(exc).__module__.startswith("safetensors"):
-            raise EvaluationError(f"cannot read parameter file {os.fspath(path)!r}: {exc}") \
-                from None
-        raise
+
+def file_metadata(spec_hash: str, binding: dict, quant: str, version: str) -> dict:
+    """The metadata a weights file carries (all strings, as safetensors requires)."""
+    return {"ncdc.spec_sha256": spec_hash,
+            "ncdc.binding": json.dumps(binding, sort_keys=True),
+            "ncdc.quant": quant, "ncdc.version": version}
+
+
+def compare_metadata(found: dict, expected: dict) -> list[str]:
+    """What differs between a file's metadata and the run loading it, one line each (a file
+    without metadata gives one line saying so)."""
+    if not any(k.startswith("ncdc.") for k in found):
+        return ["the file carries no ncdc metadata (spec, binding, quant mode, version)"]
+    out = []
+    for k, want in expected.items():
+        got = found.get(k)
+        if got == want:
+            continue
+        if k == "ncdc.binding":
+            try:
+                a, b = json.loads(got or "{}"), json.loads(want)
+            except ValueError:
+                out.append(f"{k}: the file's binding is unreadable")
+                continue
+            diff = sorted(n for n in set(a) | set(b) if a.get(n) != b.get(n))
+            out.append("binding differs: " + ", ".join(
+                f"{n}={a.get(n, '-')} in the file, {b.get(n, '-')} now" for n in diff[:8]))
+        else:
+            out.append(f"{k.removeprefix('ncdc.')}: {got!r} in the file, {want!r} now")
+    return out
+
+
+def audit(arrays: dict, expected_keys) -> list[str]:
+    """Warnings about a file's content: keys no array of the run uses, non-finite values."""
+    expected = set(expected_keys)
+    out = []
+    extra = sorted(k for k in arrays if k not in expected)
+    if extra:
+        out.append(f"{len(extra)} key(s) not used by this block: "
+                   + ", ".join(repr(k) for k in extra[:5]) + (" ..." if len(extra) > 5 else ""))
+    for k in sorted(arrays):
+        a = arrays[k]
+        if np.issubdtype(a.dtype, np.inexact) and a.size and not np.isfinite(a).all():
+            out.append(f"{k!r} holds NaN or infinite values")
+    return out
+
+
+__all__ = ["FORMATS", "METADATA_KEY", "Loaded", "audit", "available_bytes", "compare_metadata",
+           "file_metadata", "load_params", "read_npz", "read_safetensors", "save_params",
+           "storage_of"]

@@ -55,6 +55,11 @@ class BindingError(SpecError):
     """A size or constant symbol has no value, or a value of the wrong kind."""
 
 
+class UsageError(SpecError):
+    """An argument the caller gave is unusable: a path, a flag value, a weights or inputs
+    file. The command line reports it in one line and exits 2."""
+
+
 class EvaluationError(SpecError):
     """A numerical evaluation failed on user data (bad input shape, index out of table, ...)."""
 

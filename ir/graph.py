@@ -41,6 +41,7 @@ from .morphisms import (
 )
 from .operators import BlockOperator, ParaBlockOperator
 from .shapes import array_text, compare_objects, size_text
+from .walk import arity
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ class _Builder:
     def parallel(self, content, inputs, path, titles):
         out, at = [], 0
         for i, part in enumerate(content):
-            n = _arity(part)
+            n = arity(part)
             out.extend(self.build(part, inputs[at:at + n], f"{path}.content[{i}]", titles))
             at += n
         return out
@@ -205,17 +206,6 @@ class _Builder:
         return []
 
 
-def _arity(m: Morphism) -> int:
-    try:
-        return len(m.dom)
-    except (SpecError, RecursionError):
-        if isinstance(m, Truncated):
-            content = m.partial.get("content") or ()
-            first = next((x for x in content if isinstance(x, Morphism)), None)
-            return _arity(first) if first is not None and m.expected == "Composed" else 0
-        return 0
-
-
 def wiring_graph(root: Morphism, env: Env | None = None, root_path: str | None = None
                  ) -> nx.MultiDiGraph:
     """The wiring graph of ``root`` (see the module docstring). ``env`` prints bound sizes."""
@@ -226,7 +216,7 @@ def wiring_graph(root: Morphism, env: Env | None = None, root_path: str | None =
     try:
         dom = tuple(root.dom)
     except (SpecError, RecursionError):
-        dom = tuple(None for _ in range(_arity(root)))
+        dom = tuple(None for _ in range(arity(root)))
     inputs = []
     for k, obj in enumerate(dom):
         nid = b.node(f"in:{k}", "input", f"input {k}")

@@ -96,3 +96,70 @@ def free_symbols(expr) -> set[FreeNumeric]:
     if not isinstance(expr, sympy.Basic):
         return set()
     return {s for s in expr.free_symbols if isinstance(s, FreeNumeric)}
+
+
+# --------------------------------------------------------------------------- bounded evaluation
+
+INT64_MAX = 2**63 - 1
+"""Largest size, index, stride or element count an array may have (numpy's ``intp``)."""
+
+MAX_BITS = 4096
+"""Largest exact integer (or rational numerator/denominator) symbolic work ever builds. Sizes
+are refused well below (``INT64_MAX``); the margin keeps intermediate products exact."""
+
+
+class TooLarge(ArithmeticError):
+    """An exact value would exceed :data:`MAX_BITS` bits (``2**(2**63)``, ``10**(10**30)``)."""
+
+
+def _bits(x) -> int:
+    if isinstance(x, sympy.Integer):
+        return abs(int(x)).bit_length()
+    if isinstance(x, sympy.Rational):
+        return max(abs(x.p).bit_length(), x.q.bit_length())
+    return 0
+
+
+def power_bits(base, exponent) -> int | None:
+    """An upper bound on the bits of the exact value ``base**exponent`` when both are numbers
+    and the exponent is rational (None otherwise, or when the power is trivially small)."""
+    if not (isinstance(exponent, sympy.Rational) and getattr(base, "is_number", False)):
+        return None
+    if base in (0, 1, -1) or exponent == 0:
+        return None
+    steps = abs(exponent.p) // exponent.q + 1
+    if isinstance(base, sympy.Rational):
+        return _bits(base) * steps
+    return 2 * steps  # an algebraic or transcendental base: refuse only huge exponents
+
+
+def bounded(expr, values=None, limit: int = MAX_BITS):
+    """``expr`` with ``values`` (symbol -> sympy number) substituted and evaluated bottom-up,
+    refusing (:class:`TooLarge`) any exact intermediate beyond ``limit`` bits before it is
+    built. Unlike ``xreplace``, a bound ``2**d`` with ``d = 10**30`` costs nothing."""
+    values = values or {}
+    memo: dict = {}
+
+    def go(e):
+        hit = memo.get(e)
+        if hit is not None:
+            return hit
+        if e.is_Atom:
+            out = values.get(e, e) if isinstance(e, sympy.Symbol) else e
+            if _bits(out) > limit:
+                raise TooLarge(f"a literal of {_bits(out)} bits")
+        else:
+            args = [go(a) for a in e.args]
+            if e.is_Pow:
+                nb = power_bits(args[0], args[1])
+                if nb is not None and nb > limit:
+                    raise TooLarge(f"{sympy.sstr(args[0])}**{sympy.sstr(args[1])} would have "
+                                   f"about {nb} bits")
+            out = e if all(a is b for a, b in zip(args, e.args)) and not e.is_Pow \
+                else e.func(*args)
+            if _bits(out) > limit:
+                raise TooLarge(f"a value of {_bits(out)} bits")
+        memo[e] = out
+        return out
+
+    return go(sympy.sympify(expr))

@@ -24,6 +24,10 @@ from .errors import SpecError
 from .morphisms import Block, Broadcasted, Morphism, Truncated
 from .operators import BlockOperator, Embedding, FixedArray, Linear, Normalize, ParaBlockOperator
 
+MAX_REPETITION = 65536
+"""Most iterations of one repeated block: parameters are kept per iteration (``title@i``), so
+ncdc unrolls repetitions; a larger count is refused (``spec.checks_sizes``) before any work."""
+
 ROLE_SUFFIX = {"weight": "weight", "bias": "bias", "gain": "gain", "shift": "shift",
                "table": "table", "fixed": "value"}
 
@@ -41,6 +45,9 @@ class ParamSpec:
     datatype: Datatype
     learned: bool
     titles: tuple[str, ...]
+    count: object = 1
+    """How many arrays this row stands for: 1, or the repetition count (an int or a sympy
+    expression) of the collapsed repeated blocks around it (``param_specs(collapse=...)``)."""
 
     @property
     def json_path(self) -> str:
@@ -62,6 +69,13 @@ def param_roles(b: Broadcasted) -> list[tuple[str, tuple, tuple, Datatype, bool]
     """(role, shape, axis labels, datatype, learned) for each array ``b``'s operator needs."""
     op = b.operator
     out = []
+    if isinstance(op, (Linear, Normalize, Embedding, FixedArray)):
+        need_in = not isinstance(op, (FixedArray, Linear))
+        need_out = not isinstance(op, Normalize)
+        if (need_in and not b.input_weaves) or (need_out and not b.output_weaves):
+            raise SpecError(f"a {type(op).__name__} needs an input and an output weave "
+                            f"(has {len(b.input_weaves)} and {len(b.output_weaves)})",
+                            b.path, node_type=type(op).__name__)
     if isinstance(op, Linear):
         w_axes = []
         for w in b.input_weaves:
@@ -99,11 +113,17 @@ def param_roles(b: Broadcasted) -> list[tuple[str, tuple, tuple, Datatype, bool]
     return out
 
 
-def param_specs(root: Morphism, env: Env | None = None) -> list[ParamSpec]:
+def param_specs(root: Morphism, env: Env | None = None, collapse: int | None = None
+                ) -> list[ParamSpec]:
     """Every parameter occurrence below ``root``, in pre-order. ``env`` is needed only when a
-    repeated block's repetition count is symbolic."""
+    repeated block's repetition count is symbolic.
+
+    With ``collapse``, a block repeating more than ``collapse`` times (or a number of times
+    ``env`` leaves symbolic) is not unrolled: its body is listed once, keyed ``title@i``, each
+    row's ``count`` the repetition count — so a listing answers symbolically, in time
+    independent of the count (``ncdc params`` for a repetition of 10**12)."""
     found: list[ParamSpec] = []
-    _collect(root, (), env, found)
+    _collect(root, (), env, found, collapse)
     seen: dict[str, int] = {}
     out = []
     for p in found:
@@ -112,7 +132,7 @@ def param_specs(root: Morphism, env: Env | None = None) -> list[ParamSpec]:
         if n:
             stem, _, suffix = p.key.rpartition(".")
             p = ParamSpec(f"{stem}~{n}.{suffix}", p.role, p.operator, p.site, p.shape,
-                          p.axis_labels, p.datatype, p.learned, p.titles)
+                          p.axis_labels, p.datatype, p.learned, p.titles, p.count)
         out.append(p)
     return out
 
@@ -120,11 +140,17 @@ def param_specs(root: Morphism, env: Env | None = None) -> list[ParamSpec]:
 def repetitions(block: Block, env: Env | None) -> int:
     rep = block.tag.repetition
     if isinstance(rep, sympy.Integer):
-        return int(rep)
-    if env is None:
+        n = int(rep)
+    elif env is None:
         raise SpecError(f"block {block.title!r} repeats a symbolic number of times "
                         f"({sympy.sstr(rep)}); bind it first", block.path)
-    return env.size(rep)
+    else:
+        n = env.size(rep)
+    if n > MAX_REPETITION:
+        raise SpecError(f"block {block.title!r} repeats {n} times, beyond {MAX_REPETITION}: "
+                        "ncdc keeps parameters per iteration and unrolls repetitions",
+                        block.path, node_type="Block")
+    return n
 
 
 def block_segments(children: list[Morphism]) -> dict[int, str]:
@@ -152,34 +178,54 @@ def titled_children(node: Morphism) -> list[Morphism]:
     return out
 
 
-def _collect(node: Morphism, titles: tuple[str, ...], env, found: list) -> None:
+def _collect(node: Morphism, titles: tuple[str, ...], env, found: list, collapse=None,
+             count=1) -> None:
     segs = block_segments(titled_children(node)) if not isinstance(node, Block) else {}
     if isinstance(node, Block):
-        _collect_body(node, titles + (node.title,), env, found)
+        _collect_body(node, titles + (node.title,), env, found, collapse, count)
         return
-    _walk_level(node, titles, env, found, segs)
+    _walk_level(node, titles, env, found, segs, collapse, count)
 
 
-def _collect_body(block: Block, titles: tuple[str, ...], env, found) -> None:
-    reps = repetitions(block, env)
+def _collapsed_count(block: Block, env, collapse):
+    """The repetition count when ``block`` is to be listed once (else None)."""
+    if collapse is None:
+        return None
+    rep = sympy.sympify(block.tag.repetition)
+    if isinstance(rep, sympy.Integer):
+        return int(rep) if int(rep) > collapse else None
+    if env is not None and not env.missing(rep):
+        n = env.size(rep)
+        return n if n > collapse else None
+    return env.subs(rep) if env is not None else rep
+
+
+def _collect_body(block: Block, titles: tuple[str, ...], env, found, collapse=None,
+                  count=1) -> None:
     segs = block_segments(titled_children(block.body) if not isinstance(block.body, Block)
                           else [block.body])
-    if reps <= 1:
-        _walk_level(block.body, titles, env, found, segs)
-        return
     base = titles[:-1]
     last = titles[-1] if titles else block.title
+    many = _collapsed_count(block, env, collapse)
+    if many is not None:
+        _walk_level(block.body, base + (f"{last}@i",), env, found, segs, collapse,
+                    count * many)
+        return
+    reps = repetitions(block, env)
+    if reps <= 1:
+        _walk_level(block.body, titles, env, found, segs, collapse, count)
+        return
     for i in range(reps):
-        _walk_level(block.body, base + (f"{last}@{i}",), env, found, segs)
+        _walk_level(block.body, base + (f"{last}@{i}",), env, found, segs, collapse, count)
 
 
-def _walk_level(node: Morphism, titles, env, found, segs) -> None:
+def _walk_level(node: Morphism, titles, env, found, segs, collapse=None, count=1) -> None:
     stack = [node]
     while stack:
         m = stack.pop()
         if isinstance(m, Block):
             seg = segs.get(id(m), m.title)
-            _collect_body(m, titles + (seg,), env, found)
+            _collect_body(m, titles + (seg,), env, found, collapse, count)
             continue
         if isinstance(m, Truncated):
             stack.extend(reversed([c for _, c in m.children()]))
@@ -189,5 +235,5 @@ def _walk_level(node: Morphism, titles, env, found, segs) -> None:
             for role, shape, labels, dt, learned in param_roles(m):
                 key = "/".join(titles + (_label(m.operator),)) + "." + ROLE_SUFFIX[role]
                 found.append(ParamSpec(key, role, m.operator, m, shape, labels, dt, learned,
-                                       titles))
+                                       titles, count))
         stack.extend(reversed([c for _, c in m.children()]))

@@ -17,6 +17,7 @@ from .arrays import Array
 from .axes import Axis
 from .datatypes import compatible
 from .env import Env
+from .errors import BindingError
 
 
 def size_text(expr, env: Env | None = None) -> str:
@@ -24,8 +25,8 @@ def size_text(expr, env: Env | None = None) -> str:
     symbol in it, else the (partially substituted) symbolic expression."""
     try:
         val = env.subs(expr) if env is not None else sympy.sympify(expr)
-    except (TypeError, ValueError, sympy.SympifyError):
-        return str(expr)
+    except (TypeError, ValueError, sympy.SympifyError, BindingError):
+        return _sstr(expr)
     if isinstance(val, sympy.Integer):
         return str(int(val))
     if env is not None and val.is_number:
@@ -35,7 +36,15 @@ def size_text(expr, env: Env | None = None) -> str:
                 return str(int(simple))
         except (TypeError, ValueError):
             pass
-    return sympy.sstr(val)
+    return _sstr(val)
+
+
+def _sstr(val) -> str:
+    """``sympy.sstr`` that never meets Python's int-to-text digit limit nor deep recursion."""
+    try:
+        return sympy.sstr(val)
+    except (ValueError, RecursionError):
+        return "(an expression too large to print)"
 
 
 def axis_text(axis: Axis, env: Env | None = None) -> str:

@@ -41,6 +41,19 @@ def walk(root: Morphism, root_path: str | None = None, titles: tuple[str, ...] =
             stack.append((child, path + step, chain, depth + 1))
 
 
+def arity(m: Morphism) -> int:
+    """How many inputs ``m`` takes: ``len(m.dom)``; for a cut sequence, its first complete
+    part's; 0 when it cannot be told."""
+    try:
+        return len(m.dom)
+    except (SpecError, RecursionError):
+        if isinstance(m, Truncated):
+            content = m.partial.get("content") or ()
+            first = next((x for x in content if isinstance(x, Morphism)), None)
+            return arity(first) if first is not None and m.expected == "Composed" else 0
+        return 0
+
+
 def blocks(root: Morphism):
     """Every Block site below ``root`` in pre-order."""
     return [s for s in walk(root) if isinstance(s.node, Block)]

@@ -104,10 +104,12 @@ class Spec:
         ``code_form`` or ``id:<uid>``."""
         return _bind(self.doc.symbols.values(), self.size_names(), preset, sizes, constants)
 
-    def params(self, root: Morphism | None = None, binding: Binding | None = None
-               ) -> list[ParamSpec]:
+    def params(self, root: Morphism | None = None, binding: Binding | None = None,
+               collapse: int | None = None) -> list[ParamSpec]:
+        """Parameter occurrences; blocks repeating more than ``collapse`` times are listed
+        once with a ``count`` (see :func:`ir.params.param_specs`)."""
         return param_specs(root if root is not None else self.doc.data,
-                           binding.env if binding is not None else None)
+                           binding.env if binding is not None else None, collapse)
 
     def model(self) -> Morphism:
         """The whole model: the data, or its complete leading part when truncated."""
@@ -126,11 +128,13 @@ class Spec:
         return f"<Spec {os.path.basename(self.source)} ({kind}, {len(self.blocks())} blocks)>"
 
 
-def load(path: str | os.PathLike | None = None, salvage: bool = False) -> Spec:
-    """Load a spec. ``path=None`` loads the bundled spec (salvaged, since it is truncated)."""
+def load(path: str | os.PathLike | None = None, salvage: bool = False,
+         max_bytes: int | None = None) -> Spec:
+    """Load a spec. ``path=None`` loads the bundled spec (salvaged, since it is truncated).
+    A file larger than ``max_bytes`` (default 256 MiB) is refused before it is read."""
     if path is None:
         return Spec(load_path(bundled_spec_path(), salvage=True))
-    return Spec(load_path(path, salvage=salvage))
+    return Spec(load_path(path, salvage=salvage, max_bytes=max_bytes))
 
 
 def _bind(symbols, names, preset, sizes, constants) -> Binding:

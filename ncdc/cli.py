@@ -59,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    for stream in (sys.stdout, sys.stderr):  # spec text may hold lone surrogates
+        try:
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError):
+            pass
     Parser.json_errors = "--json" in argv
     parser = build_parser()
     if not argv:
@@ -74,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # typed errors are reported, others re-raised
+    except Exception as exc:  # MemoryError included  # typed errors are reported, others re-raised
         status = report_error(exc, getattr(args, "json", False))
         if status is None:
             raise

@@ -20,6 +20,11 @@ from ncdc.ir.walk import walk
 from ncdc.spec.bindings import match
 
 
+def _repetition(rep):
+    """A repetition count: an int when it is a number, else its formula (docs/json.md)."""
+    return int(rep) if getattr(rep, "is_Integer", False) else sympy.sstr(rep)
+
+
 def token_axis(spec, root):
     """The token axis of ``root``'s domain, else of the model's (a per-token block has none)."""
     for node in (root, spec.data):
@@ -178,8 +183,8 @@ def run(args) -> int:
         c = with_tokens(memo[id(node)], node)
         title = " / ".join(s.titles[base:]) if isinstance(node, Block) else "(whole model)"
         rows.append({"block": title, "json_path": s.path, "depth": depth,
-                     "repetition": sympy.sstr(node.tag.repetition) if isinstance(node, Block)
-                     else "1", **summarise(c, env, fmt, formulas=args.json)})
+                     "repetition": _repetition(node.tag.repetition) if isinstance(node, Block)
+                     else 1, **summarise(c, env, fmt, formulas=args.json)})
     total = with_tokens(memo[id(root)], root)
     whole = summarise(total, env, fmt)
     if policy.rules:
@@ -205,7 +210,7 @@ def _print(rows, whole, fmt: str, truncated: bool) -> None:
     print(head)
     for r in rows:
         name = "  " * r["depth"] + r["block"].rsplit(" / ", 1)[-1]
-        if r["repetition"] != "1":
+        if r["repetition"] != 1:
             name += f" x{r['repetition']}"
         if len(name) > 44:
             name = name[:41] + "..."

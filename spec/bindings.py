@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 
-from ncdc.ir.env import Env
-from ncdc.ir.errors import BindingError
+from ncdc.ir.env import Env, number_value
+from ncdc.ir.errors import BindingError, UsageError
 from ncdc.ir.names import plain_title
-from ncdc.ir.numeric import FreeNumeric
+from ncdc.ir.numeric import INT64_MAX, FreeNumeric
 
 PRESETS = ("released", "tiny", "medium")
 
@@ -96,13 +96,30 @@ def bind(symbols: Iterable[FreeNumeric], preset: str | None = "released",
             hits = match(syms, key)
             if not hits:
                 known = ", ".join(sorted({s.label for s in syms})[:40])
-                raise BindingError(f"{origin} {key}: no symbol of this spec is named {key!r} "
+                raise UsageError(f"{origin} {key}: no symbol of this spec is named {key!r} "
                                    f"(known: {known})")
+            val = given_value(origin, key, val)
             for s in hits:
                 values[s] = val
                 sources[s] = f"given ({origin} {key})"
     unbound = [s for s in syms if s not in values]
-    return Binding(Env(values), sources, unbound)
+    checked = {s: number_value(v, f"{s.label} ({sources.get(s, 'bound')})")
+               for s, v in values.items()}
+    return Binding(Env(checked), sources, unbound)
+
+
+def given_value(origin: str, key: str, val):
+    """A user-given value checked where it is bound: ``--size`` a whole number in
+    ``0..2**63-1``, ``--constant`` a finite number; else a :class:`BindingError` naming the
+    flag (a :class:`UsageError`)."""
+    try:
+        v = number_value(val, f"{origin} {key}")
+    except BindingError as exc:
+        raise UsageError(exc.message) from None
+    if origin == "--size" and not (v.is_Integer and 0 <= int(v) <= INT64_MAX):
+        raise UsageError(f"{origin} {key}={val!r}: a size is a whole number from 0 to "
+                         "2**63 - 1")
+    return v
 
 
 def _is_size_like(sym: FreeNumeric) -> bool:

@@ -7,7 +7,6 @@
 """
 from __future__ import annotations
 
-import json
 import math
 
 from ncdc.ir.errors import SpecFormatError
@@ -27,11 +26,13 @@ def unwrap(doc: object, depth: int = 0) -> tuple[object, str]:
                                   "diagram (expected 'dataUpdate')", "msgType")
         inner = doc.get("data")
         if isinstance(inner, str):
+            from .jsontext import JsonTextError, parse_strict
+
             try:
-                inner = json.loads(inner)
-            except (json.JSONDecodeError, RecursionError) as exc:
-                raise SpecFormatError(f"the wrapped document is not valid JSON: {exc}",
-                                      "data") from None
+                inner = parse_strict(inner)
+            except JsonTextError as exc:
+                raise SpecFormatError(f"the wrapped document is not valid JSON: {exc.reason} "
+                                      f"at offset {exc.offset}", "data") from None
         plain, kind = unwrap(inner, depth + 1)
         return plain, "viewer/" + kind
     if doc.get("export_form") == "compressed":

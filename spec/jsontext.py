@@ -68,7 +68,16 @@ _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 # Characters that may follow a number without being part of it.
 _NUMBER_FOLLOWERS = frozenset(" \t\n\r,]}")
 
-_DECODER = json.JSONDecoder()
+def _unique(pairs):
+    """An object's members as a dict; a key given twice is an error (every envelope rejects
+    it: a repeated key is ambiguous, not "last wins")."""
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("repeated key")
+    return out
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_unique)
 _raw_decode = _DECODER.raw_decode
 _scanstring = json.decoder.scanstring
 _JSONDecodeError = json.JSONDecodeError
@@ -326,6 +335,9 @@ def _walk(text: str) -> _Outcome:
                     cut, reason, truncated = _string_cut(text, pos)
                     dangling, key_cut = text[pos:cut], True
                     break
+                if key in top.container:
+                    cut, reason, truncated = pos, f"repeated key {key!r} in an object", False
+                    break
                 top.key, top.key_start, top.key_end = key, pos, end
                 q = _WS.match(text, end).end()
                 if q >= n:
@@ -485,7 +497,7 @@ def _walk(text: str) -> _Outcome:
 def parse_strict(text: str) -> object:
     """Parse a JSON text like ``json.loads``; raise :class:`JsonTextError` if it is broken."""
     try:
-        return json.loads(text)
+        return _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         first = exc
     out = _walk(text)

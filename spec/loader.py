@@ -40,12 +40,41 @@ class Document:
     text_length: int = 0
 
 
-def read_text(source: str | os.PathLike) -> str:
+MAX_SPEC_BYTES = 256 * 2**20
+"""Default cap on a spec file's size (``max_bytes``; ``--max-spec-bytes`` on the command
+line). The bundled spec is about 20 MiB."""
+
+
+def read_text(source: str | os.PathLike, max_bytes: int | None = None) -> str:
+    """The file's text, read in bounded chunks: a file (or endless stream) past ``max_bytes``
+    is refused after reading at most that much, and a NUL byte (never in UTF-8 JSON text:
+    ``/dev/zero``, UTF-16, binary files) as soon as its chunk is read."""
+    limit = MAX_SPEC_BYTES if max_bytes is None else max_bytes
+    if limit < 0:
+        raise SpecFormatError(f"the size cap must be at least 0 bytes, not {limit}")
     try:
         with open(source, "rb") as fh:
-            raw = fh.read()
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise SpecFormatError(_too_big(source, f"is {size} bytes", limit))
+            chunks, total = [], 0
+            while True:
+                chunk = fh.read(min(1 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                nul = chunk.find(b"\0")
+                if nul >= 0:
+                    raise SpecFormatError(f"{os.fspath(source)!r} is not UTF-8 JSON text: a "
+                                          f"NUL byte at offset {total + nul}",
+                                          offset=total + nul)
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > limit:
+                    raise SpecFormatError(_too_big(source, "continues", limit))
+            raw = b"".join(chunks)
     except OSError as exc:
-        raise SpecFormatError(f"cannot read {os.fspath(source)!r}: {exc.strerror}") from None
+        raise SpecFormatError(f"cannot read {os.fspath(source)!r}: "
+                              f"{exc.strerror or exc}") from None
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -140,8 +169,14 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
     return out
 
 
-def load_path(path: str | os.PathLike, salvage: bool = False) -> Document:
-    return load_text(read_text(path), os.fspath(path), salvage)
+def load_path(path: str | os.PathLike, salvage: bool = False,
+              max_bytes: int | None = None) -> Document:
+    return load_text(read_text(path, max_bytes), os.fspath(path), salvage)
+
+
+def _too_big(source, what: str, limit: int) -> str:
+    return (f"{os.fspath(source)!r} {what} past the cap of {limit} bytes on a spec file "
+            "(raise it with --max-spec-bytes N)")
 
 
 def _too_deep(path: str) -> SpecDecodeError:

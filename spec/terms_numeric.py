@@ -1,10 +1,19 @@
 """Decoders for names, uids and numerics (sizes, constants, formulas)."""
 from __future__ import annotations
 
+import functools
+
 import sympy
 from ncdc.ir.errors import SpecDecodeError
 from ncdc.ir.names import Name
-from ncdc.ir.numeric import FREE_INPUT, FreeNumeric, IsPositive, Sigmoid
+from ncdc.ir.numeric import (
+    FREE_INPUT,
+    MAX_BITS,
+    FreeNumeric,
+    IsPositive,
+    Sigmoid,
+    power_bits,
+)
 
 from .builder import decoder
 
@@ -77,6 +86,10 @@ def integer(b, obj, path):
         v = b.raw(obj, "_value", path, int)  # raises, naming the field
     hit = _INTEGERS.get(v)
     if hit is None:
+        if v.bit_length() > MAX_BITS:
+            raise SpecDecodeError(f"integer literal of about {v.bit_length() * 3 // 10} digits "
+                                  f"is too large (at most {MAX_BITS} bits)", f"{path}._value",
+                                  node_type="Integer", field_name="_value")
         hit = sympy.Integer(v)
         if len(_INTEGERS) < 4096:
             _INTEGERS[v] = hit
@@ -97,19 +110,48 @@ def _parts(b, obj, path):
     return parts
 
 
+@functools.lru_cache(maxsize=65536)
+def _huge(e) -> bool:
+    """Whether ``e`` holds an exact number past ``MAX_BITS`` bits, kept unevaluated (a power
+    like ``3**(2**63)``, a product of long literals): sympy would compute it on contact."""
+    if isinstance(e, sympy.Pow) and (power_bits(e.base, e.exp) or 0) > MAX_BITS:
+        return True
+    if isinstance(e, sympy.Mul) and sum(abs(int(a)).bit_length() for a in e.args
+                                        if isinstance(a, sympy.Integer)) > MAX_BITS:
+        return True
+    return any(_huge(a) for a in e.args)
+
+
+def _build(fn, *args):
+    """``fn(*args)``, or left unevaluated when evaluating would build a huge number (a huge
+    power, a product of long literals, or anything applied to such a value). Evaluating it
+    later is refused by :func:`ir.numeric.bounded` (a typed error), never a hang."""
+    args = tuple(sympy.sympify(a) for a in args)
+    if any(_huge(a) for a in args):
+        return fn(*args, evaluate=False)
+    if fn is sympy.Pow and (power_bits(*args) or 0) > MAX_BITS:
+        return fn(*args, evaluate=False)
+    if fn is sympy.Mul and sum(abs(int(a)).bit_length() for a in args
+                               if isinstance(a, sympy.Integer)) > MAX_BITS:
+        return fn(*args, evaluate=False)
+    return fn(*args)
+
+
 @decoder("Addition")
 def addition(b, obj, path):
-    return sympy.Add(*_parts(b, obj, path))
+    return _build(sympy.Add, *_parts(b, obj, path))
 
 
 @decoder("Multiplication")
 def multiplication(b, obj, path):
-    return sympy.Mul(*_parts(b, obj, path))
+    return _build(sympy.Mul, *_parts(b, obj, path))
 
 
 @decoder("Power")
 def power(b, obj, path):
-    return sympy.Pow(_num(b, obj, "base", path), _num(b, obj, "exponent", path))
+    """A power; a numeric one whose exact value would be huge (``3**(2**63)``) is kept
+    unevaluated, so decoding stays cheap and binding reports it (see ``ir.env``)."""
+    return _build(sympy.Pow, _num(b, obj, "base", path), _num(b, obj, "exponent", path))
 
 
 @decoder("FreeInput")
@@ -137,19 +179,21 @@ def logarithm(b, obj, path):
     base = _num(b, obj, "base", path)
     arg = _num(b, obj, "argument", path)
     if base == sympy.E:
-        return sympy.log(arg)
-    return sympy.log(arg) / sympy.log(base)
+        return _build(sympy.log, arg)
+    return _build(sympy.Mul, _build(sympy.log, arg), _build(sympy.Pow, _build(sympy.log, base),
+                                                             -1))
 
 
 def _unary(fn):
     def dec(b, obj, path):
-        return fn(_num(b, obj, "argument", path))
+        return _build(fn, _num(b, obj, "argument", path))
 
     return dec
 
 
 decoder("Sigmoid")(_unary(Sigmoid))
-decoder("SquareRoot")(_unary(sympy.sqrt))
+decoder("SquareRoot")(_unary(lambda a, evaluate=True: sympy.Pow(a, sympy.Rational(1, 2),
+                                                                  evaluate=evaluate)))
 decoder("AbsoluteValue")(_unary(sympy.Abs))
 decoder("Sign")(_unary(sympy.sign))
 decoder("IsPositive")(_unary(IsPositive))
@@ -171,13 +215,17 @@ def _minmax(fn, args):
     key = (fn, tuple(sympy.sympify(a) for a in args))
     hit = _MINMAX.get(key)
     if hit is None:
-        hit = fn(*key[1])
+        try:
+            hit = fn(*key[1])
+        except (ValueError, TypeError):  # arguments sympy cannot order (zoo, I): kept as
+            hit = fn(*key[1], evaluate=False)  # written; evaluating them is refused later
         if len(_MINMAX) < 1024:
             _MINMAX[key] = hit
     return hit
 
 
-decoder("RectifiedLinear")(_unary(lambda a: _max(a, 0)))
+decoder("RectifiedLinear")(_unary(lambda a, evaluate=True: _max(a, 0) if evaluate else
+                                  sympy.Max(a, 0, evaluate=False)))
 decoder("Conjugate")(_unary(sympy.conjugate))
 
 
@@ -188,9 +236,13 @@ def clamp(b, obj, path):
     hi = _num(b, obj, "upper", path, None)
     lo = sympy.Integer(0) if lo is None else lo
     hi = sympy.Integer(1) if hi is None else hi
-    return _min(_max(arg, lo), hi)
+    return _build(lambda *a, evaluate=True: _min(_max(*a[:2]), a[2]) if evaluate else
+                  sympy.Min(sympy.Max(*a[:2], evaluate=False), a[2], evaluate=False),
+                  arg, lo, hi)
 
 
 @decoder("LargerOf")
 def larger_of(b, obj, path):
-    return _max(_num(b, obj, "first", path), _num(b, obj, "second", path))
+    return _build(lambda *a, evaluate=True: _max(*a) if evaluate else
+                  sympy.Max(*a, evaluate=False),
+                  _num(b, obj, "first", path), _num(b, obj, "second", path))

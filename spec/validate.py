@@ -41,6 +41,10 @@ code                        severity  meaning
 ``unknown-elementwise``     warning   an older-generation function no evaluator knows
 ``tape-unbalanced``         warning   a Grab of a slot no earlier Drop wrote
 ``truncated``               warning   a block cut by truncation (info: any other cut term)
+``size-invalid``            error     a size, repetition, stride or natural bound that is not
+                                      an int64 integer in range, or an array beyond int64
+                                      elements (literals always; symbols once bound); see
+                                      :mod:`spec.checks_sizes`
 ``stride-out-of-range``     warning   (with a binding) see :mod:`spec.checks_binding`
 ``unbound-symbol``          warning   (with a binding) a size ``data`` uses has no value
                                       (info: only the repository uses it)
@@ -73,6 +77,7 @@ from ncdc.ir.operators import ConcatenateAxes, CovariantView
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
 from .checks_sites import all_sites, held_index_maps
+from .checks_sizes import check_sizes
 from .checks_structure import (
     check_block,
     check_composed,
@@ -212,6 +217,7 @@ def validate(doc, binding=None) -> list[Diagnostic]:
             writes.update(_written_maps(s.node, s.path))
         _check_site(ck, s, cuts, writes)
     _run(ck, check_tape, root, path=getattr(root, "path", ""))
+    _run(ck, check_sizes, sites, binding, path=getattr(root, "path", ""))
     if binding is not None:
         _run(ck, check_unbound, sites, list(binding.unbound))
     return ck.out

@@ -33,8 +33,6 @@ def test_runtime_dependencies_are_what_the_runtime_imports():
     project = _pyproject()["project"]
     deps = {re.split(r"[<>=!~ ]", d)[0].lower().replace("-", "_") for d in
             project["dependencies"]}
-    test = {re.split(r"[<>=!~ ]", d)[0].lower().replace("-", "_") for d in
-            project["optional-dependencies"]["test"]}
     imported = set().union(*(_imported_top_levels(ROOT / f) for f in RUNTIME))
     # ml_dtypes encodes weights held in FP8/FP4 storage formats (interpreter/storage_policy.py)
     assert "ml_dtypes" in imported and "ml_dtypes" in deps

@@ -171,7 +171,7 @@ def test_json_errors(capsys, tmp_path):
     assert e["type"] == "BlockLookupError" and e["exit_status"] == 1
     assert e["candidates"][0]["label"] == r"Transformer Layer / Add \& Norm~1 / Feed Forward"
     e = _json(capsys, "compile", str(tmp_path / "missing.json"), status=2)["error"]
-    assert e["type"] == "SpecFormatError" and "missing.json" in e["message"]
+    assert e["type"] == "UsageError" and "missing.json" in e["message"]  # checked before use
     e = _json(capsys, "params", t, "--size", "zz=3", status=1)["error"]
     assert e["type"] == "BindingError"
     e = _json(capsys, "graph", t, "-o", str(tmp_path / "g.png"), status=2)["error"]

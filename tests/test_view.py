@@ -211,15 +211,15 @@ def test_sinkhorn_repetition_after_two_expansions(page, bundled):
     checked = 0
     for dst, wid, text in wires:
         node = page.evaluate("(id) => window.__ncdc.scene.nodes[id]", dst)
-        if node["kind"] not in ("operator", "block"):
-            continue
+        if node["kind"] not in ("operator", "block") or text is None:
+            continue  # a fanned-out wire is labelled once, at its source
         port = page.evaluate("(w) => window.__ncdc.scene.edges[w.split('#')[0]]"
                              ".find(e => e.id === w).dstPort", wid)
         b = site(bundled, dst)
         assert isinstance(b, (Broadcasted, Block))
         assert text == array_text(b.dom[port])
         checked += 1
-    assert checked >= 8
+    assert checked >= 6
 
 
 def test_boxes_never_overlap(page, bundled):

@@ -144,7 +144,10 @@ def table(rows: list[dict]) -> list[str]:
 
 def run(args) -> int:
     from ncdc.codegen.check import TOLERANCE, ModuleCache, check_morphism
+    from ncdc.ir.errors import UsageError
 
+    if args.seeds < 1:
+        raise UsageError(f"--seeds {args.seeds}: at least one draw per block")
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env

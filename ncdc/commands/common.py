@@ -9,17 +9,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import stat
 import sys
 
 PRESET_NAMES = ("released", "tiny", "medium")
 
 
-class UsageError(Exception):
-    """A command-line value the command cannot use (exit status 2)."""
+def __getattr__(name: str):
+    """``UsageError`` is :class:`ncdc.ir.errors.UsageError`, imported on first use (the IR is
+    not imported while parsers are built)."""
+    if name == "UsageError":
+        from ncdc.ir.errors import UsageError
 
-    def __init__(self, message: str):
-        self.message = message
-        super().__init__(message)
+        return UsageError
+    raise AttributeError(name)
 
 
 def add_spec_args(p: argparse.ArgumentParser) -> None:
@@ -30,6 +34,8 @@ def add_spec_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true",
                    help="print one JSON object instead of text, errors included (schema: "
                         "docs/json.md)")
+    p.add_argument("--max-spec-bytes", type=int, default=None, metavar="N",
+                   help="refuse spec files larger than N bytes (default: 256 MiB)")
 
 
 def add_block_arg(p, default: str = "the whole model", dest_help: str = "") -> None:
@@ -80,27 +86,104 @@ def add_quant_arg(p, help: str) -> None:
 
 
 def parse_assignments(items: list[str], what: str) -> dict[str, float | int]:
-    from ncdc.ir.errors import BindingError
+    """``NAME=VALUE`` items as a dict; a value that is not a finite number is a
+    :class:`UsageError` (exit 2)."""
+    from ncdc.ir.errors import UsageError
 
     out = {}
     for item in items:
         if "=" not in item:
-            raise BindingError(f"{what} {item!r}: expected NAME=VALUE")
+            raise UsageError(f"{what} {item!r}: expected NAME=VALUE")
         k, v = item.split("=", 1)
+        v = v.strip()
         try:
-            out[k.strip()] = int(v)
+            out[k.strip()] = int(v) if len(v) <= 30 else float(v)
         except ValueError:
             try:
                 out[k.strip()] = float(v)
             except ValueError:
-                raise BindingError(f"{what} {item!r}: {v!r} is not a number") from None
+                raise UsageError(f"{what} {item!r}: {v!r} is not a number") from None
+        if isinstance(out[k.strip()], float) and not math.isfinite(out[k.strip()]):
+            raise UsageError(f"{what} {item!r}: {v!r} is not a finite number")
     return out
 
 
+#: Files a command reads or writes, by argument name: (direction, extensions); ``output``
+#: depends on the command.
+PATH_ARGS = {
+    "params": ("in", (".npz", ".safetensors")),
+    "inputs": ("in", (".npz",)),
+    "tape": ("in", (".npz",)),
+    "save_params": ("out", (".npz", ".safetensors")),
+    "out": ("out", (".npz",)),
+}
+OUTPUT_EXTS = {"compile": (".py",), "graph": (".dot", ".gv", ".graphml"),
+               "view": (".html", ".htm")}
+
+
+def check_paths(args) -> None:
+    """Every path argument of ``args`` checked before any work: inputs are readable regular
+    files, outputs go to an existing directory and are not directories, and each keeps an
+    extension its format allows. A problem is a UsageError (exit 2, one line)."""
+    spec = getattr(args, "spec", None)
+    if spec is not None:
+        input_path(spec, "SPEC", None)
+    for name, (direction, exts) in PATH_ARGS.items():
+        path = getattr(args, name, None)
+        if path:
+            flag = "--" + name.replace("_", "-")
+            (input_path if direction == "in" else output_path)(path, flag, exts)
+    out = getattr(args, "output", None)
+    if out:
+        output_path(out, "--output", OUTPUT_EXTS.get(getattr(args, "command", ""), None))
+
+
+def _ext_ok(path: str, flag: str, exts) -> None:
+    from ncdc.ir.errors import UsageError
+
+    if exts and os.path.splitext(path)[1].lower() not in exts:
+        raise UsageError(f"{flag} {path!r}: the file name must end in {' or '.join(exts)}")
+
+
+def input_path(path, flag: str, exts=None) -> None:
+    """``path`` is an existing, readable file (a regular file or a stream such as a pipe)."""
+    from ncdc.ir.errors import UsageError
+
+    path = os.fspath(path)
+    _ext_ok(path, flag, exts)
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc)
+        raise UsageError(f"{flag} {path!r}: cannot read it: {why}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{flag} {path!r} is a directory, not a file")
+    if not os.access(path, os.R_OK):
+        raise UsageError(f"{flag} {path!r}: permission denied")
+
+
+def output_path(path, flag: str, exts=None) -> None:
+    """``path`` can be written: its directory exists and it is not itself a directory."""
+    from ncdc.ir.errors import UsageError
+
+    path = os.fspath(path)
+    _ext_ok(path, flag, exts)
+    if os.path.isdir(path):
+        raise UsageError(f"{flag} {path!r} is a directory; name a file")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{flag} {path!r}: the directory {parent!r} does not exist")
+    if not os.access(parent, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path!r}: permission denied")
+
+
 def load_spec(args):
-    """The SPEC of the command line; the bundled default is salvaged with a one-line notice."""
+    """The SPEC of the command line; the bundled default is salvaged with a one-line notice.
+    Every path argument is checked first (:func:`check_paths`)."""
     from ..api import load
 
+    check_paths(args)
+    limit = getattr(args, "max_spec_bytes", None)
     if args.spec is None:
         spec = load(None)
         rep = spec.doc.salvage
@@ -108,7 +191,7 @@ def load_spec(args):
             print(f"note: bundled spec is truncated at offset {rep.cut_offset}; "
                   f"{_recovered(spec)}", file=sys.stderr)
         return spec
-    return load(args.spec, salvage=args.salvage)
+    return load(args.spec, salvage=args.salvage, max_bytes=limit)
 
 
 def _recovered(spec) -> str:
@@ -121,9 +204,29 @@ def _recovered(spec) -> str:
 
 
 def bind_from_args(spec, args, default_preset: str = "released"):
+    """The binding of the command line, gated: the spec is validated under it and its first
+    error refuses the command (:func:`gate`)."""
     preset = args.preset or default_preset
-    return spec.bind(preset, parse_assignments(args.size, "--size"),
-                     parse_assignments(args.constant, "--constant"))
+    binding = spec.bind(preset, parse_assignments(args.size, "--size"),
+                        parse_assignments(args.constant, "--constant"))
+    gate(spec, binding)
+    return binding
+
+
+def gate(spec, binding) -> None:
+    """Refuse what ``ncdc validate`` rejects: ``eval``, ``compile`` and ``check`` run the very
+    validation ``validate`` reports (same binding) and raise its first error as a typed
+    SpecError (BindingError for sizes), before any allocation."""
+    from ncdc.ir.errors import BindingError, SpecError
+
+    errors = [d for d in spec.validate(binding) if d.severity == "error"]
+    if not errors:
+        return
+    d = errors[0]
+    more = f" (and {len(errors) - 1} more; `ncdc validate` lists them)" if len(errors) > 1 \
+        else ""
+    cls = BindingError if d.code == "size-invalid" else SpecError
+    raise cls(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
 
 
 def plain(obj):
@@ -162,12 +265,16 @@ def error_json(exc: BaseException, status: int) -> dict:
 def report_error(exc: BaseException, as_json: bool) -> int | None:
     """Report a user-facing error (stderr, or a JSON object on stdout); its exit status. None
     for an exception that is a bug, not a user's problem."""
-    from ncdc.ir.errors import SpecError, SpecFormatError
+    from ncdc.ir.errors import SpecError, SpecFormatError, UsageError
 
     if isinstance(exc, (SpecFormatError, UsageError)):
         status = 2
     elif isinstance(exc, SpecError):
         status = 1
+    elif isinstance(exc, MemoryError):  # numpy's _ArrayMemoryError included
+        status = 1
+        exc = SpecError(f"out of memory: {str(exc) or 'an allocation failed'} (use a smaller "
+                        "preset or fewer tokens)")
     elif isinstance(exc, OSError) and exc.filename is not None:
         status = 2
     else:

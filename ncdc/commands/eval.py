@@ -57,6 +57,10 @@ def add_parser(subparsers) -> None:
                         "FILE.npz")
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
+    p.add_argument("--strict", action="store_true",
+                   help="fail (instead of warning) when a --params/--inputs/--tape file has "
+                        "unused keys, NaN or infinite values, or metadata (spec, binding, "
+                        "quant mode, version) that differs from this run")
     add_reading_arg(p)
     add_memory_arg(p)
     add_weights_arg(p)
@@ -64,20 +68,48 @@ def add_parser(subparsers) -> None:
 
 
 def _read_npz(path) -> dict:
-    import numpy as np
+    from ncdc.interpreter.weights import read_npz
+
+    return read_npz(path)
+
+
+def _warn(args, path, problems) -> None:
+    """File problems: warnings on stderr, or an error under --strict."""
     from ncdc.ir.errors import EvaluationError
 
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (OSError, ValueError) as exc:
-        raise EvaluationError(f"cannot read {path!r}: {exc}") from None
+    if not problems:
+        return
+    if args.strict:
+        raise EvaluationError(f"{path}: {problems[0]}" + (
+            f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + " (--strict)")
+    for p in problems:
+        print(f"warning: {path}: {p}", file=sys.stderr)
 
 
-def _inputs(path, n: int) -> list:
+def _metadata(spec, binding, quant) -> dict:
+    import hashlib
+
+    from ncdc.interpreter.weights import file_metadata
+    from ncdc.spec.checks_binding import size_key
+
+    import ncdc
+
+    with open(spec.source, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    syms = list(binding.env.values)
+    values = {size_key(s, syms): str(v) for s, v in sorted(binding.env.values.items(),
+                                                             key=lambda kv: kv[0].uid)}
+    return file_metadata(digest, values, quant, ncdc.__version__)
+
+
+def _input_keys(n: int) -> set:
+    return {f"{p}{k}" for k in range(n) for p in ("in", "arr_", "live")}
+
+
+def _inputs(path, n: int, data=None) -> list:
     from ncdc.ir.errors import EvaluationError
 
-    data = _read_npz(path)
+    data = _read_npz(path) if data is None else data
     out = []
     for k in range(n):
         for name in (f"in{k}", f"arr_{k}"):
@@ -117,12 +149,15 @@ def _fmt(x) -> str:
 def run(args) -> int:
     import numpy as np
     from ncdc.interpreter.storage_policy import weights_params
-    from ncdc.interpreter.weights import load_params, save_params
+    from ncdc.interpreter.weights import audit, load_params, save_params
+    from ncdc.ir.errors import UsageError
 
     from ncdc import interpreter
     from ncdc.preflight import require
 
     spec = load_spec(args)
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: a seed is a whole number from 0")
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env
     if args.block:
@@ -133,20 +168,33 @@ def run(args) -> int:
         where = "the whole model" if morphism is spec.data else \
             f"the complete leading part of the model ({len(morphism.content)} items)"
     require(morphism, env, command="eval", max_memory=args.max_memory)
-    params = load_params(args.params) if args.params else None
-    params, stored = weights_params(morphism, env, params, args.weights, seed=args.seed,
+    loaded = load_params(args.params) if args.params else None
+    meta = _metadata(spec, binding, args.quant) if args.params or args.save_params else None
+    if loaded is not None:
+        from ncdc.interpreter.weights import compare_metadata
+
+        _warn(args, args.params, compare_metadata(loaded.metadata, meta))
+    params, stored = weights_params(morphism, env, loaded, args.weights, seed=args.seed,
                                     stand_in=args.stand_in)
     run_ = interpreter.interpret(morphism, env, params=params, quant=args.quant,
                                  stand_in=args.stand_in, seed=args.seed, reading=args.reading)
+    if loaded is not None:
+        _warn(args, args.params, audit(loaded, run_.params))
     if args.save_params:
-        save_params(run_.params, args.save_params)
+        from ncdc.interpreter.weights import storage_of
+
+        storage = {p.key: storage_of(p.datatype) for p in run_.param_specs}
+        save_params(run_.params, args.save_params, storage, meta)
     if args.inputs:
-        inputs = _inputs(args.inputs, len(run_.dom))
+        data = _read_npz(args.inputs)
+        _warn(args, args.inputs, audit(data, _input_keys(len(run_.dom))))
+        inputs = _inputs(args.inputs, len(run_.dom), data)
     else:
         inputs = interpreter.random_inputs(morphism, env, args.seed)
     tape = interpreter.random_tape(morphism, env, args.seed)
     if args.tape:
         given = _read_npz(args.tape)
+        _warn(args, args.tape, audit(given, given))
         tape = {int(k) if k.isdigit() else k: v for k, v in given.items()}
     rms = []
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 
 from .common import (
-    UsageError,
     add_block_arg,
     add_size_args,
     add_spec_args,
@@ -45,7 +44,7 @@ def _flat_clusters(g):
 
 def run(args) -> int:
     import networkx as nx
-    from ncdc.ir.errors import SpecError
+    from ncdc.ir.errors import SpecError, UsageError
     from ncdc.ir.graph import to_dot, wiring_graph
 
     ext = os.path.splitext(args.output)[1].lower()

@@ -4,7 +4,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .common import add_size_args, add_spec_args, emit_json, error_json, parse_assignments
+from .common import (
+    add_size_args,
+    add_spec_args,
+    check_paths,
+    emit_json,
+    error_json,
+    parse_assignments,
+)
 
 DESCRIPTION = """\
 List every problem of a spec in one pass: severity, code, JSON path, block titles, axes.
@@ -69,8 +76,10 @@ def run(args) -> int:
     from ..api import load
 
     source = args.spec or "(bundled spec)"
+    check_paths(args)
     try:
-        spec = load(args.spec, salvage=args.salvage or args.spec is None)
+        spec = load(args.spec, salvage=args.salvage or args.spec is None,
+                    max_bytes=args.max_spec_bytes)
     except SpecFormatError as exc:
         return _unreadable(args, source, exc)
     except SpecError as exc:

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 
 from .common import (
-    UsageError,
     add_block_arg,
     add_size_args,
     add_spec_args,
@@ -33,7 +32,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ncdc.ir.errors import SpecError
+    from ncdc.ir.errors import SpecError, UsageError
 
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene

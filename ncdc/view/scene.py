@@ -43,6 +43,7 @@ from ncdc.ir.morphisms import (
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import param_roles, param_specs
 from ncdc.ir.shapes import array_text, size_text
+from ncdc.ir.walk import arity
 
 from .labels import plain_label
 
@@ -140,7 +141,7 @@ class SceneBuilder:
         if isinstance(m, ProductOfMorphisms):
             out, at = [], 0
             for i, part in enumerate(m.content):
-                n = _arity(part)
+                n = arity(part)
                 out.extend(self.build(part, inputs[at:at + n], f"{path}.content[{i}]", cont))
                 at += n
             return out
@@ -289,17 +290,6 @@ class SceneBuilder:
         return []
 
 
-def _arity(m: Morphism) -> int:
-    try:
-        return len(m.dom)
-    except (SpecError, RecursionError):
-        if isinstance(m, Truncated):
-            content = m.partial.get("content") or ()
-            first = next((x for x in content if isinstance(x, Morphism)), None)
-            return _arity(first) if first is not None and m.expected == "Composed" else 0
-        return 0
-
-
 def _attach_params(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
     """Give every node the parameter keys (interpreter keys, from ``root``) below it."""
     specs = _safe(lambda: param_specs(root, env), None)
@@ -359,7 +349,7 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
     b = SceneBuilder(env)
     rid = "root"
     b.add_node(rid, None, "root", name or getattr(root, "title", "") or "model", path=root.path)
-    dom = _safe(lambda: tuple(root.dom), tuple(None for _ in range(_arity(root))))
+    dom = _safe(lambda: tuple(root.dom), tuple(None for _ in range(arity(root))))
     inputs = []
     for k, o in enumerate(dom):
         nid = b.add_node(f"in:{k}", rid, "input", f"input {k}", shape=array_text(o))

@@ -81,7 +81,8 @@
   const levelCache = new Map();
   const LEVEL_OPTIONS = {
     "elk.algorithm": "layered", "elk.direction": "RIGHT",
-    "elk.layered.spacing.nodeNodeBetweenLayers": "36", "elk.spacing.nodeNode": "18",
+    "elk.spacing.nodeNode": "22", "elk.spacing.edgeEdge": "14",
+    "elk.layered.spacing.edgeEdgeBetweenLayers": "14",
     "elk.spacing.edgeLabel": "2", "elk.edgeLabels.placement": "CENTER",
     "elk.layered.nodePlacement.strategy": "NETWORK_SIMPLEX",
     "elk.portConstraints": "FIXED_ORDER",
@@ -104,9 +105,17 @@
     const n = nodes[id];
     const isRoot = id === scene.root;
     const [minW] = isRoot ? [0] : leafSize(n);
+    // every wire's label sits just right of its source port, so the gap between layers (and
+    // the padding next to the level's own ports) is made as wide as the widest label in it
+    const edges = scene.edges[id] || [];
+    const widest = (list) => list.reduce((w, e) => Math.max(w, textWidth(wireText(e), 10) + 14), 0);
+    const gap = Math.max(36, widest(edges.filter((e) => e.src !== id)));
+    const left = Math.max(18, widest(edges.filter((e) => e.src === id)));
     const graph = {
       id, layoutOptions: { ...LEVEL_OPTIONS,
-        "elk.padding": isRoot ? "[top=20,left=20,bottom=20,right=20]" : "[top=34,left=18,bottom=14,right=18]",
+        "elk.layered.spacing.nodeNodeBetweenLayers": String(gap),
+        "elk.padding": isRoot ? `[top=20,left=20,bottom=20,right=${Math.max(20, gap)}]`
+          : `[top=34,left=${left},bottom=14,right=${Math.max(18, gap)}]`,
         "elk.nodeSize.constraints": "MINIMUM_SIZE", "elk.nodeSize.minimum": `(${minW + 20},60)` },
       ports: isRoot ? [] : portsOf(n),
       children: n.children.map((c) => childBox(nodes[c])),
@@ -178,7 +187,9 @@
         id: e.id,
         sources: [endPort(e.src, e.srcPort, container, true)],
         targets: [endPort(e.dst, e.dstPort, container, false)],
-        labels: text ? [{ text, width: textWidth(text, 10) + 4, height: 12 }] : [],
+        // labels are drawn after layout, beside the source port (see layoutLevel): labels
+        // given to ELK double its work for every level
+        labels: [],
       };
     });
   }
@@ -192,6 +203,7 @@
   }
 
   function draw(layout) {
+    labelled = new Set();
     const svg = document.getElementById("canvas");
     svg.textContent = "";
     svg.setAttribute("width", Math.ceil(layout.width));
@@ -250,6 +262,8 @@
   const edgeIndex = {};
   for (const c in scene.edges) for (const e of scene.edges[c]) edgeIndex[e.id] = e;
 
+  let labelled = new Set();
+
   function drawEdge(le, parent) {
     const e = edgeIndex[le.id];
     const g = el("g", { class: `wire${e.dead ? " dead" : ""}`, "data-id": e.id, "data-src": e.src, "data-dst": e.dst }, parent);
@@ -257,9 +271,13 @@
       const pts = [s.startPoint, ...(s.bendPoints || []), s.endPoint];
       el("path", { d: "M" + pts.map((p) => `${p.x},${p.y}`).join(" L"), "marker-end": "url(#arrow)" }, g);
     }
-    for (const l of le.labels || []) {
-      const t = el("text", { x: l.x + 2, y: l.y + 10, class: "wire-label" }, g);
-      t.textContent = l.text;
+    const text = wireText(e);
+    const key = `${e.src}|${e.srcPort}`;
+    if (text && le.sections && le.sections.length && !labelled.has(key)) {
+      labelled.add(key);  // a fanned-out wire carries one label
+      const s0 = le.sections[0];
+      const t = el("text", { x: s0.startPoint.x + 4, y: s0.startPoint.y - 3, class: "wire-label" }, g);
+      t.textContent = text;
       if (e.bound) {
         const tip = el("title", {}, t);
         tip.textContent = e.label;
