@@ -83,6 +83,8 @@ def test_scene_blocks_match_the_ir(bundled):
     assert len(top) == len(nearest_blocks(bundled.data))
     sinkhorn = [n for n in nodes.values() if n["label"] == "Sinkhorn Round"]
     assert sinkhorn and all(n["rep"] == "19" for n in sinkhorn)
+    # every wire is labelled (a cut root's inputs carry what their consumer expects)
+    assert all(e["label"] for es in scene["edges"].values() for e in es)
     # every wire belongs to the container that draws both of its ends
     for cont, edges in scene["edges"].items():
         for e in edges:

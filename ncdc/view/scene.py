@@ -221,6 +221,7 @@ class SceneBuilder:
              "datatype": str(dt), "learned": learned}
             for role, shape, labels, dt, learned in _safe(lambda: param_roles(b), [])]
         extra["degree"] = [a.label for a in _safe(lambda: b.degree, ())]
+        extra["dom"] = [array_text(o) for o in _safe(lambda: tuple(b.dom), ())]
         nid = self.add_node(path, cont, "operator", label, **extra)
         for k, e in enumerate(inputs):
             self.wire(cont, e, nid, k)
@@ -305,6 +306,18 @@ def _attach_params(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
                              "learned": p.learned} for p in by_site[nid]]
 
 
+def _label_unknown_wires(nodes: dict, edges: dict) -> None:
+    """A wire whose producer's array is unknown (a cut root's inputs) carries the array its
+    consumer expects."""
+    for es in edges.values():
+        for e in es:
+            if e["label"]:
+                continue
+            dom = nodes[e["dst"]].get("dom") or ()
+            if e["dstPort"] < len(dom):
+                e["label"] = dom[e["dstPort"]]
+
+
 def _cost_text(expr, env: Env | None) -> str:
     """A cost figure: the number at the binding, else the (expanded) formula."""
     return size_text(sympy.expand(expr), env)
@@ -363,6 +376,7 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
         nid = b.add_node(f"out:{j}", rid, "output", f"output {j}", shape=array_text(e.obj))
         b.ports(nid, 1, 0)
         b.wire(rid, e, nid, 0)
+    _label_unknown_wires(b.nodes, b.edges)
     _attach_params(b.nodes, root, env)
     _attach_costs(b.nodes, root, env)
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}

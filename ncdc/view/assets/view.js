@@ -126,7 +126,7 @@
     const wrapped = await elk.layout({ id: "\u0000wrap", layoutOptions: { "elk.algorithm": "fixed" },
       children: [graph], edges: [] });
     const out = wrapped.children[0];
-    levelCache.set(id, out);
+    if (!n.children.some((c) => expanded.has(c))) closedCache.set(id, out);
     stats.levels.push({ id, ms: performance.now() - started, boxes: graph.children.length,
       wires: graph.edges.length });
     return out;
@@ -145,8 +145,40 @@
       order.push(id);
     };
     visit(scene.root);
-    for (const id of order) if (!levelCache.has(id)) await layoutLevel(id);
+    for (const id of order) {
+      if (levelCache.has(id)) continue;
+      const closed = !nodes[id].children.some((c) => expanded.has(c));
+      levelCache.set(id, closed && closedCache.has(id) ? closedCache.get(id) : await layoutLevel(id));
+    }
     return levelCache.get(scene.root);
+  }
+
+  // While the page is idle, blocks not yet opened are laid out in advance (their children
+  // closed), nearest the top first, so opening one lays out only its ancestors.
+  const closedCache = new Map();
+  let busy = false;
+  function prepareAhead() {
+    const queue = [];
+    const visit = (id, depth) => {
+      for (const c of nodes[id].children) {
+        if (nodes[c].kind !== "block" || !nodes[c].children.length) continue;
+        queue.push([depth, c]);
+        if (depth < 4) visit(c, depth + 1);
+      }
+    };
+    visit(scene.root, 0);
+    queue.sort((a, b) => a[0] - b[0]);
+    const step = async () => {
+      while (queue.length && (busy || closedCache.has(queue[0][1]))) {
+        if (busy) return setTimeout(step, 60);
+        queue.shift();
+      }
+      if (!queue.length) return;
+      const [, id] = queue.shift();
+      if (!nodes[id].children.some((c) => expanded.has(c))) await layoutLevel(id);
+      setTimeout(step, 0);
+    };
+    setTimeout(step, 30);
   }
 
   // absolute placement: a level's coordinates are relative to its own box
@@ -302,8 +334,10 @@
   }
 
   async function safeRelayout() {
+    busy = true;
     try { return await relayout(); }
     catch (err) { console.error("ncdc view: layout failed:", err && err.stack || err); throw err; }
+    finally { busy = false; }
   }
 
   function schedule() {
@@ -524,6 +558,7 @@
   const t0 = performance.now();
   window.__ncdc.ready = schedule().then(() => {
     stats.firstFrameMs = performance.now() - t0;
+    prepareAhead();
     return new Promise((res) => requestAnimationFrame(() => res(stats)));
   });
 })();
