@@ -19,6 +19,7 @@ class Param:
     attr: str
     site: Broadcasted
     role: str
+    layout: tuple | None = None  # (input dims, output dims) of an nn.Linear weight or bias
 
 
 @dataclass

@@ -104,6 +104,7 @@ def _prelude(name: str) -> tuple[list[str], str]:
 
 
 PRELUDE_TITLES = {
+    "linear": "the spec's Linear layers as nn.Linear",
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",
     "pairs": "arrays on a sparse axis at its live pairs only",
@@ -120,19 +121,12 @@ class Generated:
     slot_keys: dict[int, str] = dataclasses.field(default_factory=dict)
 
     def load_params(self, module, params) -> None:
-        """Copy interpreter-keyed arrays into an instance of this file's root class."""
-        state = module.state_dict()
-        with torch.no_grad():
-            for name, key in self.param_keys.items():
-                value = torch.as_tensor(params[key])
-                target = state[name]
-                if tuple(value.shape) != tuple(target.shape):
-                    raise SpecError(f"{key}: shape {tuple(value.shape)}, expected "
-                                    f"{tuple(target.shape)}")
-                target.copy_(value.to(target.dtype))
-        for m in module.modules():
-            if hasattr(m, "data_missing"):
-                m.data_missing = False
+        """Copy interpreter-keyed arrays into an instance of this file's root class (with the
+        file's own ``load_interpreter_params``: layouts, shape checks)."""
+        try:
+            sys.modules[type(module).__module__].load_interpreter_params(module, params)
+        except (KeyError, ValueError) as exc:
+            raise SpecError(str(exc)) from None
 
 
 def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
@@ -193,6 +187,19 @@ def instance_params(info: ClassInfo, prefix: str = ""):
                 yield from instance_params(m.info, f"{prefix}{m.attr}.")
 
 
+def param_layouts(info: ClassInfo, prefix: str = ""):
+    """(state_dict key, layout) of every nn.Linear parameter."""
+    for m in info.members:
+        if isinstance(m, Param):
+            if m.layout is not None:
+                yield prefix + m.attr, m.layout
+        elif m.repeat is not None:
+            for i in range(m.repeat):
+                yield from param_layouts(m.info, f"{prefix}{m.attr}.{i}.")
+        else:
+            yield from param_layouts(m.info, f"{prefix}{m.attr}.")
+
+
 def param_keys(gen: Generator, info: ClassInfo, root, env: Env) -> dict[str, str]:
     """state_dict key -> the interpreter's parameter key (ir.params.param_specs)."""
     ours = list(instance_params(info))
@@ -221,7 +228,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("quant", "views", "pairs", "fixed"):
+    for name in ("linear", "quant", "views", "pairs", "fixed"):
         if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
@@ -236,6 +243,14 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     keys_lines.append('"""state_dict key -> parameter key of the reference interpreter."""')
     body_parts.append("\n".join(keys_lines) + "\n" if keys else
                       "PARAM_KEYS: dict[str, str] = {}\n")
+    layouts = dict(param_layouts(root))
+    layout_lines = ["PARAM_LAYOUT = {"] + [f"    {string_literal(k)}: {v!r}," for k, v in
+                                           layouts.items()] + ["}"]
+    layout_lines.append('"""nn.Linear parameters: (input dims, output dims) of the interpreter\'s '
+                        '[in..., out...] weight\n(or [out...] bias, input dims 0), stored flattened '
+                        'as [out, in] (or [out])."""')
+    body_parts.append("\n".join(layout_lines) + "\n" if layouts else
+                      "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
     body_parts.append(LOADER)
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
@@ -273,6 +288,13 @@ LOADER = '''def load_interpreter_params(module, params):
             if not target.is_floating_point() and not target.is_complex() and (
                     value.is_floating_point() and not bool((value == value.round()).all())):
                 raise TypeError(f"{key}: non-integral values for an integer array")
+            if name in PARAM_LAYOUT:  # [in..., out...] -> nn.Linear's [out, in] (bias: [out])
+                n_in, n_out = PARAM_LAYOUT[name]
+                if (value.dim() != n_in + n_out or value.numel() != target.numel()
+                        or math.prod(value.shape[n_in:]) != target.shape[0]):
+                    raise ValueError(f"{key}: shape {tuple(value.shape)} does not flatten to "
+                                     f"{tuple(target.shape)}")
+                value = value.reshape(-1, target.shape[0]).T if n_in else value.reshape(-1)
             if tuple(value.shape) != tuple(target.shape):
                 raise ValueError(f"{key}: shape {tuple(value.shape)}, expected "
                                  f"{tuple(target.shape)}")

@@ -59,6 +59,19 @@ class Members:
         self.items.append(Param(attr, site, role))
         return p
 
+    def add_linear(self, base: str, site: Broadcasted, in_features: str, out_features: str,
+                   bias: bool, n_in: int, n_out: int) -> str:
+        """An ``nn.Linear`` (the prelude's, with the spec's initialisation) whose weight is the
+        interpreter's ``[in..., out...]`` flattened to ``[out, in]`` (and its bias to
+        ``[out]``): the layout ``F.linear`` consumes, so no call copies it."""
+        attr = self.attrs.fresh(base)
+        self.init_lines.append(INDENT * 2 + f"self.{attr} = Linear({in_features}, {out_features}"
+                               f"{'' if bias else ', bias=False'})")
+        self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out)))
+        if bias:
+            self.items.append(Param(f"{attr}.bias", site, "bias", (0, n_out)))
+        return f"self.{attr}"
+
     def add_table(self, base: str, shape: list[str], value: str) -> str:
         """A non-persistent buffer of ``shape`` computed by ``reset_parameters`` from ``value``
         (code)."""

@@ -86,6 +86,22 @@ def fold_live(ctx, relabelled, groups, outl):
     return code, (fp, fs)
 
 
+def linear_module(ctx, in_labels: list, out_labels: list) -> str:
+    """Declare a Linear as an ``nn.Linear`` submodule over its flattened target axes; returns
+    the code of the layer."""
+    op, b = ctx.op, ctx.b
+    if kind(b.output_weaves[0].datatype) == "complex":
+        raise SpecError("complex Linear weights are not supported by the code generator",
+                        b.path)
+    ctx.use("linear")
+
+    def flat(labels):
+        return " * ".join(ctx.init_size(ctx.axis(lab).size) for lab in labels)
+
+    return ctx.cb.members.add_linear(_weight_name(op), b, flat(in_labels), flat(out_labels),
+                                     bool(op.bias), len(in_labels), len(out_labels))
+
+
 def _weight_name(op) -> str:
     return identifier(op.label, "weight") if op.label else "weight"
 

@@ -148,6 +148,11 @@ def test_load_interpreter_params_of_generated_file():
     assert set(mod.PARAM_KEYS) == set(module.state_dict())
     mod.load_interpreter_params(module, run.params)
     for name, key in mod.PARAM_KEYS.items():
-        np.testing.assert_array_equal(module.state_dict()[name].numpy(), run.params[key])
+        want = run.params[key]
+        if name in mod.PARAM_LAYOUT:  # an nn.Linear: [in..., out...] stored as [out, in]
+            n_in, _ = mod.PARAM_LAYOUT[name]
+            want = want.reshape(-1, module.state_dict()[name].shape[0]).T if n_in \
+                else want.reshape(-1)
+        np.testing.assert_array_equal(module.state_dict()[name].numpy(), want)
     with pytest.raises(KeyError):
         mod.load_interpreter_params(module, {})

@@ -158,3 +158,32 @@ def test_released_sizes_construct_on_meta_quickly(bundled):
     elapsed = time.perf_counter() - t0
     assert sum(p.numel() for p in module.parameters()) > 10 ** 10
     assert elapsed < 10, elapsed
+
+
+def test_idiomatic_layers_are_found_and_loaded(bundled):
+    """Matrix products over flattened target axes are nn.Linear (so PEFT/torchao/FSDP policies
+    find them), RMSNorm with gain is F.rms_norm; interpreter weights [in..., out...] load into
+    [out, in] (checked against a hand-flattened product), and a mis-shaped one is refused."""
+    env = bundled.bind("tiny").env
+    block = bundled.block("Mixing Coefficients")
+    g = generate(block, env)
+    mod = load_module(g.source)
+    module = getattr(mod, g.class_name)().double()
+    linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 3
+    assert "F.rms_norm(" in g.source
+    run = interpreter.interpret(block, env, stand_in=True)
+    mod.load_interpreter_params(module, run.params)
+    name = next(n for n in g.param_keys if n.endswith(".weight"))
+    w = run.params[g.param_keys[name]]  # [in..., out...]
+    layer = module.get_submodule(name.removesuffix(".weight"))
+    x = torch.randn(3, layer.in_features, dtype=torch.float64)
+    n_in, _ = mod.PARAM_LAYOUT[name]
+    want = x.numpy() @ w.reshape(int(np.prod(w.shape[:n_in])), -1)
+    got = torch.nn.functional.linear(x, layer.weight).detach().numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    for wrong in (w.reshape(-1), w.reshape(w.shape[0], -1, 1)):
+        bad = dict(run.params)
+        bad[g.param_keys[name]] = wrong
+        with pytest.raises(ValueError):
+            mod.load_interpreter_params(module, bad)

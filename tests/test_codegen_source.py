@@ -43,6 +43,8 @@ def _model_part(source: str) -> str:
     (the preludes are pasted verbatim from ``codegen/prelude`` and tested there; the weights
     loader is the same in every file)."""
     start = source.index("\nclass ") + 1
+    if source.startswith("class Linear(nn.Linear):", start):  # codegen/prelude/linear.py
+        start = source.index("\nclass ", start) + 1
     end = source.index("\ndef load_interpreter_params")
     return source[start:end].rstrip() + "\n"
 
@@ -94,7 +96,7 @@ def test_reads_like_code(prefix_source, bundled, tiny):
     assert "# [x, m]" in prefix_source
     assert "affine_read" in prefix_source and "torch.where" in prefix_source
     dense = generate_source(bundled.block("Mixing Coefficients"), tiny)
-    dense = dense[dense.index("\nclass "):dense.index("\nPARAM_KEYS")]
+    dense = _model_part(dense)
     assert "_live" not in dense and "torch.where" not in dense
     assert "nn.ModuleList" in dense and "for block in self.sinkhorn_rounds:" in dense
     # alone, the per-expert Linear and its diagonal view are one einsum (no |e|x|e|
@@ -182,7 +184,8 @@ def test_hostile_text_only_in_escaped_literals(mk, load_doc, tmp_path):
             assert all(n.split(".")[0] in {"torch", "math", "functools"} for n in names)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             assert node.func.attr != "system"
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef))
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
+               and n.name != "Linear")  # skip codegen/prelude/linear.py
     doc = ast.get_docstring(cls, clean=False)
     assert 'os.system("echo pwned")' in doc and "\u2603\U0001F600" in doc
     assert _ruff(tmp_path, source).returncode == 0

@@ -7,12 +7,12 @@ from ncdc.ir.names import plain_title
 from ncdc.ir.operators import Einops, Embedding, Linear
 
 from .. import liveness
-from ..emit import align_code
+from ..emit import align_code, atom
 from ..fixed_data import user_data
 from ..members import normal
 from ..names import identifier
 from ..operands import OpResult
-from ..products import contract, fold_live, group_labels, linear_params
+from ..products import contract, fold_live, group_labels, linear_module, linear_params
 from ..registry import rule
 
 
@@ -68,6 +68,18 @@ def linear(ctx):
                             b.path, node_type="Linear")
     in_labels = [("t", 0, p) for p in range(len(b.input_weaves[0].target))] if ctx.ops else []
     out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
+    o = ctx.ops[0] if ctx.ops else None
+    if (o is not None and in_labels and out_labels and ctx.pairs is None and not ctx.relabel
+            and o.labels[-len(in_labels):] == in_labels and len(set(o.labels)) == len(o.labels)):
+        # a matrix product over the flattened target axes: an nn.Linear
+        layer = linear_module(ctx, in_labels, out_labels)
+        x = o.expr if len(in_labels) == 1 else f"{atom(o.expr)}.flatten({-len(in_labels)})"
+        code = f"{layer}({x})"
+        if len(out_labels) > 1:
+            sizes = ", ".join(ctx.size(lab) for lab in out_labels)
+            code = f"{code}.unflatten(-1, ({sizes}))"
+        labels = o.labels[:-len(in_labels)] + out_labels
+        return _linear_live(ctx, o, in_labels, layer[5:] + "_out", code, labels)
     weight, bias, base = linear_params(ctx, in_labels, out_labels)
     if not ctx.ops:
         labels = [ctx.rel(lab) for lab in out_labels]
@@ -94,6 +106,11 @@ def linear(ctx):
                                 set(in_labels), name)
     if bias is not None:
         code = f"{code} + {align_code(bias, [ctx.rel(lab) for lab in out_labels], labels)}"
+    return _linear_live(ctx, o, in_labels, name, code, labels)
+
+
+def _linear_live(ctx, o, in_labels, name, code, labels):
+    """Bind a Linear's result; dead where every input entry it reads is dead."""
     var = ctx.bind(name, code, labels)
     if o.live is None:
         return [OpResult(var, labels)]
