@@ -50,6 +50,19 @@ from .values import Value, with_rank, zero_dead
 NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError, KeyError)
 
 
+def unevaluable(m, titles) -> SpecError:
+    """The typed error for a term that is no function on arrays: a cut term, an index map, or
+    an unknown kind (shared by the tree walk and the plans)."""
+    if isinstance(m, Truncated):
+        return TruncatedError(f"cannot evaluate: the {m.expected or 'term'} here was cut off "
+                              f"({m.reason})", m.path, titles, node_type=m.expected)
+    if isinstance(m, StrideMorphism):
+        return SpecTypeError("a StrideMorphism is an index map, not a function on arrays",
+                             m.path, titles, node_type="StrideMorphism")
+    return EvaluationError(f"cannot evaluate a {type(m).__name__}", getattr(m, "path", ""),
+                           titles)
+
+
 @dataclass(frozen=True)
 class Scope:
     """The parameter-key context: the key segments of the enclosing blocks (``titles``) and the
@@ -136,14 +149,7 @@ class Evaluator:
             self._arity(m, ins)
             self.tape_write(m.tape, ins[0], batch, self.env.sizes(m.size.shape))
             return []
-        if isinstance(m, Truncated):
-            raise TruncatedError(f"cannot evaluate: the {m.expected or 'term'} here was cut off "
-                                 f"({m.reason})", m.path, scope.titles, node_type=m.expected)
-        if isinstance(m, StrideMorphism):
-            raise SpecTypeError("a StrideMorphism is an index map, not a function on arrays",
-                                m.path, scope.titles, node_type="StrideMorphism")
-        raise EvaluationError(f"cannot evaluate a {type(m).__name__}",
-                              getattr(m, "path", ""), scope.titles)
+        raise unevaluable(m, scope.titles)
 
     def _arity(self, m, ins):
         if len(ins) != len(m.dom):

@@ -30,7 +30,7 @@ recursive evaluator as the reference the tests compare with.
 from __future__ import annotations
 
 import numpy as np
-from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
+from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError
 from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
@@ -40,15 +40,13 @@ from ncdc.ir.morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
-    StrideMorphism,
-    Truncated,
 )
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
 from ncdc.ir.rewrites import softmax_pair
 
 from . import fusion
-from .evaluate import NUMPY_ERRORS, Scope
+from .evaluate import NUMPY_ERRORS, Scope, unevaluable
 from .plan_demand import gated_contraction, position_wise
 from .plan_steps import SiteSteps, locate
 from .values import Value
@@ -200,14 +198,7 @@ class _Builder(SiteSteps):
             ev._arity(m, regs)
             self.tape_write(m.tape, regs[0], batch, ev.env.sizes(m.size.shape))
             return []
-        if isinstance(m, Truncated):
-            raise TruncatedError(f"cannot evaluate: the {m.expected or 'term'} here was cut off "
-                                 f"({m.reason})", m.path, scope.titles, node_type=m.expected)
-        if isinstance(m, StrideMorphism):
-            raise SpecTypeError("a StrideMorphism is an index map, not a function on arrays",
-                                m.path, scope.titles, node_type="StrideMorphism")
-        raise EvaluationError(f"cannot evaluate a {type(m).__name__}",
-                              getattr(m, "path", ""), scope.titles)
+        raise unevaluable(m, scope.titles)
 
     def gated(self, items, i, regs, scope, batch):
         """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
