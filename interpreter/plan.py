@@ -352,16 +352,7 @@ class _Builder(SiteSteps):
             raise locate(EvaluationError(msg), b, scope.titles)
         lifted = self.new(len(regs))
         titles = scope.titles
-        pairs = tuple(zip(readers, regs, lifted))
-
-        def lift(R):
-            try:
-                for read, s, d in pairs:
-                    R[d] = read(R[s])
-            except (SpecError, *NUMPY_ERRORS) as exc:
-                raise locate(exc, b, titles) from None
-
-        self.step(lift, regs, lifted)
+        self.step(_moves(tuple(zip(readers, regs, lifted)), b, titles), regs, lifted)
         for g, r in zip(op.grabs if para else (), lifted[:ng]):
             self.tape_write(g.tape, r, lead, ev.env.sizes(g.size.shape))
         results = self.emit(block, lifted[ng:], scope, lead)
@@ -373,16 +364,7 @@ class _Builder(SiteSteps):
                                           f"{nout} output weaves"), b, titles)
         dst = self.new(nout)
         placers = [self.placer(b, j, batch, deg) for j in range(nout)]
-        moves = tuple(zip(placers, results, dst))
-
-        def place(R):
-            try:
-                for put, s, d in moves:
-                    R[d] = put(R[s])
-            except (SpecError, *NUMPY_ERRORS) as exc:
-                raise locate(exc, b, titles) from None
-
-        self.step(place, results, dst)
+        self.step(_moves(tuple(zip(placers, results, dst)), b, titles), results, dst)
         return dst
 
     def fused(self, lin, view, regs, scope, batch) -> list[int]:
@@ -400,3 +382,16 @@ class _Builder(SiteSteps):
 
         self.step(run, src, (dst,))
         return [dst]
+
+def _moves(moves, b, titles):
+    """A step that runs ``R[d] = f(R[s])`` for each ``(f, s, d)`` of ``moves`` (reads into a
+    box, placements out of it); failures are located at the box ``b``."""
+    def run(R):
+        try:
+            for f, s, d in moves:
+                R[d] = f(R[s])
+        except (SpecError, *NUMPY_ERRORS) as exc:
+            raise locate(exc, b, titles) from None
+
+    return run
+
