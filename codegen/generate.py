@@ -21,6 +21,7 @@ from ncdc.ir.readings import apply_reading
 
 from .boundary import input_statics
 from .classinfo import INDENT, ClassInfo, Param, Sub
+from .decoder import decoder_methods
 from .generator import Generator
 from .lower import ClassBuilder
 from .names import comment_text, docstring, string_literal
@@ -109,6 +110,7 @@ PRELUDE_TITLES = {
     "views": "affine reads and writes of trailing dims",
     "pairs": "arrays on a sparse axis at its live pairs only",
     "fixed": "fixed arrays: computed by rule, or data the user supplies",
+    "decoding": "decoding a few tokens at a time: prefill and step",
 }
 
 
@@ -167,6 +169,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         return info
 
     info = gen.build_class(make)
+    info.source = info.source.rstrip("\n") + "\n" + decoder_methods(gen, morphism, INDENT)
     name = info.name
     keys = param_keys(gen, info, morphism, env)
     source = assemble(gen, info, keys, title, source_name)
@@ -228,7 +231,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("linear", "quant", "views", "pairs", "fixed"):
+    for name in ("linear", "quant", "views", "pairs", "fixed", "decoding"):
         if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "

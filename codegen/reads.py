@@ -15,7 +15,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import View
 
-from . import liveness
+from . import decoder, liveness
 from .affine import affine_map, simple_source
 from .emit import align_code, atom
 from .names import comment_text, identifier
@@ -175,7 +175,8 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
     comment = _read_comment(amap, general, used, deg)
     if len(general) == 1 and radix is None:
         return _read_in_place(cb, b, amap, cur, src_pos[0], general[0], used, deg, expr, live,
-                              new_static, ok_ref, name, comment)
+                              new_static, ok_ref, name, comment, decoder.read_call(
+                                  cb, b, k, general, name))
     rows_code = "[" + ", ".join(
         "((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used)
         + ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})"
@@ -184,23 +185,25 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
         + ("," if len(used) == 1 else "") + ")"
     cb.gen.prelude.add("views")
     may_leave = not ok_ref.all()
+    site = cb.fw.names.fresh(name) if may_leave else None
+    read = decoder.read_call(cb, b, k, general, site or name)
     if may_leave:
-        var = cb.fw.names.fresh(name)
+        var = site
         live_var = cb.fw.names.fresh(var + "_live")
-        cb.fw.emit(f"{var}, {live_var} = affine_read({moved}, {rows_code}, {sizes_code})",
+        cb.fw.emit(f"{var}, {live_var} = {read(var)}{moved}, {rows_code}, {sizes_code})",
                    comment + "; reads outside are dead")
         if rest:
             cb.fw.emit(f"{live_var} = {live_var}[{', '.join(['None'] * len(rest))}]")
         out_live = live_var
         if moved_live is not None:
-            cb.fw.emit(f"{live_var} = {live_var} & affine_read({atom(moved_live)}.expand("
+            cb.fw.emit(f"{live_var} = {live_var} & {read(live_var)}{atom(moved_live)}.expand("
                        f"{atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
     else:
-        var = cb.fw.bind(name, f"affine_read({moved}, {rows_code}, {sizes_code})[0]", comment)
+        var = cb.fw.bind(name, f"{read(name)}{moved}, {rows_code}, {sizes_code})[0]", comment)
         out_live = None
         if moved_live is not None:
-            out_live = cb.fw.bind(var + "_live", f"affine_read({atom(moved_live)}.expand("
-                                  f"{atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
+            out_live = cb.fw.bind(var + "_live", f"{read(var + '_live')}{atom(moved_live)}"
+                                  f".expand({atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
     if new_static is not None and liveness.make(*new_static) is None:
         new_static, out_live = None, None
     return var, rest + new, out_live, new_static
@@ -225,7 +228,7 @@ def _index_code(cb, terms, shift) -> str:
 
 
 def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, ok_ref, name,
-                   comment):
+                   comment, read):
     """One source dim read through an affine row: the box of degree dims takes its place."""
     n = len(cur)
     rows_code = "[((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used) + \
@@ -240,7 +243,7 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
     if not ok_ref.all():
         var = cb.fw.names.fresh(name)
         live_var = cb.fw.names.fresh(var + "_live")
-        cb.fw.emit(f"{var}, {live_var} = affine_read({expr}, {rows_code}, {sizes_code}, "
+        cb.fw.emit(f"{var}, {live_var} = {read(var)}{expr}, {rows_code}, {sizes_code}, "
                    f"dim={dim})", comment + "; reads outside are dead")
         lead = ["None"] * pos
         if pos or trailing:
@@ -248,15 +251,16 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
             cb.fw.emit(f"{live_var} = {live_var}[{idx}]")
         out_live = live_var
         if live is not None:
-            read = cb.fw.bind(var + "_source_live", f"affine_read({atom(live)}.expand("
-                              f"{atom(expr)}.shape), {rows_code}, {sizes_code}, dim={dim})[0]")
-            cb.fw.emit(f"{live_var} = {live_var} & {read}", "dead where read outside or dead "
-                       "in the source")
+            src_live = cb.fw.bind(var + "_source_live", f"{read(var + '_source_live')}"
+                                  f"{atom(live)}.expand({atom(expr)}.shape), {rows_code}, "
+                                  f"{sizes_code}, dim={dim})[0]")
+            cb.fw.emit(f"{live_var} = {live_var} & {src_live}", "dead where read outside or "
+                       "dead in the source")
     else:
-        var = cb.fw.bind(name, f"affine_read({expr}, {rows_code}, {sizes_code}, dim={dim})[0]",
+        var = cb.fw.bind(name, f"{read(name)}{expr}, {rows_code}, {sizes_code}, dim={dim})[0]",
                          comment)
         if live is not None:
-            out_live = cb.fw.bind(var + "_live", f"affine_read({atom(live)}.expand("
+            out_live = cb.fw.bind(var + "_live", f"{read(var + '_live')}{atom(live)}.expand("
                                   f"{atom(expr)}.shape), {rows_code}, {sizes_code}, "
                                   f"dim={dim})[0]")
     if new_static is not None:

@@ -64,6 +64,11 @@ class EvaluationError(SpecError):
     """A numerical evaluation failed on user data (bad input shape, index out of table, ...)."""
 
 
+class NonCausalError(SpecError):
+    """A block's output at a token reads a later token (:mod:`ir.incremental`): it cannot be
+    decoded one token at a time."""
+
+
 SEVERITIES = ("error", "warning", "info")
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
+from ncdc.ir.incremental import is_token_axis
 from ncdc.ir.names import plain_title
 from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
@@ -42,7 +43,7 @@ def fixed_array(ctx):
 @rule(Rotary, YarnRotary)
 def rotary(ctx):
     """``F[x, t] = exp(i * stride * x * theta[t])``, ``theta[t] = base^(-t/|t|)`` (YaRN:
-    ``theta[t] (1 - r[t] + r[t]/factor)``, ``r`` the clamped ramp); positions from 0."""
+    ``theta[t] (1 - r[t] + r[t]/factor)``, ``r`` the clamped ramp); positions from 0 (from the tokens already decoded, in ``step``)."""
     b, op = ctx.b, ctx.op
     if ctx.ops:
         raise SpecError("a rotary table takes no input", b.path)
@@ -65,6 +66,9 @@ def rotary(ctx):
     stride = FormulaPrinter("x", ctx.symbol)(op.position_stride)
     n_pos = ctx.axis_size(tgt[0])
     positions = f"torch.arange({n_pos}, {f64})"
+    if is_token_axis(tgt[0]):  # token indices: offset while decoding (codegen/decoder.py)
+        ctx.use("decoding")
+        positions = f"({positions} + tokens_before())"
     if stride != "1":
         positions = f"{positions} * {stride}"
     out = [("o", 0, 0), ("o", 0, 1)]

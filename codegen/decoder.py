@@ -1,0 +1,90 @@
+"""Incremental decoding in generated files: ``prefill`` and ``step`` on the root class.
+
+The one mechanism (:mod:`ir.incremental` decides where it applies): ``forward`` runs on the new
+tokens only; every look-back read along the token axis becomes a ``token_read`` (prelude
+``decoding``) that puts the entries the state kept in front of the new ones and keeps the last
+``keep`` for the next call; rotary positions start at ``tokens_before()``. ``prefill`` and
+``step`` wrap ``forward`` with that state. A block that is not incremental (an unbounded read)
+gets neither method; one that reads later tokens is not causal (``ir.incremental``).
+"""
+from __future__ import annotations
+
+from ncdc.ir.errors import SpecError
+from ncdc.ir.incremental import Analysis, analyse, classify_reindexing, is_token_axis
+from ncdc.ir.morphisms import Broadcasted, Morphism
+
+from .names import string_literal
+
+
+def read_call(cb, b: Broadcasted, k: int, general: list[int], name: str):
+    """``read(site)`` -> the opening of the call that reads input ``k`` of ``b`` through its
+    general rows ``general``: ``affine_read(``, or for a look-back along the token axis
+    ``token_read(self, "<site>", <keep>, `` (the source, rows, sizes and dim follow)."""
+    kind, row, keep, _reach, _why = classify_reindexing(b, k)
+    if kind != "lookback" or row not in general:
+        return lambda site: "affine_read("
+    cb.gen.prelude.add("decoding")
+    keep_code = cb.size_code(keep)
+    pos = general.index(row)
+    taken = cb.__dict__.setdefault("_decoder_sites", set())
+
+    def read(site: str) -> str:
+        base, n = site or name, 1
+        while site in taken or not site:
+            n += 1
+            site = f"{base}_{n}"
+        taken.add(site)
+        key = f"{site}@{pos}" if pos else site  # "@k": the token dim is the map's row k
+        return f"token_read(self, {string_literal(key)}, {keep_code}, "
+    return read
+
+
+def token_input(root: Morphism) -> tuple[int, int] | None:
+    """(input index, dim counted from the end) of the first token axis of ``root``'s inputs."""
+    for k, arr in enumerate(root.dom):
+        shape = tuple(arr.shape)
+        for i, a in enumerate(shape):
+            if is_token_axis(a):
+                return k, i - len(shape)
+    return None
+
+
+def decoder_analysis(root: Morphism) -> Analysis | None:
+    """The analysis of ``root`` when it gets ``prefill`` and ``step``, else None."""
+    try:
+        if token_input(root) is None:
+            return None
+        a = analyse(root)
+    except SpecError:
+        return None
+    return a if a.incremental else None
+
+
+def decoder_methods(gen, root: Morphism, indent: str) -> str:
+    """The ``prefill`` and ``step`` methods of the root class ('' when the block does not
+    decode incrementally)."""
+    a = decoder_analysis(root)
+    if a is None:
+        return ""
+    gen.prelude.add("decoding")
+    tokens = token_input(root)
+    kept = ", ".join(sorted({f"{r.label} keeps {r.keep}" for r in a.lookbacks})) or \
+        "no read reaches back"
+    i2, i3 = indent * 2, indent * 3
+    return "\n".join([
+        "",
+        f"{indent}def prefill(self, *inputs, **kwargs):",
+        f'{i2}"""``forward`` on the first tokens of a sequence: ``(outputs, state)``, the state',
+        f"{i2}for ``step`` (prelude ``decoding``; {kept}).\"\"\"",
+        f"{i2}return decode(self, None, inputs, kwargs, tokens={tokens!r})",
+        "",
+        f"{indent}def step(self, *inputs, state, **kwargs):",
+        f'{i2}"""``forward`` on the next tokens of the sequence ``state`` continues, as the',
+        f"{i2}whole sequence at once would give them: ``(outputs, state)``.\"\"\"",
+        f"{i2}return decode(",
+        f"{i3}self, state, inputs, kwargs, tokens={tokens!r})",
+        "",
+    ])
+
+
+__all__ = ["decoder_analysis", "decoder_methods", "read_call", "token_input"]

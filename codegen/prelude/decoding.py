@@ -1,0 +1,79 @@
+"""Decoding a sequence a few tokens at a time (pasted into generated files whose block decodes).
+
+``prefill(*inputs)`` runs ``forward`` on the first tokens and ``step(*inputs, state=state)`` on
+the next ones; both return ``(outputs, state)``. ``forward`` works on the new tokens only: each
+read that reaches back along the token axis (``token_read``, found by ncdc's analysis in
+``ir/incremental.py``) reads the last ``keep`` entries the state kept of its source in front of
+the new ones, and rotary positions start at the number of tokens already decoded
+(``tokens_before``). The state is a dict of tensors: ``"tokens"`` (that number) and, per read,
+``"<module path>.<read>"`` (its last ``keep`` entries along the token dim), so it never grows
+past what the reads need. Reads before the first token of the sequence are dead, as in
+``forward`` on the whole sequence.
+"""
+
+import torch
+
+from .views import affine_read
+
+_DECODING = None  # the prefill or step call in progress, else None
+
+
+class Decoding:
+    """One prefill or step call: the state it starts from and the entries its reads keep."""
+
+    def __init__(self, root, state):
+        self.names = {id(m): name for name, m in root.named_modules()}
+        self.state = dict(state or {})
+        self.start = int(self.state.get("tokens", 0))
+        self.calls = {}
+        self.kept = {}
+
+    def key(self, module, site):
+        """``<module path>.<site>``, with ``~k`` on the k-th call of one module in a call."""
+        base = ".".join(p for p in (self.names.get(id(module), "?"), site) if p)
+        n = self.calls.get(base, 0)
+        self.calls[base] = n + 1
+        return base if n == 0 else f"{base}~{n}"
+
+
+def tokens_before():
+    """How many tokens of the sequence came before this call (0 outside prefill and step)."""
+    return 0 if _DECODING is None else _DECODING.start
+
+
+def token_read(module, site, keep, source, rows, sizes, dim=None):
+    """``affine_read(source, rows, sizes, dim)`` where the map's first row (row ``k`` for a
+    site named ``"<name>@k"``) reads the token dim at or before its token; while decoding, the
+    source is first extended by the entries before the new tokens that the state kept, and its
+    last ``keep`` entries are kept for the next call."""
+    d = _DECODING
+    if d is None:
+        return affine_read(source, rows, sizes, dim)
+    row = int(site.rpartition("@")[2]) if "@" in site else 0
+    axis = dim % source.dim() if dim is not None else source.dim() - len(rows) + row
+    key = d.key(module, site)
+    kept = d.state.get(key)
+    if kept is not None and kept.shape[axis]:
+        strides, shift = rows[row]
+        rows = [*rows[:row], (strides, shift + kept.shape[axis]), *rows[row + 1:]]
+        source = torch.cat([kept.to(source.dtype), source], axis)
+    n = source.shape[axis]
+    d.kept[key] = source.narrow(axis, n - min(n, keep), min(n, keep)).clone()
+    return affine_read(source, rows, sizes, dim)
+
+
+def decode(module, state, inputs, kwargs, tokens):
+    """``module(*inputs, **kwargs)`` continuing the sequence of ``state`` (None: a new one);
+    ``tokens`` = (input index, dim) of the token axis. Returns ``(outputs, state)``."""
+    global _DECODING
+    if _DECODING is not None:
+        raise RuntimeError("prefill and step do not nest")
+    d = Decoding(module, state)
+    _DECODING = d
+    try:
+        outputs = module(*inputs, **kwargs)
+    finally:
+        _DECODING = None
+    k, dim = tokens
+    n = inputs[k].shape[dim]
+    return outputs, {"tokens": torch.tensor(d.start + n), **d.kept}
