@@ -4,8 +4,9 @@ The one mechanism (:mod:`ir.incremental` decides where it applies): ``forward`` 
 tokens only; every look-back read along the token axis becomes a ``token_read`` (prelude
 ``decoding``) that puts the entries the state kept in front of the new ones and keeps the last
 ``keep`` for the next call; rotary positions start at ``tokens_before()``. ``prefill`` and
-``step`` wrap ``forward`` with that state. A block that is not incremental (an unbounded read)
-gets neither method; one that reads later tokens is not causal (``ir.incremental``).
+``step`` wrap ``forward`` with that state. A block that works position by position needs neither
+(``forward`` on the new tokens is its step), nor does one that is not incremental (an unbounded
+read) get them; one that reads later tokens is not causal (``ir.incremental``).
 """
 from __future__ import annotations
 
@@ -50,14 +51,17 @@ def token_input(root: Morphism) -> tuple[int, int] | None:
 
 
 def decoder_analysis(root: Morphism) -> Analysis | None:
-    """The analysis of ``root`` when it gets ``prefill`` and ``step``, else None."""
+    """The analysis of ``root`` when it gets ``prefill`` and ``step`` (it is incremental and
+    reads back along the token axis or reads positions), else None."""
     try:
         if token_input(root) is None:
             return None
         a = analyse(root)
     except SpecError:
         return None
-    return a if a.incremental else None
+    if not a.incremental or not (a.lookbacks or a.positions):
+        return None  # not decodable, or position by position: ``forward`` decodes it
+    return a
 
 
 def decoder_methods(gen, root: Morphism, indent: str) -> str:
@@ -70,7 +74,7 @@ def decoder_methods(gen, root: Morphism, indent: str) -> str:
     tokens = token_input(root)
     kept = ", ".join(sorted({f"{r.label} keeps {r.keep}" for r in a.lookbacks})) or \
         "no read reaches back"
-    i2, i3 = indent * 2, indent * 3
+    i2 = indent * 2
     return "\n".join([
         "",
         f"{indent}def prefill(self, *inputs, **kwargs):",
@@ -81,8 +85,7 @@ def decoder_methods(gen, root: Morphism, indent: str) -> str:
         f"{indent}def step(self, *inputs, state, **kwargs):",
         f'{i2}"""``forward`` on the next tokens of the sequence ``state`` continues, as the',
         f"{i2}whole sequence at once would give them: ``(outputs, state)``.\"\"\"",
-        f"{i2}return decode(",
-        f"{i3}self, state, inputs, kwargs, tokens={tokens!r})",
+        f"{i2}return decode(self, state, inputs, kwargs, tokens={tokens!r})",
         "",
     ])
 

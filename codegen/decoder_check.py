@@ -117,7 +117,8 @@ def check_incremental(morphism: Morphism, env: Env, *, name: str = "", quant: st
     slot_dims = {slot.uid: _token_dim(arr) for slot, arr in interpreter.tape_needs(morphism)}
     names = mask_names(module, morphism.dom)
     outs: list[list] = [[] for _ in g.root.outputs]
-    state, lo = None, 0
+    state: dict | None = None
+    lo = 0
     t0 = time.perf_counter()
     with torch.no_grad():
         for n in sizes:
@@ -129,7 +130,9 @@ def check_incremental(morphism: Morphism, env: Env, *, name: str = "", quant: st
                 kw["tape"] = {g.slot_keys[uid]: _to_torch(_slice(v, slot_dims.get(uid), lo, hi),
                                                           torch.float64)
                               for uid, v in tape.items() if uid in g.slot_keys}
-            if state is None:
+            if not hasattr(module, "prefill"):  # position by position: forward decodes
+                got, state = module(*args, **kw), {}
+            elif state is None:
                 got, state = module.prefill(*args, **kw)
             else:
                 got, state = module.step(*args, state=state, **kw)

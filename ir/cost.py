@@ -19,7 +19,8 @@ Counting rules (per call of the morphism; a parent multiplies by its degree and 
 * **Arrays**: every output of every operator, at its storage length, lifted over the degrees of
   the boxes around it (a bank ``Linear`` counts its diagonal, as the interpreter fuses it).
 * **Decoder state**: an input read through an affine index map that reaches back along the token
-  axis (the window ``w|x`` of the latents, the n-gram look-back ``L|x``) must be kept for the
+  axis (the window ``w|x`` of the latents, the n-gram look-back ``L|x``; the look-backs of
+  :mod:`ir.incremental`, which the generated ``step`` keeps) must be kept for the
   ``window - 1`` previous tokens when decoding one token at a time: per token its slice (the
   input without the token axis), in its wire's storage format.
 
@@ -36,7 +37,7 @@ import sympy
 from .axes import Axis
 from .cost_rules import bank_axes, flops, formula_ops, is_contraction, prod, work
 from .datatypes import Datatype, kind
-from .morphisms import Block, Broadcasted, Morphism, StrideMorphism, Truncated
+from .morphisms import Block, Broadcasted, Morphism, Truncated
 from .operators import BlockOperator, Linear, ParaBlockOperator
 from .params import param_roles
 from .weight_formats import (
@@ -122,8 +123,9 @@ class ParamCost:
 
 @dataclass(frozen=True)
 class StateCost:
-    """What a decoder keeps for one look-back read: ``slice`` elements per token for the
-    ``window - 1`` previous tokens, ``count`` times (iterations of a repeated block)."""
+    """What a decoder keeps for one look-back read (:mod:`ir.incremental`): ``slice`` elements
+    per token for the ``window - 1`` previous tokens, ``count`` times (iterations of a repeated
+    block); ``titles`` are the blocks around the read up to the costed root."""
 
     label: str
     path: str
@@ -131,10 +133,16 @@ class StateCost:
     window: sympy.Expr
     datatype: Datatype
     count: sympy.Expr = ONE
+    titles: tuple[str, ...] = ()
 
     @property
     def per_token(self) -> sympy.Expr:
         return self.count * self.slice
+
+    @property
+    def bytes_per_token(self) -> sympy.Expr:
+        """Bytes one token of context adds to this read's state."""
+        return self.per_token * element_bytes(self.datatype)
 
     @property
     def elements(self) -> sympy.Expr:
@@ -263,7 +271,8 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
         return replace(total, partial=True)
     if isinstance(m, Block):
         named = tuple(replace(p, titles=(m.title,) + p.titles) for p in total.params)
-        return replace(total, params=named).repeated(m.tag.repetition)
+        state = tuple(replace(s, titles=(m.title,) + s.titles) for s in total.state)
+        return replace(total, params=named, state=state).repeated(m.tag.repetition)
     if isinstance(m, Broadcasted):
         if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
             return total.lifted(m.degree)  # its outputs are its body's, lifted
@@ -330,11 +339,14 @@ def _leaf(b: Broadcasted) -> Cost:
 
 
 def _state(b: Broadcasted) -> tuple[StateCost, ...]:
+    from .incremental import classify_reindexing
+
     out = []
     for k, rx in enumerate(b.reindexings):
-        window = _lookback(rx)
-        if window is None:
+        kind, _row, keep, _reach, _why = classify_reindexing(b, k)
+        if kind != "lookback":
             continue
+        window = keep + 1
         try:
             arr = b.input_weaves[k].fill(tuple(rx.cod))
         except Exception:  # noqa: BLE001, S112 - ill-typed: validation reports it
@@ -343,23 +355,6 @@ def _state(b: Broadcasted) -> tuple[StateCost, ...]:
         label = type(b.operator).__name__ + (f" {b.operator.label}" if b.operator.label else "")
         out.append(StateCost(label, b.path + f".reindexings[{k}]", sl, window, arr.datatype))
     return tuple(out)
-
-
-def _lookback(rx: Morphism) -> sympy.Expr | None:
-    """The look-back window of an index map that reads a token axis at an offset given by
-    another axis (``x <- x - j`` over ``j`` in ``w|x``): that axis's size, else None."""
-    stack = [rx]
-    while stack:
-        m = stack.pop()
-        if isinstance(m, StrideMorphism):
-            for row in m.rows:
-                if not is_token_axis(row.axis):
-                    continue
-                for a, s in zip(m.dom, row.strides):
-                    if s != 0 and not is_token_axis(a):
-                        return a.size
-        stack.extend(c for _, c in m.children())
-    return None
 
 
 __all__ = ["FORMATS", "ArrayCost", "Cost", "ParamCost", "StateCost", "block_costs", "cost",

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import sympy
 
 from .affine import affine_map
+from .cost import is_token_axis
 from .errors import NonCausalError, SpecError
 from .morphisms import Broadcasted, Morphism
 from .operators import (
@@ -114,12 +115,6 @@ class Analysis:
         if future:
             r = future[0]
             raise NonCausalError(f"not causal: {r.label} {r.why}", r.path, r.titles)
-
-
-def is_token_axis(axis) -> bool:
-    from .cost import is_token_axis as test
-
-    return test(axis)
 
 
 def _label(b: Broadcasted) -> str:

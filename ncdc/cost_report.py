@@ -14,6 +14,7 @@ from ncdc.commands.show import note_unbound
 from ncdc.interpreter.storage_policy import StoragePolicy
 from ncdc.ir.cost import FORMATS, block_costs, domain, is_token_axis, with_tokens
 from ncdc.ir.errors import BindingError
+from ncdc.ir.incremental import analyse
 from ncdc.ir.morphisms import Block
 from ncdc.ir.tags import BlockDrawing
 from ncdc.ir.walk import walk
@@ -96,6 +97,9 @@ def summarise(c, env, fmt: str, formulas: bool = True) -> dict:
 
     largest = max(c.arrays, key=lambda a: _rank(a.bytes, env), default=None)
     state_bytes = sum((s.bytes for s in c.state), sympy.Integer(0))
+    layers: dict[str, list] = {}
+    for st in c.state:  # one layer: the outermost block around the read, below the root
+        layers.setdefault(st.titles[0] if st.titles else "(root)", []).append(st)
     out = {
         "learned": _quantity(c.learned),
         "fixed": _quantity(c.fixed),
@@ -113,8 +117,17 @@ def summarise(c, env, fmt: str, formulas: bool = True) -> dict:
             "bytes": _quantity(largest.bytes)},
         "decoder_state": {
             "bytes": _quantity(state_bytes),
+            "per_token_bytes": _quantity(sum((s.bytes_per_token for s in c.state),
+                                             sympy.Integer(0))),
+            "layers": [{"layer": title,
+                        "bytes": _quantity(sum((s.bytes for s in sts), sympy.Integer(0))),
+                        "per_token_bytes": _quantity(sum((s.bytes_per_token for s in sts),
+                                                         sympy.Integer(0)))}
+                       for title, sts in layers.items()],
             "reads": [{"operator": s.label, "json_path": s.path, "datatype": str(s.datatype),
+                       "titles": list(s.titles),
                        "per_token": _quantity(s.per_token),
+                       "per_token_bytes": _quantity(s.bytes_per_token),
                        "window": _quantity(s.window),
                        "elements": _quantity(s.elements),
                        "bytes": _quantity(s.bytes)} for s in c.state]},
@@ -187,6 +200,8 @@ def run(args) -> int:
                      else 1, **summarise(c, env, fmt, formulas=args.json)})
     total = with_tokens(memo[id(root)], root)
     whole = summarise(total, env, fmt)
+    whole["decoder_state"]["not_incremental"] = [r.describe() for r in analyse(root).reads
+                                                 if r.kind in ("unbounded", "future")]
     if policy.rules:
         held = sum((p.bytes_at(policy.format_for(p.name) or fmt) for p in total.params
                     if p.learned), sympy.Integer(0))
@@ -240,10 +255,19 @@ def _print(rows, whole, fmt: str, truncated: bool) -> None:
         print(f"  largest array           {la['datatype']}[{', '.join(la['axes'])}] "
               f"{_si(la['elements']['value'])} elements, {_si(la['bytes']['value'], 'B')} "
               f"({la['operator']})")
-    for s in w["decoder_state"]["reads"]:
+    ds = w["decoder_state"]
+    for s in ds["reads"]:
         print(f"  decoder state           {_si(s['bytes']['value'], 'B')}: {s['operator']} keeps "
               f"{s['per_token']['value']} x {s['datatype']} per token for "
               f"{s['window']['value']} - 1 tokens")
+    if ds["reads"]:
+        print(f"  decoder state in all    {_si(ds['bytes']['value'], 'B')}, "
+              f"{_si(ds['per_token_bytes']['value'], 'B')} per token kept")
+        for lay in ds["layers"]:
+            print(f"    per layer             {_si(lay['bytes']['value'], 'B')}, "
+                  f"{_si(lay['per_token_bytes']['value'], 'B')} per token kept: {lay['layer']}")
+    for why in ds["not_incremental"]:
+        print(f"  not incremental         {why}")
     print("  (counting rules: ir/cost.py, ir/cost_rules.py, ir/weight_formats.py)")
 
 

@@ -6,6 +6,8 @@ import shutil
 import sys
 import time
 
+from .check_incremental import add_arguments as add_incremental_arguments
+from .check_incremental import run_incremental
 from .common import (
     add_block_arg,
     add_memory_arg,
@@ -52,6 +54,7 @@ def add_parser(subparsers) -> None:
                         "dtype (codegen/tolerance.py); emulate: identical (default: float64)")
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="random draws per block (default: 1)")
+    add_incremental_arguments(p)
     p.set_defaults(run=run)
 
 
@@ -148,6 +151,8 @@ def run(args) -> int:
 
     if args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}: at least one draw per block")
+    if args.incremental:
+        return run_incremental(args, targets)
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env
