@@ -74,45 +74,91 @@ def plan_chunks(total: int, prefill: int, chunks) -> list[int]:
     return sizes
 
 
+@dataclass
+class Prepared:
+    """A block, its whole-sequence interpreter outputs and its generated module, ready to be
+    decoded with any schedule (:func:`decode_and_compare`)."""
+
+    morphism: Morphism
+    quant: str
+    analysis: Analysis
+    g: object = None
+    module: object = None
+    xs: list = field(default_factory=list)
+    lives: list = field(default_factory=list)
+    tape: dict = field(default_factory=dict)
+    outputs: list = field(default_factory=list)
+    interp_s: float = 0.0
+
+
+def prepare(morphism: Morphism, env: Env, *, quant: str = "exact", seed: int = 0,
+            masks: list | None = None, module_params=None) -> Prepared:
+    """Analyse ``morphism`` (a :class:`~ir.errors.NonCausalError` if it reads later tokens);
+    when it is incremental, evaluate it on a whole seeded sequence and build its module with the
+    interpreter's parameters. ``masks``: per input its liveness or None (given to both sides);
+    ``module_params``: applied to the module's parameters only (tests that a wrong weight is
+    caught)."""
+    from ncdc import interpreter
+
+    analysis = analyse(morphism)
+    analysis.raise_if_not_causal()
+    prep = Prepared(morphism, quant, analysis)
+    if token_input(morphism) is None or not analysis.incremental:
+        return prep
+    t0 = time.perf_counter()
+    run = interpreter.interpret(morphism, env, quant=quant, stand_in=True, seed=seed)
+    xs = interpreter.random_inputs(morphism, env, seed)
+    prep.tape = interpreter.random_tape(morphism, env, seed)
+    lives = list(masks or []) + [None] * (len(xs) - len(masks or []))
+    prep.xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
+    prep.lives = lives
+    ev = run.evaluate(*[x if m is None else (x, m) for x, m in zip(prep.xs, lives)],
+                      tape=prep.tape)
+    prep.outputs = list(ev.outputs)
+    prep.interp_s = time.perf_counter() - t0
+    prep.g = generate(morphism, env, quant=quant)
+    mod = load_module(prep.g.source)
+    kwargs = {"quant": quant} if prep.g.root.needs_quant else {}
+    prep.module = instantiate(mod, prep.g.class_name, DTYPES["float64"], **kwargs)
+    prep.g.load_params(prep.module, run.params if module_params is None
+                       else module_params(dict(run.params)))
+    return prep
+
+
 def check_incremental(morphism: Morphism, env: Env, *, name: str = "", quant: str = "exact",
                       prefill: int = 1, chunks=(1,), seed: int = 0, masks: list | None = None,
                       module_params=None) -> DecodeResult:
     """Decode ``morphism`` in calls (``prefill`` tokens, then ``chunks`` cycled) and compare
-    every position with the interpreter's whole-sequence output. ``masks``: per input its
-    liveness or None (given to both sides); ``module_params``: applied to the module's
-    parameters only (tests that a wrong weight is caught)."""
-    from ncdc import interpreter
+    every position with the interpreter's whole-sequence output (:func:`prepare`,
+    :func:`decode_and_compare`)."""
+    prep = prepare(morphism, env, quant=quant, seed=seed, masks=masks,
+                   module_params=module_params)
+    return decode_and_compare(prep, prefill, chunks, name=name)
 
+
+def decode_and_compare(prep: Prepared, prefill: int, chunks, *, name: str = "",
+                       edit_state=None) -> DecodeResult:
+    """Decode the prepared sequence: ``prefill`` tokens, then ``chunks`` cycled; compare every
+    position. ``edit_state(state)``, applied between calls, lets a test damage the state."""
+    morphism, analysis = prep.morphism, prep.analysis
     path = getattr(morphism, "path", "")
-    res = DecodeResult(name or path, path, "", tolerance=TOLERANCE)
-    analysis = res.analysis = analyse(morphism)
-    analysis.raise_if_not_causal()
-    tin = token_input(morphism)
-    if tin is None:
-        res.ok, res.problem = True, "no token axis in its inputs: nothing to decode"
+    res = DecodeResult(name or path, path, "", tolerance=TOLERANCE, analysis=analysis)
+    if token_input(morphism) is None:
+        res.problem = "no token axis in its inputs: nothing to decode"
         return res
     if not analysis.incremental:
         res.ok, res.incremental = False, False
         res.problem = "not incremental: " + "; ".join(
             r.describe() for r in analysis.of_kind("unbounded"))
         return res
-    t0 = time.perf_counter()
-    run = interpreter.interpret(morphism, env, quant=quant, stand_in=True, seed=seed)
-    xs = interpreter.random_inputs(morphism, env, seed)
-    tape = interpreter.random_tape(morphism, env, seed)
-    lives = list(masks or []) + [None] * (len(xs) - len(masks or []))
-    xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
-    ev = run.evaluate(*[x if m is None else (x, m) for x, m in zip(xs, lives)], tape=tape)
-    res.interp_s = time.perf_counter() - t0
+    from ncdc import interpreter
+
+    g, module, xs, lives, tape = prep.g, prep.module, prep.xs, prep.lives, prep.tape
+    res.interp_s = prep.interp_s
+    tin = token_input(morphism)
     total = np.shape(xs[tin[0]])[tin[1]]
     sizes = plan_chunks(total, prefill, chunks)
     res.tokens, res.prefill, res.chunks = total, sizes[0], tuple(sizes[1:])
-    g = generate(morphism, env, quant=quant)
-    mod = load_module(g.source)
-    kwargs = {"quant": quant} if g.root.needs_quant else {}
-    module = instantiate(mod, g.class_name, DTYPES["float64"], **kwargs)
-    g.load_params(module, run.params if module_params is None
-                  else module_params(dict(run.params)))
     in_dims = [_token_dim(a) for a in morphism.dom]
     slot_dims = {slot.uid: _token_dim(arr) for slot, arr in interpreter.tape_needs(morphism)}
     names = mask_names(module, morphism.dom)
@@ -135,6 +181,8 @@ def check_incremental(morphism: Morphism, env: Env, *, name: str = "", quant: st
             elif state is None:
                 got, state = module.prefill(*args, **kw)
             else:
+                if edit_state is not None:
+                    state = edit_state(dict(state))
                 got, state = module.step(*args, state=state, **kw)
             flat = list(got) if isinstance(got, tuple) else [got]
             for j, (_arr, st, _) in enumerate(g.root.outputs):
@@ -143,7 +191,7 @@ def check_incremental(morphism: Morphism, env: Env, *, name: str = "", quant: st
                 outs[j].append((v, live))
             lo = hi
     res.torch_s = time.perf_counter() - t0
-    res.state_entries = {k: tuple(v.shape) for k, v in state.items()}
+    res.state_entries = {k: tuple(v.shape) for k, v in (state or {}).items()}
     decoded, refs = [], []
     for j, arr in enumerate(morphism.cod):
         d = _token_dim(arr)
@@ -154,10 +202,11 @@ def check_incremental(morphism: Morphism, env: Env, *, name: str = "", quant: st
         if all(lv is not None for _, lv in outs[j]):
             live = torch.cat([torch.broadcast_to(lv, v.shape) for v, lv in outs[j]], d)
         decoded.append((values, live))
-        refs.append(_Ref(ev.outputs[j].values, ev.outputs[j].live))
-    compare(refs, decoded, quant, "float64", res,
+        refs.append(_Ref(prep.outputs[j].values, prep.outputs[j].live))
+    compare(refs, decoded, prep.quant, "float64", res,
             tuple(a for a in morphism.cod if _token_dim(a) is not None), TOLERANCE)
     return res
 
 
-__all__ = ["TOLERANCE", "DecodeResult", "check_incremental", "plan_chunks"]
+__all__ = ["TOLERANCE", "DecodeResult", "Prepared", "check_incremental", "decode_and_compare",
+           "plan_chunks", "prepare"]

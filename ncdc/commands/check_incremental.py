@@ -40,11 +40,21 @@ def run_incremental(args, targets) -> int:
     chunks = _chunks(args.chunks)
     spec = load_spec(args)
     env = bind_from_args(spec, args, default_preset="tiny").env
+    from ncdc.codegen.boundary import can_be_dead
+    from ncdc.codegen.recorded import record_block_inputs
+
+    from .compile import target
+
+    todo = targets(spec, args)
+    recorded = {}  # the liveness the model gives a block (a window's dead slots)
+    if args.reading == "faithful" and any(can_be_dead(a) for _, m, _ in todo for a in m.dom):
+        recorded = record_block_inputs(target(spec, None), env)
     rows = []
     t0 = time.perf_counter()
-    for label, m, _key in targets(spec, args):
+    for label, m, _key in todo:
+        masks = [live for _, live in recorded.get(id(m), ())] or None
         r = check_incremental(m, env, name=label, quant=args.quant, prefill=args.prefill,
-                              chunks=chunks)
+                              chunks=chunks, masks=masks)
         if r.problem.startswith("no token axis") and not args.block:
             continue  # runs per token: nothing to decode
         rows.append({"block": label, "json_path": r.path, "ok": r.ok,
