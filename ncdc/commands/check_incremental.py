@@ -42,6 +42,7 @@ def run_incremental(args, targets) -> int:
     env = bind_from_args(spec, args, default_preset="tiny").env
     from ncdc.codegen.boundary import can_be_dead
     from ncdc.codegen.recorded import record_block_inputs
+    from ncdc.ir.readings import apply_reading
 
     from .compile import target
 
@@ -53,7 +54,7 @@ def run_incremental(args, targets) -> int:
     t0 = time.perf_counter()
     for label, m, _key in todo:
         masks = [live for _, live in recorded.get(id(m), ())] or None
-        r = check_incremental(m, env, name=label, quant=args.quant, prefill=args.prefill,
+        r = check_incremental(apply_reading(m, args.reading), env, name=label, quant=args.quant, prefill=args.prefill,
                               chunks=chunks, masks=masks)
         if r.problem.startswith("no token axis") and not args.block:
             continue  # runs per token: nothing to decode
