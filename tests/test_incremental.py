@@ -87,7 +87,7 @@ def _win_site(bundled):
 ])
 def test_classify_window_rows(bundled, strides, shift, kind, keep):
     b = _with_row(_win_site(bundled), strides, shift)
-    got, row, k, _reach, why = classify_reindexing(b, 0)
+    got, _row, k, _reach, why = classify_reindexing(b, 0)
     w = _sym(bundled, "w")
     assert got == kind, why
     assert sympy.expand(k - sympy.sympify(keep, locals={"w": w})) == 0
