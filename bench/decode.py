@@ -1,0 +1,149 @@
+"""Benchmark of incremental decoding (``prefill``/``step``, ``codegen/decoder.py``): ratios
+measured in one run.
+
+For a block (default: layer 0, ``Sliding Window Layer``) at the ``medium`` preset, float32, and
+each context length C (default 128, 1024, 8192): the state after C tokens (a ``prefill`` of
+C tokens), then the latency of producing token C + 1
+
+* by ``step`` on that one token with the state (goal: at C = 8192 within 1.2x of C = 128, the
+  window bounds the work), against
+* recomputing the whole sequence of C + 1 tokens with ``forward`` (grows with C);
+
+the two interleaved (one call of each in turn, ``--repeat`` rounds after a warm-up), min and
+median printed, torch pinned to one thread and again at the default thread count; and the bytes
+the state holds at each C (goal: constant once C exceeds the window). The step's output is first
+checked against the recomputed last token.
+
+Run with ``python bench/decode.py [--block B] [--contexts 128,1024,8192] [--repeat 5]``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
+
+from ncdc.codegen.decoder import token_input
+from ncdc.ir.incremental import is_token_axis
+
+import ncdc
+from ncdc import codegen, interpreter
+
+DEFAULT_THREADS = torch.get_num_threads()
+
+
+def race(fns: dict, repeat: int) -> dict:
+    """Seconds per call: one warm-up call each, then ``repeat`` rounds calling each in turn."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def ms(ts) -> str:
+    return f"{min(ts) * 1e3:9.2f} / {statistics.median(ts) * 1e3:9.2f} ms"
+
+
+def ratio(a, b) -> str:
+    return f"{min(a) / min(b):6.2f}x / {statistics.median(a) / statistics.median(b):6.2f}x"
+
+
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
+
+
+def state_bytes(state: dict) -> int:
+    return sum(t.numel() * t.element_size() for t in state.values())
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--block", default="Sliding Window Layer")
+    ap.add_argument("--preset", default="medium")
+    ap.add_argument("--contexts", default="128,1024,8192")
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args(argv)
+    contexts = [int(c) for c in args.contexts.split(",")]
+    spec = ncdc.load()
+    env = spec.bind(args.preset).env
+    block = spec.block(args.block)
+    tin = token_input(block)
+    if tin is None:
+        raise SystemExit(f"{args.block} has no token axis")
+    run = interpreter.interpret(block, env, stand_in=True)
+    g = codegen.generate(block, env)
+    mod = codegen.load_module(g.source)
+    kwargs = {"quant": "exact"} if g.root.needs_quant else {}
+    module = codegen.instantiate(mod, g.class_name, torch.float32, **kwargs)
+    g.load_params(module, run.params)
+    if not hasattr(module, "prefill"):
+        raise SystemExit(f"{args.block} has no prefill/step (not incremental or per token)")
+    # inputs for the longest context: the seeded interpreter inputs' slices, tiled along tokens
+    base = interpreter.random_inputs(block, env, 0)
+    rng = np.random.default_rng(0)
+    longest = max(contexts) + 1
+    full, dims = [], []
+    for k, arr in enumerate(block.dom):
+        shape = list(np.shape(base[k]))
+        tok = [i for i, a in enumerate(arr.shape) if is_token_axis(a)]
+        for i in tok:
+            shape[i] = longest
+        dims.append(tok[0] if tok else None)
+        full.append(torch.from_numpy(rng.standard_normal(shape)).float())
+    dim = tin[1]
+
+    def upto(lo, hi):
+        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(full, dims)]
+
+    torch.set_num_threads(1)
+    print(f"{args.block}, preset {args.preset}, float32, torch {torch.__version__}; "
+          f"min / median over {args.repeat} interleaved rounds")
+    rows = {}
+    with torch.no_grad():
+        for c in contexts:
+            _, state = module.prefill(*upto(0, c))
+            new = upto(c, c + 1)
+            step_out, _ = module.step(*new, state=state)
+            whole = _first(module(*upto(0, c + 1)))
+            last = whole.narrow(whole.dim() + dim, c, 1)
+            err = float((_first(step_out) - last).abs().max() / last.abs().max())
+            fns = {"step": lambda new=new, state=state: module.step(*new, state=state),
+                   "recompute": lambda c=c: module(*upto(0, c + 1))}
+            one = race(fns, args.repeat)
+            torch.set_num_threads(DEFAULT_THREADS)
+            many = race(fns, args.repeat)
+            torch.set_num_threads(1)
+            rows[c] = (one, many, state_bytes(state), err)
+            print(f"  context {c:>5}: state {state_bytes(state):>8} B "
+                  f"({', '.join(f'{k}{list(v.shape)}' for k, v in state.items())}); "
+                  f"step vs recompute rel. diff {err:.1e}", flush=True)
+    print(f"\nper-token latency, 1 thread | {DEFAULT_THREADS} threads")
+    for c, (one, many, _b, _e) in rows.items():
+        print(f"  context {c:>5}  step      {ms(one['step'])} | {ms(many['step'])}")
+        print(f"  context {c:>5}  recompute {ms(one['recompute'])} | {ms(many['recompute'])}")
+    first, last = contexts[0], contexts[-1]
+    a, b = rows[last], rows[first]
+    print(f"\nstep at {last} / step at {first} (goal <= 1.2x): "
+          f"{ratio(a[0]['step'], b[0]['step'])} | {ratio(a[1]['step'], b[1]['step'])}")
+    for c, (one, many, _b, _e) in rows.items():
+        print(f"recompute / step at {c:>5}: {ratio(one['recompute'], one['step'])} | "
+              f"{ratio(many['recompute'], many['step'])}")
+    sizes = {c: r[2] for c, r in rows.items()}
+    print(f"state bytes by context: {sizes} (goal: constant past the window)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
