@@ -34,7 +34,7 @@ import sympy
 from .affine import affine_map
 from .cost import is_token_axis
 from .errors import NonCausalError, SpecError
-from .morphisms import Broadcasted, Morphism
+from .morphisms import Block, Broadcasted, Morphism
 from .operators import (
     Arithmetic,
     BlockOperator,
@@ -215,8 +215,6 @@ def _leaf_reads(b: Broadcasted, titles, count) -> list[TokenRead]:
 
 def analyse(root: Morphism) -> Analysis:
     """Every read along the token axis below ``root`` (see the module docstring)."""
-    from .morphisms import Block
-
     reads: list[TokenRead] = []
     counts: dict[str, sympy.Expr] = {}
     has = False
@@ -227,9 +225,7 @@ def analyse(root: Morphism) -> Analysis:
         pass
     for site in walk(root):
         node = site.node
-        count = counts.get(site.path)
-        if count is None:
-            count = _inherited(counts, site.path)
+        count = _inherited(counts, site.path)
         if isinstance(node, Block):
             count = count * sympy.sympify(node.tag.repetition)
         counts[site.path] = count
