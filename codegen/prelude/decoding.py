@@ -15,30 +15,20 @@ import torch
 
 from .views import affine_read
 
-_DECODING = None  # the prefill or step call in progress, else None
+_DECODING = None  # the prefill or step call in progress (its state and kept entries), else None
 
 
-class Decoding:
-    """One prefill or step call: the state it starts from and the entries its reads keep."""
-
-    def __init__(self, root, state):
-        self.names = {id(m): name for name, m in root.named_modules()}
-        self.state = dict(state or {})
-        self.start = int(self.state.get("tokens", 0))
-        self.calls = {}
-        self.kept = {}
-
-    def key(self, module, site):
-        """``<module path>.<site>``, with ``~k`` on the k-th call of one module in a call."""
-        base = ".".join(p for p in (self.names.get(id(module), "?"), site) if p)
-        n = self.calls.get(base, 0)
-        self.calls[base] = n + 1
-        return base if n == 0 else f"{base}~{n}"
+def _site_key(d, module, site):
+    """``<module path>.<site>``, with ``~k`` on the k-th call of one module in a call."""
+    base = ".".join(p for p in (d["names"].get(id(module), "?"), site) if p)
+    n = d["calls"].get(base, 0)
+    d["calls"][base] = n + 1
+    return base if n == 0 else f"{base}~{n}"
 
 
 def tokens_before():
     """How many tokens of the sequence came before this call (0 outside prefill and step)."""
-    return 0 if _DECODING is None else _DECODING.start
+    return 0 if _DECODING is None else _DECODING["start"]
 
 
 def token_read(module, site, keep, source, rows, sizes, dim=None):
@@ -51,14 +41,14 @@ def token_read(module, site, keep, source, rows, sizes, dim=None):
         return affine_read(source, rows, sizes, dim)
     row = int(site.rpartition("@")[2]) if "@" in site else 0
     axis = dim % source.dim() if dim is not None else source.dim() - len(rows) + row
-    key = d.key(module, site)
-    kept = d.state.get(key)
+    key = _site_key(d, module, site)
+    kept = d["state"].get(key)
     if kept is not None and kept.shape[axis]:
         strides, shift = rows[row]
         rows = [*rows[:row], (strides, shift + kept.shape[axis]), *rows[row + 1:]]
         source = torch.cat([kept.to(source.dtype), source], axis)
     n = source.shape[axis]
-    d.kept[key] = source.narrow(axis, n - min(n, keep), min(n, keep)).clone()
+    d["kept"][key] = source.narrow(axis, n - min(n, keep), min(n, keep)).clone()
     return affine_read(source, rows, sizes, dim)
 
 
@@ -68,7 +58,9 @@ def decode(module, state, inputs, kwargs, tokens):
     global _DECODING
     if _DECODING is not None:
         raise RuntimeError("prefill and step do not nest")
-    d = Decoding(module, state)
+    state = dict(state or {})
+    d = {"names": {id(m): name for name, m in module.named_modules()}, "state": state,
+         "start": int(state.get("tokens", 0)), "calls": {}, "kept": {}}
     _DECODING = d
     try:
         outputs = module(*inputs, **kwargs)
@@ -76,4 +68,4 @@ def decode(module, state, inputs, kwargs, tokens):
         _DECODING = None
     k, dim = tokens
     n = inputs[k].shape[dim]
-    return outputs, {"tokens": torch.tensor(d.start + n), **d.kept}
+    return outputs, {"tokens": torch.tensor(d["start"] + n), **d["kept"]}
