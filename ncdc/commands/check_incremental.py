@@ -15,8 +15,8 @@ def add_arguments(p) -> None:
                         "identical)")
     p.add_argument("--prefill", type=int, default=3, metavar="K",
                    help="with --incremental: tokens given to prefill (default: 3)")
-    p.add_argument("--chunks", default="1,4", metavar="N[,N...]",
-                   help="with --incremental: step sizes, cycled (default: 1,4)")
+    p.add_argument("--chunks", default="1,4", metavar="SIZES",
+                   help="with --incremental: step sizes separated by commas, cycled (default: 1,4)")
 
 
 def _chunks(text: str) -> tuple[int, ...]:
