@@ -14,6 +14,7 @@ from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import Einops, Linear, View
 from ncdc.ir.storage import block_scale, output_format
 
+from . import formats
 from .affine import affine_map, simple_source
 from .ctx import Ctx
 from .escapes import escape
@@ -61,16 +62,19 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
     scale = block_scale(dt)
     if scale is not None and w.pairs is not None and w.rank < 2:
         escape(w.origins, "block-scaled rounding along the sparse axis")
+    fmt = formats.key(enc, None if scale is None else str(scale.channels))
+    if not fresh and formats.widens(cb.fw.held_in.get(w.var), fmt):
+        return w  # a cast to a wider format of a value this forward rounded: the identity
     cb.gen.prelude.add("quant")
-    args = f"{w.var}, {enc!r}, {cb.quant_guard()}"
-    if scale is not None:
-        args += f", {cb.size_code(scale.channels)}"
+    code = cb.held_code(w.var, enc, None if scale is None else cb.size_code(scale.channels))
     note = f"held in {_format_text(dt)}"
     if fresh:
-        cb.fw.emit(f"{w.var} = held({args})", note)
+        cb.fw.emit(f"{w.var} = {code}", note)
+        cb.fw.held_in[w.var] = fmt
         return w
     name = "as_" + ("mxfp8" if scale is not None else enc.lower())
-    var = cb.fw.bind(name, f"held({args})", note)
+    var = cb.fw.bind(name, code, note)
+    cb.fw.held_in[var] = fmt
     return dataclasses.replace(w, var=var, slot=None)
 
 

@@ -85,6 +85,9 @@ class SizePrinter:
         return f"({text})" if own < outer else text
 
 
+_HELD = re.compile(r"^(\w+) = self\.held\(\1, (.*)\)$")
+
+
 class FunctionWriter:
     """Lines of one method body with a namespace of locals."""
 
@@ -94,14 +97,33 @@ class FunctionWriter:
         self.names = Namer(taken)
         self.bound: list[str] = []
         self.pending: str | None = None
+        self.held_in: dict[str, str] = {}  # local -> the encoding emulate mode rounded it to
 
     def emit(self, line: str, comment: str | None = None) -> None:
+        """Append ``line``; a rounding ``y = self.held(y, ...)`` right after the statement
+        binding ``y`` is folded into it (``y = self.held(<expr>, ...)``), keeping that
+        statement's comment: one line per operation."""
+        if self.pending is None and self._fold(line):
+            return
         if comment:
             line = f"{line}  # {comment}"
         if self.pending:
             self.lines.append(self.indent + "# " + self.pending)
             self.pending = None
         self.lines.append(self.indent + line)
+
+    def _fold(self, line: str) -> bool:
+        m = _HELD.match(line)
+        if not m or not self.lines:
+            return False
+        code, comment = _split_comment(self.lines[-1])
+        prev = code.rstrip()
+        head = f"{self.indent}{m.group(1)} = "
+        if not prev.startswith(head) or "\n" in prev:
+            return False
+        self.lines[-1] = (f"{head}self.held({prev[len(head):]}, {m.group(2)})"
+                          + (f"  {comment}" if comment else ""))
+        return True
 
     def comment(self, text: str) -> None:
         """A heading comment for the next statement (dropped if none follows)."""

@@ -20,6 +20,7 @@ from ncdc.ir.params import param_specs
 from ncdc.ir.readings import apply_reading
 
 from .boundary import input_statics
+from .class_source import base_class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub
 from .generator import Generator
 from .lower import ClassBuilder
@@ -233,6 +234,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
                               "verbatim ----\n\n\n" + code)
+    body_parts.append(base_class_source("quant" in gen.prelude))
     for info in gen.order:
         body_parts.append(info.source)
     body_parts.append(root.source)

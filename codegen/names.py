@@ -27,7 +27,7 @@ RESERVED_ATTRIBUTES = frozenset({
     "call_super_init", "quant", "emulate", "static_shapes", "dtype", "get_submodule", "get_parameter",
     "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
     "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
-    "reset_parameters", "stand_in", "data_missing",
+    "reset_parameters", "stand_in", "data_missing", "held",
 }) | frozenset(name for name in dir(__import__("torch").nn.Module) if not name.startswith("__"))
 
 
@@ -49,7 +49,7 @@ def _prelude_names() -> frozenset:
 
 
 FILE_GLOBALS = frozenset({"torch", "nn", "F", "math", "functools", "warnings", "PARAM_KEYS",
-                          "load_interpreter_params"}) | _prelude_names()
+                          "PARAM_LAYOUT", "load_interpreter_params", "Module"}) | _prelude_names()
 """Names every generated file may define or import at module level besides its classes."""
 
 RESERVED_NAMES = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
