@@ -8,7 +8,7 @@ from ncdc.ir.names import plain_title
 
 from .boundary import default_lines
 from .classinfo import INDENT
-from .emit import drop_unused, wrap_line
+from .emit import drop_unused, return_directly, wrap_line
 from .names import check_docstring, comment_text, docstring, string_literal
 
 BASE = "Module"
@@ -60,9 +60,10 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     sig = "self" + (", *, " + ", ".join(params) if params else "")
     lines.append(INDENT + f"def __init__({sig}):")
     lines.append(INDENT * 2 + f"super().__init__({'quant' if cb.needs_quant else ''})")
-    for s in sorted(cb.sizes.fwd_symbols, key=lambda s: gen.sym_name(s)):
-        n = gen.sym_name(s)
-        lines.append(INDENT * 2 + f"self.{n} = {n}")
+    kept = [gen.sym_name(s) for s in sorted(cb.sizes.fwd_symbols, key=gen.sym_name)]
+    if kept:  # the sizes forward reads, in one statement
+        lines.append(INDENT * 2 + ", ".join(f"self.{n}" for n in kept) + " = "
+                     + ", ".join(kept))
     if cb.needs_static:
         lines.append(INDENT * 2 + "self.static_shapes = static_shapes")
     if cb.user_data:
@@ -127,7 +128,7 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         body.append(INDENT * 2 + f"return {ret[0]}")
     else:
         body.append(INDENT * 2 + "return " + ", ".join(ret))
-    body = drop_unused(body, keep=set())
+    body = return_directly(drop_unused(body, keep=set()))
     lines.extend(body)
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
 

@@ -113,17 +113,24 @@ class FunctionWriter:
         self.lines.append(self.indent + line)
 
     def _fold(self, line: str) -> bool:
+        """Fold a rounding into the statement binding its value, when the statements since
+        (a mask, a heading) do not read that value."""
         m = _HELD.match(line)
-        if not m or not self.lines:
+        if not m:
             return False
-        code, comment = _split_comment(self.lines[-1])
-        prev = code.rstrip()
-        head = f"{self.indent}{m.group(1)} = "
-        if not prev.startswith(head) or "\n" in prev:
-            return False
-        self.lines[-1] = (f"{head}self.held({prev[len(head):]}, {m.group(2)})"
-                          + (f"  {comment}" if comment else ""))
-        return True
+        name = m.group(1)
+        head = f"{self.indent}{name} = "
+        word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+        for at in range(len(self.lines) - 1, max(-1, len(self.lines) - 4), -1):
+            code, comment = _split_comment(self.lines[at])
+            if code.startswith(head):
+                self.lines[at] = (f"{head}self.held({code.rstrip()[len(head):]}, "
+                                  f"{m.group(2)})" + (f"  {comment}" if comment else ""))
+                return True
+            if word.search(code) or not code.startswith(self.indent) or \
+                    code[len(self.indent)].isspace():
+                return False
+        return False
 
     def comment(self, text: str) -> None:
         """A heading comment for the next statement (dropped if none follows)."""
@@ -229,6 +236,22 @@ def einsum_letters(labels_in_order: list, hint) -> dict:
 
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) = (.*)$")
+
+
+def return_directly(lines: list[str]) -> list[str]:
+    """``y = expr`` followed by ``return y`` (``y`` read nowhere else) becomes ``return expr``."""
+    if len(lines) < 2:
+        return lines
+    ret = lines[-1].strip()
+    name = ret[len("return "):] if ret.startswith("return ") else ""
+    indent = lines[-1][:len(lines[-1]) - len(lines[-1].lstrip())]
+    code, _ = _split_comment(lines[-2])
+    if not name.isidentifier() or not code.startswith(f"{indent}{name} = "):
+        return lines
+    word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+    if sum(len(word.findall(_split_comment(ln)[0])) for ln in lines) != 2:
+        return lines
+    return lines[:-2] + [f"{indent}return {code.rstrip()[len(indent) + len(name) + 3:]}"]
 
 
 def drop_unused(lines: list[str], keep: set[str]) -> list[str]:
