@@ -8,7 +8,7 @@ from ncdc.ir.names import plain_title
 
 from .boundary import default_lines
 from .classinfo import INDENT
-from .emit import drop_unused, return_directly, wrap_line
+from .emit import drop_unused, fold_casts, fold_masks, return_directly, wrap_line
 from .names import check_docstring, comment_text, docstring, string_literal
 
 BASE = "Module"
@@ -128,7 +128,7 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         body.append(INDENT * 2 + f"return {ret[0]}")
     else:
         body.append(INDENT * 2 + "return " + ", ".join(ret))
-    body = return_directly(drop_unused(body, keep=set()))
+    body = return_directly(fold_casts(fold_masks(drop_unused(body, keep=set()))))
     lines.extend(body)
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
 

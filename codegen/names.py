@@ -209,3 +209,50 @@ def check_docstring(literal: str, indent: str, text: str) -> None:
 def string_literal(text: str) -> str:
     """An escaped single-line, ASCII-only string literal (lone surrogates included)."""
     return ascii(str(text))
+
+
+def formula_name(expr, x) -> str | None:
+    """A local name for the result of a pointwise formula in ``x``, from the operation it
+    performs rather than the label's letters: ``x + ε`` is ``shifted``, ``x / 448`` ``scaled``,
+    ``1 / x`` ``reciprocal``, a clamp ``clamped``, ``x σ(x)`` ``silu``; None when no rule names
+    it (the caller falls back to the label)."""
+    import sympy
+
+    if not getattr(expr, "has", None) or not expr.has(x) or expr == x:
+        return None
+    fn = {sympy.exp: "exp", sympy.Abs: "magnitude", sympy.conjugate: "conjugate",
+          sympy.log: "log", sympy.sqrt: "sqrt"}
+    if expr == sympy.log(x) / sympy.log(2):
+        return "log2"
+    if expr.is_Add:
+        _, dep = expr.as_independent(x, as_Add=True)
+        if dep == x:
+            return "shifted"
+    if expr.is_Mul:
+        _, dep = expr.as_independent(x, as_Add=False)
+        if dep == x:
+            return "scaled"
+        if dep.is_Mul and len(dep.args) == 2 and x in dep.args:
+            other = dep.args[0] if dep.args[1] == x else dep.args[1]
+            if type(other).__name__ == "Sigmoid" and other.args == (x,):
+                return "silu"
+        if dep != expr:
+            return formula_name(dep, x)
+    if expr == 1 / x:
+        return "reciprocal"
+    if expr.is_Pow and expr.exp == x and expr.base.is_number:
+        return "power_of_2" if expr.base == 2 else "power"
+    if expr.is_Pow and expr.exp == sympy.Rational(1, 2):
+        inner = formula_name(expr.base, x)
+        return f"sqrt_{inner}" if inner else "sqrt"
+    if expr == sympy.log(sympy.exp(x) + 1):
+        return "softplus"
+    if expr.atoms(sympy.Max, sympy.Min) and not (expr.atoms(sympy.Function)
+                                                 - expr.atoms(sympy.Max, sympy.Min)):
+        return "clamped"
+    if expr.is_Mul or expr.is_Pow:
+        return None
+    if isinstance(expr, sympy.Function) and expr.args == (x,):
+        name = type(expr).__name__
+        return {"Sigmoid": "sigmoid", "IsPositive": "is_positive"}.get(name, fn.get(expr.func))
+    return None
