@@ -296,7 +296,7 @@ def fold_masks(lines: list[str]) -> list[str]:
     out = list(lines)
     i = 0
     while i < len(out):
-        code, comment = _split_comment(out[i])
+        code = _split_comment(out[i])[0]
         m = _ASSIGN.match(code.rstrip())
         if not m or not m.group(2).isidentifier():
             i += 1
@@ -321,7 +321,7 @@ def fold_masks(lines: list[str]) -> list[str]:
             if m2 and m2.group(1) == indent and m2.group(2).isidentifier() \
                     and len(where.findall(code2)) == 1:
                 other = m2.group(2)
-                rhs = where.sub(lambda w: f"torch.where({w.group(1)}, {expr}, 0)", m2.group(3))
+                rhs = where.sub(lambda w, e=expr: f"torch.where({w.group(1)}, {e}, 0)", m2.group(3))
                 if len(f"{indent}{name} = {rhs}") > 100:
                     i += 1
                     continue
