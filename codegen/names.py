@@ -97,10 +97,48 @@ def class_name(title: str, fallback: str = "Block") -> str:
     return out
 
 
+def initials(title: str) -> str:
+    """A short class-name part for a title: its words' initials (``Mixture of Experts`` ->
+    ``MoE``), or the one word itself."""
+    parts = words(title)
+    if len(parts) == 1:
+        return class_name(title)
+    return "".join(p[:1] for p in parts if p[:1].isalnum())
+
+
+def distinct_class_name(title: str, parts: list[str], same_title: list[set[str]],
+                        taken: set[str]) -> str:
+    """The class name for a block titled ``title`` whose sub-blocks are titled ``parts`` (body
+    order), when blocks of the same title already have classes (their sub-block titles in
+    ``same_title``): the title's name, followed, for a second body under one title, by the
+    initials of the first sub-block the others lack (``SinglePassMHC`` and ``SinglePassMHCMoE``).
+    The caller's namer still makes it unique."""
+    base = class_name(title)
+    if not same_title:
+        return base
+    seen = set().union(*same_title)
+    for part in parts:
+        if part not in seen:
+            name = base + initials(part)
+            if name.isidentifier() and name not in taken:
+                return name
+    return base
+
+
 def snake_case(name: str) -> str:
     """``FirstSinkhornRound`` -> ``first_sinkhorn_round``; ``SinglePassMHC`` -> ``single_pass_mhc``."""
     out = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
     return identifier(out, "block")
+
+
+def attribute_name(name: str, title: str) -> str:
+    """The snake-case attribute for class ``name`` of a block titled ``title``: a part the class
+    name adds to the title's (``SinglePassMHC`` + ``MoE``) stays one word, ``single_pass_mhc_moe``."""
+    base = class_name(title)
+    rest = name[len(base):]
+    if name.startswith(base) and rest and not rest.isdigit():
+        return identifier(f"{snake_case(base)}_{rest.lower()}", "block")
+    return snake_case(name)
 
 
 class Namer:
