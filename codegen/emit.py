@@ -294,11 +294,14 @@ def fold_masks(lines: list[str]) -> list[str]:
     into it, which takes the value's name; and drop an alias ``a = b`` of a name bound once
     (later reads of ``a`` read ``b``)."""
     out = list(lines)
+    if not out:
+        return out
+    base = min(len(ln) - len(ln.lstrip()) for ln in out if ln.strip())
     i = 0
     while i < len(out):
         code = _split_comment(out[i])[0]
         m = _ASSIGN.match(code.rstrip())
-        if not m or not m.group(2).isidentifier():
+        if not m or not m.group(2).isidentifier() or len(m.group(1)) != base:
             i += 1
             continue
         indent, name, expr = m.group(1), m.group(2), m.group(3)

@@ -307,3 +307,35 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     # each with its constructor, size attributes and forwarded sizes
     assert ours <= 2.1 * hand, (ours, hand, round(ours / hand, 2))
     assert "if self.emulate" not in source and "self.held(" in source
+
+
+def test_rounding_folds_only_where_nothing_else_reads():
+    """The text passes that give one line per operation: a rounding joins the statement binding
+    its value, a cast the unrounded statement it reads, a re-zeroing ``where`` its value, and an
+    alias disappears; each only where the value is read nowhere else and the statement is not
+    conditional."""
+    from ncdc.codegen.emit import FunctionWriter, fold_casts, fold_masks, return_directly
+
+    fw = FunctionWriter("        ")
+    fw.emit("y = x + 1", "[n]")
+    fw.emit("y_live = m.any(dim=-1)")
+    fw.emit("y = self.held(y, 'FP32')", "held in Q(FP32)")
+    assert fw.lines == ["        y = self.held(x + 1, 'FP32')  # [n]",
+                        "        y_live = m.any(dim=-1)"]
+    fw.emit("z = y * y_live")
+    fw.emit("y = self.held(y, 'BF16')")  # y was read since: a line of its own
+    assert fw.lines[-1] == "        y = self.held(y, 'BF16')"
+    body = ["    a = torch.einsum('ij,jk->ik', p, q)  # [i, k]",
+            "    # Cast",
+            "    as_bf16 = self.held(a, 'BF16')",
+            "    return as_bf16 * 2"]
+    assert fold_casts(body) == ["    a = self.held(torch.einsum('ij,jk->ik', p, q), 'BF16')  # [i, k]",
+                                "    return a * 2"]
+    twice = body[:3] + ["    return as_bf16 * a"]
+    assert fold_casts(twice) == twice
+    masked = ["    e = torch.exp(s)", "    e_2 = torch.where(live, e, 0)", "    return e_2"]
+    assert return_directly(fold_masks(masked)) == ["    return torch.where(live, torch.exp(s), 0)"]
+    alias = ["    b = a", "    return b + 1"]
+    assert fold_masks(alias) == ["    return a + 1"]
+    conditional = ["    b = c", "    if flag:", "        b = a", "    return b"]
+    assert fold_masks(conditional) == conditional
