@@ -1,5 +1,7 @@
-"""Which storage encodings hold every value of another exactly, so that rounding a value already
-held in the narrower one to the wider one is the identity (emulate mode can skip it)."""
+"""When emulate-mode rounding is the identity, so the generated code leaves it out: a value held
+in an encoding every value of which another encoding holds exactly, rounded to that other one
+(``widens``), and the result of an operator that only moves, negates or takes magnitudes of its
+inputs' values, rounded to a format holding them (``exact``)."""
 from __future__ import annotations
 
 _MINIFLOATS = frozenset({"E4M3", "E5M2", "E2M1"})
@@ -12,6 +14,24 @@ CONTAINS = {
     "BF16": frozenset({"BF16", "UE8M0"}) | _MINIFLOATS,
     "FP16": frozenset({"FP16"}) | _MINIFLOATS,
 }
+
+
+def exact(operator) -> bool:
+    """True for an operator every output value of which is an input value, its magnitude,
+    negation or conjugate, a part of it, 0 or 1 (a view, a complex/pairs conversion, ``|x|``,
+    ``-x``, ``1[x > 0]``): rounding its result to a format holding its inputs is the identity."""
+    from ncdc.ir.numeric import FREE_INPUT, IsPositive
+    from ncdc.ir.operators import Arithmetic, Decomplex, Identity, PairsAsComplex, View
+
+    if isinstance(operator, (View, Decomplex, PairsAsComplex, Identity)):
+        return True
+    if isinstance(operator, Arithmetic):
+        import sympy
+
+        f, x = operator.formula, FREE_INPUT
+        return f.free_symbols == {x} and f in (sympy.Abs(x), -x, sympy.conjugate(x),
+                                                IsPositive(x))
+    return False
 
 
 def key(encoding: str, channels: str | None = None) -> str:

@@ -95,3 +95,34 @@ def test_stored_layout_loads_the_interpreter_array(bundled):
     assert out.shape[-1] == module.state_dict()[name.replace("w_oa", "w_ob.weight")].shape[0]
     w_ob = module.state_dict()[name.replace("w_oa", "w_ob.weight")].numpy()
     np.testing.assert_allclose(out.numpy(), ref @ w_ob.T, rtol=1e-12, atol=1e-12)
+
+
+def _values(dtype) -> np.ndarray:
+    """Every finite value of a <= 16-bit ml_dtypes/numpy float type, as float64."""
+    bits = np.arange(2 ** (8 * np.dtype(dtype).itemsize), dtype=np.uint64)
+    raw = bits.astype(np.uint16 if np.dtype(dtype).itemsize == 2 else np.uint8)
+    with np.errstate(invalid="ignore"):
+        v = raw.view(dtype).astype(np.float64)
+    return v[np.isfinite(v)]
+
+
+def test_format_containment_table_against_ml_dtypes():
+    """``widens(narrow, wide)`` holds only where every finite value of ``narrow`` survives a
+    round trip through ``wide`` unchanged (exhaustive over the narrow format's codes)."""
+    import ml_dtypes
+    from ncdc.codegen.formats import CONTAINS, widens
+
+    types = {"FP32": np.float32, "BF16": ml_dtypes.bfloat16, "FP16": np.float16,
+             "E4M3": ml_dtypes.float8_e4m3fn, "E5M2": ml_dtypes.float8_e5m2,
+             "E2M1": ml_dtypes.float4_e2m1fn}
+    for wide in ("FP32", "BF16", "FP16"):
+        for narrow in ("BF16", "FP16", "E4M3", "E5M2", "E2M1"):
+            v = _values(types[narrow])
+            with np.errstate(over="ignore"):
+                kept = bool(np.array_equal(v.astype(types[wide]).astype(np.float64), v))
+            assert widens(narrow, wide) == kept, (narrow, wide)
+        assert widens(wide, wide) and not widens(None, wide)
+    assert not widens("E4M3/32", "FP32")  # an MX block scale can leave FP32's range
+    assert "UE8M0" in CONTAINS["FP32"] and "UE8M0" not in CONTAINS["FP16"]
+    assert float(2.0 ** -127) == float(np.float32(2.0 ** -127))  # UE8M0's least value in FP32
+    assert float(2.0 ** -127) == float(ml_dtypes.bfloat16(2.0 ** -127))
