@@ -48,7 +48,7 @@ from ncdc.ir.rewrites import softmax_pair
 from . import fusion
 from .evaluate import NUMPY_ERRORS, Scope, unevaluable
 from .plan_demand import gated_contraction, position_wise
-from .plan_steps import SiteSteps, locate
+from .plan_steps import SiteSteps, boxed, locate
 from .values import Value
 
 
@@ -74,7 +74,7 @@ class Plan:
                 fn(regs)
                 for r in frees:
                     regs[r] = None
-        return [regs[r] for r in self.outputs]
+        return [boxed(regs[r]) for r in self.outputs]
 
 
 CHUNK_ROWS = 64
@@ -267,7 +267,7 @@ class _Builder(SiteSteps):
         n = batch[0]
 
         def run(R):
-            ins = [R[r] for r in src]
+            ins = [boxed(R[r]) for r in src]
             if ev.observer is not None or n <= CHUNK_ROWS:
                 outs = plan.run(ins)
             else:
@@ -294,7 +294,7 @@ class _Builder(SiteSteps):
 
         def observe(R, blk=blk, titles=titles, batch=tuple(batch)):
             if ev.observer is not None:
-                ev.observer(blk, titles, [R[r] for r in outs], batch)
+                ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
         self.step(observe, outs, ())
         return outs
@@ -331,7 +331,7 @@ class _Builder(SiteSteps):
         batch, shape = tuple(batch), tuple(shape)
 
         def write(R):
-            ev.tape_write(slot, R[src], batch, shape)
+            ev.tape_write(slot, boxed(R[src]), batch, shape)
 
         self.step(write, (src,), ())
 
@@ -377,7 +377,7 @@ class _Builder(SiteSteps):
         def run(R):
             P = ev.params
             params = {role: P[key] for role, key in keys}
-            R[dst] = fusion.linear_then_diagonal(ev, lin, view, [R[r] for r in src], scope,
+            R[dst] = fusion.linear_then_diagonal(ev, lin, view, [boxed(R[r]) for r in src], scope,
                                                  batch, params)[0]
 
         self.step(run, src, (dst,))
