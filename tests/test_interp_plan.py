@@ -17,13 +17,28 @@ from ncdc.ir.names import Name
 
 import ncdc
 from ncdc import interpreter
-from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER
+from tests.conftest import ATTENTION_CORE, DATA, PYNCD, TRANSFORMER
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, weave
 
 SPECS = {"bundled": ncdc.load(), "transformer": ncdc.load(TRANSFORMER),
          "attention_core": ncdc.load(ATTENTION_CORE),
-         "extra_kinds": ncdc.load(DATA / "extra_kinds.json")}
+         "extra_kinds": ncdc.load(DATA / "extra_kinds.json"),
+         "tensorlogic_program": ncdc.load(DATA / "tensorlogic_program.json"),
+         **{p.stem: ncdc.load(p) for p in sorted(PYNCD.glob("*.json"))
+            if p.stem not in ("transformer", "attention_core")}}
+PYNCD_SPECS = {p.stem for p in PYNCD.glob("*.json")}
+ROOT = "<root>"
+"""The whole spec (its complete prefix when truncated) as one more site."""
 SITES = [(name, s.path) for name, spec in SPECS.items() for s in spec.blocks()]
+READ_SITES = [(name, path, "faithful") for name, path in SITES + [(n, ROOT) for n in SPECS]] + [
+    (name, path, "pyncd") for name, path in SITES + [(n, ROOT) for n in SPECS]
+    if name in PYNCD_SPECS]
+"""(spec, site, reading): every block and root of every spec; the pyncd exports under both
+readings (:mod:`ir.readings`)."""
+
+
+def _site(spec, path):
+    return interpreter.prefix(spec.data) if path == ROOT else spec.block(path)
 
 
 def _outcome(run, inputs, tape):
@@ -59,15 +74,18 @@ def _close_value(a, b):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
-@pytest.mark.parametrize(("spec_name", "path"), SITES, ids=[f"{n}:{p}" for n, p in SITES])
-def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, quant):
+@pytest.mark.parametrize(("spec_name", "path", "reading"), READ_SITES,
+                         ids=[f"{n}:{p}:{r}" for n, p, r in READ_SITES])
+def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, reading, quant):
     spec = SPECS[spec_name]
     env = spec.bind("tiny").env
-    m = spec.block(path)
+    m = _site(spec, path)
     inputs = interpreter.random_inputs(m, env, 4)
     tape = interpreter.random_tape(m, env, 4)
-    ref = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3, plan=False)
-    planned = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3)
+    ref = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3, plan=False,
+                                reading=reading)
+    planned = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3,
+                                    reading=reading)
     want, got = _outcome(ref, inputs, tape), _outcome(planned, inputs, tape)
     if want[0] == "error":
         assert got == want
