@@ -29,6 +29,8 @@ recursive evaluator as the reference the tests compare with.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError
 from ncdc.ir.morphisms import (
@@ -47,7 +49,7 @@ from ncdc.ir.rewrites import softmax_pair
 
 from . import fusion
 from .evaluate import NUMPY_ERRORS, Scope, unevaluable
-from .plan_demand import gated_contraction, position_wise
+from .plan_demand import gated_contraction, position_wise, widest_site
 from .plan_steps import SiteSteps, boxed, locate
 from .values import Value
 
@@ -57,9 +59,11 @@ class Plan:
     inputs are registers ``0..n-1``, its outputs ``outputs``."""
 
     def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int],
-                 demand_sites: int = 0):
+                 demand_sites: int = 0, chunk_rows: tuple[int, ...] = ()):
         self.n_regs, self.n_inputs, self.outputs = n_regs, n_inputs, outputs
         self.demand_sites = demand_sites
+        self.chunk_rows = chunk_rows
+        """Rows per chunk of each chunked gated part (``_Builder.chunked``)."""
         self.steps = _with_lifetimes(steps, n_inputs, outputs)
 
     def __len__(self) -> int:
@@ -77,8 +81,12 @@ class Plan:
         return [boxed(regs[r]) for r in self.outputs]
 
 
-CHUNK_ROWS = 64
-"""Batch positions per chunk of a gated part (:meth:`_Builder.chunked`)."""
+CHUNK_BYTES = 4 << 20
+"""The budget of a gated part's chunk (:meth:`_Builder.chunked`): its widest array
+(:func:`~interpreter.plan_demand.widest_site`, 8 bytes an element) holds at most this much, so
+the part's peak is bounded whatever the token count (rows from this budget, at least one)."""
+CHUNK_ROWS: int | None = None
+"""Rows per chunk, overriding :data:`CHUNK_BYTES` (tests)."""
 
 
 def _rows(v: Value, start: int, stop: int) -> Value:
@@ -88,9 +96,10 @@ def _rows(v: Value, start: int, stop: int) -> Value:
                  live if live is None or live.shape[0] == 1 else live[start:stop])
 
 
-def _stacked(parts: list[Value], n: int) -> Value:
-    """Chunk results joined along the first dim (``n`` positions in all)."""
-    sizes = [min(CHUNK_ROWS, n - s) for s in range(0, n, CHUNK_ROWS)]
+def _stacked(parts: list[Value], n: int, rows: int) -> Value:
+    """Chunk results of ``rows`` positions joined along the first dim (``n`` positions in
+    all)."""
+    sizes = [min(rows, n - s) for s in range(0, n, rows)]
     tail = np.broadcast_shapes(*(p.values.shape[1:] for p in parts))
     vals = np.concatenate([np.broadcast_to(p.values, (m,) + tail) for p, m in zip(parts, sizes)])
     if all(p.live is None for p in parts):
@@ -127,7 +136,7 @@ def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
         outs = b.block_body(root, regs, (root.title,), batch)
     else:
         outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
-    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites)
+    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows))
 
 
 class _Builder(SiteSteps):
@@ -140,6 +149,8 @@ class _Builder(SiteSteps):
         """(A, gate register, batch rank) while emitting a part read only where the gate is
         live (:mod:`interpreter.plan_demand`)."""
         self.demand_sites = 0
+        self.chunk_rows: list[int] = []
+        """Rows per chunk of each chunked gated part (:meth:`chunked`)."""
 
     def new(self, k: int = 1) -> list[int]:
         out = list(range(self.n, self.n + k))
@@ -262,18 +273,23 @@ class _Builder(SiteSteps):
         res = sub.emit(contraction, c_in, scope, batch)
         plan = Plan(sub.steps, sub.n, k + 1, res, sub.demand_sites)
         self.demand_sites += sub.demand_sites
+        self.chunk_rows += sub.chunk_rows
         dst = self.new(len(res))
         src = tuple(operands) + (gate,)
         n = batch[0]
+        row_bytes = 8 * math.prod(batch[1:]) * max(widest_site(part, ev),
+                                                   widest_site(contraction, ev), 1)
+        rows = CHUNK_ROWS or max(1, CHUNK_BYTES // row_bytes)
+        self.chunk_rows.append(rows)
 
         def run(R):
             ins = [boxed(R[r]) for r in src]
-            if ev.observer is not None or n <= CHUNK_ROWS:
+            if ev.observer is not None or n <= rows:
                 outs = plan.run(ins)
             else:
-                runs = [plan.run([_rows(v, s, s + CHUNK_ROWS) for v in ins])
-                        for s in range(0, n, CHUNK_ROWS)]
-                outs = [_stacked([r[j] for r in runs], n) for j in range(len(res))]
+                runs = [plan.run([_rows(v, s, s + rows) for v in ins])
+                        for s in range(0, n, rows)]
+                outs = [_stacked([r[j] for r in runs], n, rows) for j in range(len(res))]
             for r, v in zip(dst, outs):
                 R[r] = v
 

@@ -159,6 +159,15 @@ def test_inputs_without_the_batch_broadcast_over_it():
         run(np.ones((2, 5, 3, 5)), b)
 
 
+def peak(fn) -> int:
+    """tracemalloc peak (bytes) of one call of ``fn``."""
+    tracemalloc.start()
+    fn()
+    _, p = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return p
+
+
 def _linear_chain(n, size):
     x, m = axis("x", size), axis("m", size)
     items = [bc(Linear(Name(f"W_{i}")), [weave(R, "*", m)], [weave(R, "*", m)],
@@ -175,13 +184,6 @@ def test_a_chain_plans_one_step_per_operator_and_frees_its_registers():
     np.testing.assert_array_equal(planned(X)[0], ref(X)[0])
     # 16 Linear steps + the block's observer step; no step for wiring
     assert len(planned.plan()) == 17
-
-    def peak(fn):
-        tracemalloc.start()
-        fn()
-        _, p = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        return p
 
     array = 128 * 128 * 8
     p_plan, p_ref = peak(lambda: planned(X)), peak(lambda: ref(X))
@@ -287,3 +289,36 @@ def test_gated_experts_run_in_row_chunks_to_the_same_result(chunk, monkeypatch):
     one = planned.evaluate(x[:1]).outputs[0]
     np.testing.assert_allclose(one.values, ref.evaluate(x[:1]).outputs[0].values,
                                rtol=1e-10, atol=1e-12)
+
+
+def test_gated_chunks_are_sized_from_a_byte_budget(monkeypatch):
+    """Rows per chunk = budget / (8 bytes x the widest per-row array, the experts' output
+    ``[e, d]`` of the fused ``W^D`` bank): computed here from the weight's shape; the part's
+    tracemalloc peak then grows with the token count only by the ``[x, d]`` rows in and out,
+    not by ``[x, e, d]`` (half of one such array is the bound checked)."""
+    from ncdc.interpreter import plan as plan_module
+
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2)
+    (_f, e, d) = next(v.shape for k, v in planned.params.items() if "W^{D}" in k)
+    row = 8 * e * d
+    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 4 * row)
+    run = interpreter.interpret(moe, env, params=dict(planned.params))
+    assert run.plan((64,)).chunk_rows == (4,)
+    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 3 * row - 1)
+    assert interpreter.interpret(moe, env, params=dict(planned.params)).plan((64,)).chunk_rows \
+        == (2,)
+    rng = np.random.default_rng(3)
+    peaks = {}
+    for n in (64, 512):
+        x = rng.standard_normal((n, d))
+        run(x)
+
+        def once(x=x):
+            return run(x)
+
+        peaks[n] = peak(once)
+    grown = peaks[512] - peaks[64]
+    assert grown < 448 * e * d * 8 / 2, (peaks, e, d)   # unbounded, it grows 9.5 MB here
