@@ -215,9 +215,11 @@ class _Builder(SiteSteps):
         """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
         gated contraction ``items[i + 1]`` (:mod:`interpreter.plan_demand`): (registers, items
         emitted), else None. Over leading batch dims, the gated part and the contraction run
-        in row chunks (:meth:`chunked`)."""
+        in row chunks (:meth:`chunked`); in ``emulate`` mode only that (no demand: the bank
+        Linears keep their rules and rounding)."""
         m = items[i]
-        if (self.ev.quant != "exact" or self.demand is not None or i + 1 >= len(items)
+        exact = self.ev.quant == "exact"
+        if (not (exact or batch) or self.demand is not None or i + 1 >= len(items)
                 or not isinstance(m, ProductOfMorphisms)):
             return None
         found = gated_contraction(items[i + 1])
@@ -235,6 +237,8 @@ class _Builder(SiteSteps):
         pg, py = owner
         part_y = m.content[py]
         if pg >= py or len(part_y.cod) != 1 or not position_wise(part_y, A):
+            return None
+        if not exact and py != len(m.content) - 1:
             return None
         self.ev._arity(m, regs)
         out, at = [], 0
@@ -265,7 +269,8 @@ class _Builder(SiteSteps):
         sub.counts = self.counts                  # occurrences counted in evaluation order
         k = len(operands)
         sub.n = k + 1
-        sub.demand = (A, k, len(batch))
+        if ev.quant == "exact":
+            sub.demand = (A, k, len(batch))
         y = sub.emit(part, list(range(k)), scope, batch)
         sub.demand = None
         c_in = [k, k]

@@ -322,3 +322,25 @@ def test_gated_chunks_are_sized_from_a_byte_budget(monkeypatch):
         peaks[n] = peak(once)
     grown = peaks[512] - peaks[64]
     assert grown < 448 * e * d * 8 / 2, (peaks, e, d)   # unbounded, it grows 9.5 MB here
+
+
+def test_emulate_runs_the_experts_in_row_chunks_without_demand(monkeypatch):
+    """In emulate mode the bank Linears keep their rules (rounding), so nothing is demanded,
+    but the gated part still runs in row chunks over a leading batch dim: same values as the
+    tree walk, which evaluates every row at once."""
+    from ncdc.interpreter import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "CHUNK_ROWS", 3)
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2, quant="emulate")
+    ref = interpreter.interpret(moe, env, params=dict(planned.params), quant="emulate",
+                                plan=False)
+    (m,) = planned.dom_shapes()[0]
+    x = np.random.default_rng(9).standard_normal((7, m))
+    got, want = planned.evaluate(x).outputs[0], ref.evaluate(x).outputs[0]
+    plan = planned.plan((7,))
+    assert plan.chunk_rows == (3,) and plan.demand_sites == 0
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-12)
+    assert got.live is None and want.live is None
