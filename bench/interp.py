@@ -205,9 +205,10 @@ def chain_onnx(kinds, weights, n_tok, width):
     return lambda X: ev.run(None, {"x0": X})[0]
 
 
-def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=7, number=50, clock=time.perf_counter):
-    """Cost of the chain: interpreter, ONNX ReferenceEvaluator and direct numpy, interleaved;
-    returns {name: (min, median)} in seconds per call."""
+def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=400, number=1, clock=time.perf_counter):
+    """Cost of the chain: interpreter, ONNX ReferenceEvaluator and direct numpy, interleaved
+    call by call (many short rounds: on a shared machine the minimum then is a round that
+    nothing interrupted); returns {name: (min, median)} in seconds per call."""
     m, kinds = chain(n_tok, width, n_nodes)
     run = interpreter.interpret(m, Env())
     weights = [run.params[s.key] for s in run.param_specs]
@@ -332,7 +333,7 @@ def run_bench(args, row):
     for label, clock in (("wall", time.perf_counter), ("CPU", time.process_time)):
         sec = (f"{n_nodes}-node chain (Linear, x+x, SoftMax, RMSNorm; x=12, m=64), per node, "
                f"{label} time")
-        res = chain_bench(n_nodes=n_nodes, rounds=9, clock=clock)
+        res = chain_bench(n_nodes=n_nodes, clock=clock)
         per = {k: (a / n_nodes, b / n_nodes) for k, (a, b) in res.items()}
         for name, t in per.items():
             row(sec, name, us(t))
