@@ -108,7 +108,7 @@ class SiteSteps:
 
             def run(R):
                 try:
-                    x = R[s0]
+                    x = v = R[s0]
                     if type(x) is not ndarray and x.live is None:
                         x = x.values
                     if type(x) is ndarray and x.shape[nb:] == lay0:
@@ -116,7 +116,7 @@ class SiteSteps:
                         R[d0] = y if type(y) is ndarray and y.ndim == rank0 \
                             else put(Value(y, None))
                     else:
-                        R[d0] = put(apply([read(x)])[0])
+                        R[d0] = put(apply([read(v)])[0])
                 except (SpecError, *NUMPY_ERRORS) as exc:
                     raise locate(exc, b, titles) from None
         elif inline:
