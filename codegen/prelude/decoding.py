@@ -31,6 +31,11 @@ def tokens_before():
     return 0 if _DECODING is None else _DECODING["start"]
 
 
+def token_positions(n, device=None):
+    """The positions of this call's ``n`` tokens in float64: ``tokens_before()`` onwards."""
+    return torch.arange(n, dtype=torch.float64, device=device) + tokens_before()
+
+
 def token_read(module, site, keep, source, rows, sizes, dim=None):
     """``affine_read(source, rows, sizes, dim)`` where the map's first row (row ``k`` for a
     site named ``"<name>@k"``) reads the token dim at or before its token; while decoding, the

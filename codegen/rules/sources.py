@@ -68,7 +68,7 @@ def rotary(ctx):
     positions = f"torch.arange({n_pos}, {f64})"
     if is_token_axis(tgt[0]):  # token indices: offset while decoding (codegen/decoder.py)
         ctx.use("decoding")
-        positions = f"({positions} + tokens_before())"
+        positions = f"token_positions({n_pos}{f', {dev}' if dev else ''})"
     if stride != "1":
         positions = f"{positions} * {stride}"
     out = [("o", 0, 0), ("o", 0, 1)]
