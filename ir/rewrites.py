@@ -48,8 +48,16 @@ from . import dataflow
 from .arrays import TILED, Weave
 from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
-from .operators import (AdditionOp, Arithmetic, BlockOperator, Einops, L1Norm, Operator,
-                        SoftMax, TypeConvert)
+from .operators import (
+    AdditionOp,
+    Arithmetic,
+    BlockOperator,
+    Einops,
+    L1Norm,
+    Operator,
+    SoftMax,
+    TypeConvert,
+)
 
 
 class LogSumExp(sympy.Function):
