@@ -110,12 +110,14 @@ def sink_shift(ctx):
     live = ctx.aligned_live(0, rows + tl)
     cand = src if live is None else ctx.where_live(live, src, "-math.inf")
     sink = ctx.aligned(1, rows)
-    shift = ctx.bind("shift", f"torch.maximum({cand}.amax(dim=-1), {sink})", rows)
+    row_max = ctx.bind("row_max", f"{cand}.amax(dim=-1)", rows)
+    shift = ctx.bind("shift", f"torch.maximum({row_max}, {sink})", rows)
     out = rows + [("o", 0, 0)]
-    shifted = ctx.bind("shifted", f"{src} - {shift}[..., None]", out)
-    first = OpResult(shifted, out)
-    if live is not None:
-        shifted = ctx.bind(shifted, ctx.where_live(live, shifted), out)
+    code = f"{src} - {shift}[..., None]"
+    if live is None:
+        first = OpResult(ctx.bind("shifted", code, out), out)
+    else:
+        shifted = ctx.bind("shifted", ctx.where_live(live, code), out)
         first = OpResult(shifted, out, live, (liveness.align(o.static[0], o.labels, rows + tl),
                                               liveness.align(o.static[1], o.labels, rows + tl)))
     sink_shifted = ctx.bind("sink_shifted", f"{sink} - {shift}", rows)
