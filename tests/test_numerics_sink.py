@@ -200,7 +200,7 @@ def test_dead_slots_never_enter_the_maximum(core, env, generated):
     want, want_live = _reference(-1e4, xs[1], xs[2], live)
     assert np.max(np.abs(want)) > 1  # live rows are ordinary averages of keys
     got, got_live = _generated(generated, xs, live, "float32")
-    assert np.isfinite(got).all()
+    assert np.isfinite(got).all() and np.array_equal(got_live.all(-1), want_live)
     assert np.max(np.abs(got - want)) <= 1e-5 * np.max(np.abs(want))
     mine, _ = _interpret(core, env, xs, live)
     assert np.max(np.abs(mine - want)) <= 1e-14 * np.max(np.abs(want))
