@@ -212,3 +212,59 @@ def test_emulate_stays_bit_identical(core, env):
     r = check_morphism(core, env, quant="emulate")
     assert r.ok, r.problem
     assert "SinkShift" not in generate(core, env).source  # an operator, not a name
+
+
+def _bare_exps(expr) -> list:
+    import sympy
+
+    return [a for a in sympy.preorder_traversal(expr)
+            if isinstance(a, sympy.exp) or (a.is_Pow and a.base == sympy.E)]
+
+
+def _unsafe_exponentials(spec) -> list[str]:
+    """Titles of every exponential of ``spec`` left literal: an ``Arithmetic`` whose safe form
+    (:func:`ir.rewrites.stable`) still holds a bare ``e^a`` and that neither a softmax pair nor
+    a sink shift covers, or an older-generation ``exp``. (Rotary tables are ``e^{i theta}``,
+    of modulus 1; ``SoftMax`` subtracts the row maximum.)"""
+    import itertools
+
+    from ncdc.ir.morphisms import Broadcasted, Composed
+    from ncdc.ir.operators import Arithmetic, Elementwise
+    from ncdc.ir.rewrites import _core, softmax_pair, stable
+    from ncdc.spec.checks_sites import all_sites
+
+    covered = set()  # paths of the exponential boxes a rewrite covers
+    for site in all_sites(spec.data):
+        m = site.node
+        if not isinstance(m, Composed):
+            continue
+        covered |= {a.path for a, b in itertools.pairwise(m.content) if softmax_pair(a, b)}
+        g = dataflow.flatten(stable_composition(m))
+        for i, step in enumerate(g.steps):
+            p = g.producer(g.reads[i][0]) if g.reads[i] else None
+            if p is not None and isinstance(getattr(g.steps[p], "operator", None), SinkShift):
+                covered.add(_core(step).path)
+    bad = []
+    for site in all_sites(spec.data):
+        m = site.node
+        if not isinstance(m, Broadcasted):
+            continue
+        op = m.operator
+        if isinstance(op, Arithmetic) and _bare_exps(stable(op.formula)) \
+                and m.path not in covered:
+            bad.append(" / ".join(site.titles))
+        if isinstance(op, Elementwise) and op.function == "exp":
+            bad.append(" / ".join(site.titles))
+    return bad
+
+
+def test_every_exponential_is_in_a_safe_form(bundled):
+    """Bundled: First Sinkhorn Round (softmax pair), Attention Core (sink shift), Expert Gate
+    (softplus as LogSumExp); pyncd examples: SoftMax operators and a sigmoid only."""
+    from conftest import PYNCD
+
+    import ncdc
+
+    assert _unsafe_exponentials(bundled) == []
+    for path in sorted(PYNCD.glob("*.json")):
+        assert _unsafe_exponentials(ncdc.load(path)) == [], path.name
