@@ -1,7 +1,12 @@
-import sys, numpy as np, ncdc
-from ncdc import interpreter
+import sys
+
+import numpy as np
 from ncdc.codegen.check import ModuleCache, check_morphism
 from ncdc.codegen.recorded import record_block_inputs
+
+import ncdc
+from ncdc import interpreter
+
 spec = ncdc.load(); env = spec.bind("tiny").env
 rec = record_block_inputs(interpreter.prefix(spec.data), env)
 cache = ModuleCache()
