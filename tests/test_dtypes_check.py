@@ -212,3 +212,36 @@ def test_rotary_traces_as_one_graph_in_bfloat16(bundled, tiny_env):
     compiled = torch.compile(module, fullgraph=True, backend="eager")
     with torch.no_grad():
         assert torch.equal(compiled(x), module(x))
+
+
+def test_recorded_inputs_under_the_pyncd_reading(bundled, tiny_env, recorded):
+    """Under ``--reading pyncd`` every block is recorded as under the faithful reading, with
+    what the model read that way passes it: Sliding Window Attention receives a LayerNorm
+    output (mean 0, variance 1 over the model width: pyncd's LayerNorm, gain 1 and shift 0)
+    where the faithful reading gives it an RMSNorm output (mean square 1, mean not 0)."""
+    pyncd = record_block_inputs(interpreter.prefix(bundled.data), tiny_env, reading="pyncd")
+    assert set(pyncd) == set(recorded)
+    site = bundled.site("Sliding Window Attention")
+    (x, _), = pyncd[id(site.node)]
+    (y, _), = recorded[id(site.node)]
+    assert np.max(np.abs(x.mean(-1))) < 1e-12
+    assert np.allclose(x.var(-1), 1, atol=1e-3)
+    assert np.allclose((y ** 2).mean(-1), 1, atol=1e-3)
+    assert np.max(np.abs(y.mean(-1))) > 1e-2
+    embedding = bundled.site("Embedding")  # upstream of every norm: the same values
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(pyncd[id(embedding.node)],
+                                                             recorded[id(embedding.node)]))
+
+
+def test_cli_check_dtype_under_the_pyncd_reading(capsys):
+    """A Sinkhorn round fed Gaussian rows (near-zero sums) is so ill-conditioned that its
+    derived tolerance is near 1 (the check then proves nothing: relative error 0.96 passed);
+    fed what the pyncd-read model passes it, it agrees to float32 precision."""
+    from ncdc.cli import main
+
+    rc = main(["check", "--block", "Sinkhorn Round", "--reading", "pyncd", "--dtype",
+               "float32", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["ok"], report
+    (row,) = report["results"]
+    assert row["max_rel"] < 1e-6 and row["tolerance"] < 1e-4
