@@ -15,10 +15,10 @@ and the block, not fixed, from an error model with two terms:
   reduction, :func:`reduction_length`).
 
 ``tolerance = SAFETY * (max(u, r) + sqrt(L) u_acc)`` (``u``: the dtype's unit roundoff, the
-error of rounding the output alone); float64 keeps the fixed ``1e-10`` of exact mode. Measured
-on the bundled spec at ``tiny`` the module's error stays below ``2.4 max(u, r)`` in bfloat16
-and float16; a weight perturbed so that the output moves by more than the tolerance (a few
-``u``: about 2% in bfloat16) is reported (``tests/test_dtypes_check.py``).
+error of rounding the output alone); float64 keeps the fixed ``1e-10`` of exact mode. On the
+bundled spec at ``tiny`` the module's error stays below 0.6 of the tolerance in every dtype; a
+weight perturbed so that the output moves by more than it (a few ``u``: about 2% in bfloat16) is
+reported (``tests/test_dtypes_check.py``).
 """
 from __future__ import annotations
 
