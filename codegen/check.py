@@ -257,7 +257,7 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                 res.problem = f"interpreter failed (error estimate): {type(exc).__name__}: {exc}"
                 return res
             res.error_estimate = max(res.error_estimate, est)
-            tol = tol_.tolerance(dtype, est)
+            tol = tol_.tolerance(dtype, est, tol_.reduction_length(morphism, env))
             res.tolerance = max(res.tolerance, tol)
         compare(ev.outputs, got, quant, dtype, res, morphism.cod, tol)
         if not res.ok:

@@ -26,7 +26,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import repetitions
-from ncdc.ir.rewrites import softmax_pair
+from ncdc.ir.rewrites import softmax_pair, stable_composition
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import calls, tape
@@ -258,7 +258,7 @@ class ClassBuilder:
             self.masks.setdefault(w.array.shape[0].uid, w)
 
     def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
-        items = list(m.content)
+        items = list(stable_composition(m).content)  # softmax with a sink (ir/rewrites.py)
         i = 0
         while i < len(items):
             item = items[i]

@@ -37,7 +37,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import block_segments, param_roles, repetitions, titled_children
-from ncdc.ir.rewrites import softmax_pair
+from ncdc.ir.rewrites import softmax_pair, stable_composition
 
 from . import fusion
 from .context import RuleContext
@@ -158,7 +158,7 @@ class Evaluator:
 
     # ------------------------------------------------------------ structure
     def _composed(self, m: Composed, ins, scope, batch):
-        items = m.content
+        items = stable_composition(m).content  # a softmax with a sink, shifted (ir/rewrites.py)
         if not items:
             raise SpecTypeError("empty composition", m.path, scope.titles)
         i = 0

@@ -45,7 +45,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
-from ncdc.ir.rewrites import softmax_pair
+from ncdc.ir.rewrites import softmax_pair, stable_composition
 
 from . import fusion
 from .evaluate import NUMPY_ERRORS, Scope, unevaluable
@@ -166,7 +166,7 @@ class _Builder(SiteSteps):
         if isinstance(m, Broadcasted):
             return self.broadcasted(m, regs, scope, batch)
         if isinstance(m, Composed):
-            items = m.content
+            items = stable_composition(m).content  # softmax with a sink (ir/rewrites.py)
             if not items:
                 raise SpecTypeError("empty composition", m.path, scope.titles)
             i = 0

@@ -27,17 +27,38 @@ is a softmax of the logits, and :func:`softmax_pair` gives the pair to evaluate 
 exponential made the identity, the normalisation a stable :class:`~ir.operators.SoftMax`, which
 subtracts the row maximum). Interpreter and code generator both apply it, in both modes.
 
+A softmax with a sink term spans a whole composition: a row of logits ``x`` (over one axis ``w``)
+and a sink logit ``s`` are exponentiated separately, ``z = 1 / (sum_w e^x + e^s)`` and the
+result is ``z`` times a contraction of ``e^x`` over ``w``. :func:`stable_composition` finds it
+on the composition's data-flow graph (:mod:`ir.dataflow`) and returns the composition with one
+:class:`SinkShift` step before the exponentials: both read ``x - M`` and ``s - M``, ``M = max(max
+over the live w of x, s)`` per row, so no exponential exceeds 1 and the sink's is 1 at the
+worst (the numerator and the denominator both scale by ``e^{-M}``: the same value in real
+arithmetic).
+
 Pure sympy: ``ir`` knows nothing of numpy or torch.
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import sympy
 
-from .morphisms import Broadcasted
+from . import dataflow
+from .arrays import TILED, Weave
+from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
-from .operators import Arithmetic, L1Norm, SoftMax
+from .operators import (
+    AdditionOp,
+    Arithmetic,
+    BlockOperator,
+    Einops,
+    L1Norm,
+    Operator,
+    SoftMax,
+    TypeConvert,
+)
 
 
 class LogSumExp(sympy.Function):
@@ -191,7 +212,7 @@ caches keyed by ``id`` never see a recycled id."""
 def _is_exp(b) -> bool:
     return (isinstance(b, Broadcasted) and isinstance(b.operator, Arithmetic)
             and len(b.input_weaves) == 1 and len(b.output_weaves) == 1
-            and sympy.simplify(b.operator.formula - sympy.exp(FREE_INPUT)) == 0)
+            and _equal(b.operator.formula, sympy.exp(FREE_INPUT)))
 
 
 def _is_plain_l1(b) -> bool:
@@ -218,4 +239,195 @@ def softmax_pair(a, b):
     return subs
 
 
-__all__ = ["RULES", "LogSumExp", "SiLU", "softmax_pair", "stable"]
+@dataclass(frozen=True, eq=False)
+class SinkShift(Operator):
+    """``(x, s) -> (x - M, s - M)`` with ``M = max(max over the live entries of x's one target
+    axis, s)`` per degree position (``M = s`` where no entry is live); ``x - M`` keeps ``x``'s
+    liveness, ``s - M`` spans the whole degree. Introduced by :func:`stable_composition`, never
+    decoded from a spec."""
+
+
+REWRITE_OPERATORS = (SinkShift,)
+"""Operator kinds only rewrites introduce (each has an evaluation and a codegen rule too)."""
+
+
+def _core(step):
+    """The one Broadcasted a step computes: itself, or the body of a block (lifted over no
+    degree) holding a single Broadcasted; else None."""
+    while True:
+        if isinstance(step, Block):
+            step = step.body
+        elif (isinstance(step, Broadcasted) and isinstance(step.operator, BlockOperator)
+              and not step.degree):
+            step = step.operator.block
+        elif isinstance(step, Broadcasted):
+            return step
+        else:
+            return None
+
+
+@lru_cache(maxsize=4096)
+def _equal(a, b) -> bool:
+    """``a`` and ``b`` are the same formula up to expansion (cheap: no ``simplify``, which
+    takes seconds on the piecewise clamps of the FP8 recipes)."""
+    return a == b or sympy.expand(a - b) == 0
+
+
+def _formula_is(b, formula) -> bool:
+    return (b is not None and isinstance(b.operator, Arithmetic) and len(b.input_weaves) == 1
+            and len(b.output_weaves) == 1 and _equal(b.operator.formula, formula))
+
+
+def _einops(b, n_inputs: int) -> bool:
+    return (b is not None and isinstance(b.operator, Einops) and len(b.input_weaves) == n_inputs
+            and len(b.output_weaves) == 1 and not b.output_weaves[0].target)
+
+
+def _row_sum(b) -> bool:
+    """A sum over the one target axis of one input (the output all degree)."""
+    return _einops(b, 1) and len(b.input_weaves[0].target) == 1
+
+
+def _sink_match(g, i):
+    """The sink softmax whose row exponential is step ``i``, as ``(x, s, row_sum, sink_exp,
+    add)`` (wires and step indices), or None."""
+    steps, core = g.steps, [_core(st) for st in g.steps]
+    (e,) = g.writes[i]
+    p = g.producer(g.reads[i][0])
+    if p is not None and isinstance(core[p].operator if core[p] else None, SinkShift):
+        return None  # already shifted
+    sums, linear = [], []
+    todo = list(g.readers(e))
+    while todo:  # e^x feeds one row sum and contractions, perhaps through casts
+        r = todo.pop()
+        if r < 0:
+            return None
+        if _row_sum(core[r]):
+            sums.append(r)
+        elif core[r] is not None and isinstance(core[r].operator, TypeConvert) \
+                and len(g.writes[r]) == 1:
+            todo.extend(g.readers(g.writes[r][0]))
+        elif _einops(core[r], 2):
+            linear.append(r)
+        else:
+            return None
+    if len(sums) != 1 or not linear:
+        return None
+    t = sums[0]
+    tb = core[t]
+    deg = tb.degree
+    if tb.output_weaves[0].shape != (TILED,) * len(deg):
+        return None
+    adds = g.readers(g.writes[t][0])
+    if len(adds) != 1 or not isinstance(steps[adds[0]], Broadcasted) \
+            or not isinstance(steps[adds[0]].operator, AdditionOp) \
+            or len(g.reads[adds[0]]) != 2:
+        return None
+    a = adds[0]
+    (other,) = [w for w in g.reads[a] if w != g.writes[t][0]] or [None]
+    y = g.producer(other) if other is not None else None
+    if y is None or not _formula_is(core[y], sympy.exp(FREE_INPUT)) \
+            or g.readers(other) != [a]:
+        return None
+    recips = g.readers(g.writes[a][0])
+    if len(recips) != 1 or recips[0] < 0 or not _formula_is(core[recips[0]], 1 / FREE_INPUT):
+        return None
+    scaled = g.readers(g.writes[recips[0]][0])  # 1/z scales exactly the contractions
+    outs = sorted(r for c in linear for r in g.readers(g.writes[c][0]))
+    if sorted(scaled) != outs or any(r < 0 or not _einops(core[r], 2) or
+                                     any(w.target for w in core[r].input_weaves)
+                                     for r in scaled):
+        return None
+    x, s = g.reads[i][0], g.reads[y][0]
+    if any(ax not in deg for ax in g.types[s].shape):
+        return None
+    first = min(i, y)
+    if any((p := g.producer(w)) is not None and p >= first for w in (x, s)):
+        return None
+    return x, s, t, y, a
+
+
+def _sink_rewrite(g, i):
+    hit = _sink_match(g, i)
+    if hit is None:
+        return None
+    x, s, t, y, a = hit
+    tb, yb, ab = _core(g.steps[t]), _core(g.steps[y]), g.steps[a]
+    deg = tb.degree
+    n = len(deg)
+    xt, st = g.types[x].datatype, g.types[s].datatype
+    shift = Broadcasted(
+        SinkShift(path=tb.path),
+        (Weave(xt, tb.input_weaves[0].shape), Weave(st, (TILED,) * len(g.types[s].shape))),
+        (Weave(xt, tb.input_weaves[0].shape), Weave(st, (TILED,) * n)),
+        (tb.reindexings[0],
+         Rearrangement(tuple(deg.index(ax) for ax in g.types[s].shape), deg, path=tb.path)),
+        backup_degree=deg, path=tb.path)
+    whole = Rearrangement(tuple(range(n)), deg, path=yb.path)
+    sink_exp = Broadcasted(yb.operator, (Weave(yb.input_weaves[0].datatype, (TILED,) * n),),
+                           (Weave(yb.output_weaves[0].datatype, (TILED,) * n),), (whole,),
+                           backup_degree=deg, path=yb.path)
+    k = g.reads[a].index(g.writes[y][0])
+    j = g.reads[a].index(g.writes[t][0])
+    weaves, rxs = list(ab.input_weaves), list(ab.reindexings)
+    weaves[k] = Weave(ab.input_weaves[k].datatype, ab.input_weaves[j].shape)
+    rxs[k] = ab.reindexings[j]
+    add = replace(ab, input_weaves=tuple(weaves), reindexings=tuple(rxs))
+    h = dataflow.Dataflow(g.n_inputs, list(g.types[:g.n_inputs]))
+    wire = {w: w for w in range(g.n_inputs)}
+    first = min(i, y)
+    for idx, (step, reads) in enumerate(zip(g.steps, g.reads)):
+        reads = [wire[r] for r in reads]
+        if idx == first:
+            x2, s2 = h.add(shift, [wire[x], wire[s]])
+        if idx == i:
+            reads = [x2]
+        elif idx == y:
+            step, reads = sink_exp, [s2]
+        elif idx == a:
+            step = add
+        for old, new in zip(g.writes[idx], h.add(step, reads)):
+            wire[old] = new
+    h.result = [wire[w] for w in g.result]
+    return h
+
+
+_COMPOSITIONS: dict[int, tuple] = {}
+"""id(composition) -> (composition, its stable form or itself); kept alive like ``_PAIRS``."""
+
+
+def stable_composition(m):
+    """``m`` with every softmax with a sink term shifted by its row maximum (:class:`SinkShift`);
+    ``m`` itself when it holds none. Cached per composition object."""
+    hit = _COMPOSITIONS.get(id(m))
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out = m
+    if isinstance(m, Composed) and any(_formula_is(_core(b), sympy.exp(FREE_INPUT))
+                                       for b in _leaves(m)):
+        g = dataflow.flatten(m)
+        changed = False
+        for _ in range(8):
+            new = next((h for i, st in enumerate(g.steps)
+                        if _formula_is(_core(st), sympy.exp(FREE_INPUT))
+                        and (h := _sink_rewrite(g, i)) is not None), None)
+            if new is None:
+                break
+            g, changed = new, True
+        if changed:
+            out = dataflow.rebuild(g, m.path)
+            _COMPOSITIONS[id(out)] = (out, out)
+    _COMPOSITIONS[id(m)] = (m, out)
+    return out
+
+
+def _leaves(m):
+    if isinstance(m, (Composed, ProductOfMorphisms)):
+        for part in m.content:
+            yield from _leaves(part)
+    else:
+        yield m
+
+
+__all__ = ["REWRITE_OPERATORS", "RULES", "LogSumExp", "SiLU", "SinkShift", "softmax_pair",
+           "stable", "stable_composition"]

@@ -64,34 +64,64 @@ def test_sinkhorn_round_needs_the_inputs_its_context_gives(bundled, tiny_env, re
     assert r.max_rel < 1e-6
 
 
-@pytest.mark.parametrize(("dtype", "size"), [("float32", 0.01), ("bfloat16", 0.3)])
-def test_a_perturbed_weight_is_caught(bundled, tiny_env, recorded, dtype, size):
-    """Noise of ``size`` standard deviations on any one weight fails the check (bfloat16 keeps
-    about 3 significant digits, so its tolerance for this block is a few percent)."""
-    site = bundled.site("Mixing Coefficients")
-    xs = [values for values, _ in recorded[id(site.node)]]
-    ok = check_morphism(site.node, tiny_env, dtype=dtype, inputs=xs, cache=CACHE)
+def _weights(node, env) -> list[str]:
+    """Learned weight keys of ``node`` that are not all equal (a zero bias has no spread)."""
+    params = interpreter.interpret(node, env).params
+    return [k for k, v in params.items() if k.endswith("weight") and np.std(v) > 0]
+
+
+def _nudged(key, size, one_element=False):
+    """``params`` with the weight ``key`` changed by ``size`` of its standard deviation: seeded
+    Gaussian noise on every element, or ``+size`` std on its first element only."""
+    def nudge(params):
+        w = np.array(params[key], dtype=np.float64)
+        if one_element:
+            w.flat[0] += size * w.std()
+        else:
+            w += size * w.std() * np.random.default_rng(7).standard_normal(w.shape)
+        params[key] = w
+        return params
+
+    return nudge
+
+
+PERTURBED = [
+    # (block, dtype, size, one element): bfloat16 keeps 8 bits, so its tolerance is a few
+    # percent of the output (4 to 7 u); float32 catches one element moved by 0.05 std
+    ("Mixing Coefficients", "float32", 0.01, False),
+    ("Mixing Coefficients", "bfloat16", 0.1, False),
+    ("Shared Expert", "bfloat16", 0.05, False),
+    ("Sliding Window Attention", "bfloat16", 0.05, False),
+    ("Mixing Coefficients", "float32", 0.05, True),
+    ("Shared Expert", "float32", 0.05, True),
+]
+
+
+@pytest.mark.parametrize(("block", "dtype", "size", "one"), PERTURBED)
+def test_a_perturbed_weight_is_caught(bundled, tiny_env, recorded, block, dtype, size, one):
+    """A weight loaded into the module ``size`` standard deviations off (noise on every
+    element, or one element moved) fails the check for every weight of the block, while the
+    block itself passes: the tolerance is tight enough to see it."""
+    site = bundled.site(block)
+    fed = recorded[id(site.node)]
+    kw = {"inputs": [values for values, _ in fed], "masks": [live for _, live in fed]}
+    ok = check_morphism(site.node, tiny_env, dtype=dtype, cache=CACHE, **kw)
     assert ok.ok, ok.problem
-    keys = [k for k in interpreter.interpret(site.node, tiny_env).params
-            if k.endswith("weight")]
+    assert ok.tolerance < (8 if dtype == "bfloat16" else 400) * UNIT_ROUNDOFF[dtype]
+    keys = _weights(site.node, tiny_env)
     assert keys
     for key in keys:
-        def nudge(params, key=key):
-            w = np.asarray(params[key], dtype=np.float64)
-            rng = np.random.default_rng(7)
-            params[key] = w + size * w.std() * rng.standard_normal(w.shape)
-            return params
-
-        bad = check_morphism(site.node, tiny_env, dtype=dtype, inputs=xs, cache=CACHE,
-                             module_params=nudge)
+        bad = check_morphism(site.node, tiny_env, dtype=dtype, cache=CACHE,
+                             module_params=_nudged(key, size, one), **kw)
         assert not bad.ok, f"{key}: a {size} std weight perturbation passed ({bad.max_rel:.2e})"
         assert "relative error" in bad.problem
 
 
 def test_tolerance_formula():
     assert tolerance("float64", 1.0) == 1e-10
-    assert tolerance("bfloat16", 0.0) == pytest.approx(8 * 2.0 ** -8)
-    assert tolerance("float32", 1e-3) == pytest.approx(8e-3)
+    assert tolerance("bfloat16", 0.0) == pytest.approx(4 * (2.0 ** -8 + 2.0 ** -24))
+    assert tolerance("float32", 1e-3) == pytest.approx(4 * (1e-3 + 2.0 ** -24))
+    assert tolerance("float32", 0.0, 64) == pytest.approx(4 * 9 * 2.0 ** -24)
 
 
 def test_round_to_matches_torch_rounding():
@@ -150,9 +180,11 @@ def test_cli_check_dtype(capsys, dtype):
     assert all(r["tolerance"] > 0 for r in report["results"])
 
 
-def test_every_distinct_block_in_float16(bundled, tiny_env, recorded):
-    """What ``ncdc check --dtype float16`` does: every distinct block alone, fed what the model
-    gives it (the narrowest range of the four dtypes; the CLI runs bfloat16 and float32 alike)."""
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_every_distinct_block_in_16_bits(bundled, tiny_env, recorded, dtype):
+    """What ``ncdc check --dtype float16|bfloat16`` does: every distinct block alone, fed what
+    the model gives it, within the tolerance tight enough to catch a perturbed weight (float16:
+    the narrowest range, bfloat16: the fewest bits; the CLI runs float32 alike)."""
     from ncdc.codegen.fingerprint import structural_key
 
     keys: dict = {}
@@ -165,7 +197,7 @@ def test_every_distinct_block_in_float16(bundled, tiny_env, recorded):
         fed = recorded.get(id(site.node))
         kw = {} if fed is None else {"inputs": [v for v, _ in fed],
                                      "masks": [m for _, m in fed]}
-        r = check_morphism(site.node, tiny_env, dtype="float16", cache=CACHE, key=key, **kw)
+        r = check_morphism(site.node, tiny_env, dtype=dtype, cache=CACHE, key=key, **kw)
         if not r.ok:
             bad.append(f"{' / '.join(site.titles)}: {r.problem}")
     assert len(seen) > 80
@@ -180,3 +212,36 @@ def test_rotary_traces_as_one_graph_in_bfloat16(bundled, tiny_env):
     compiled = torch.compile(module, fullgraph=True, backend="eager")
     with torch.no_grad():
         assert torch.equal(compiled(x), module(x))
+
+
+def test_recorded_inputs_under_the_pyncd_reading(bundled, tiny_env, recorded):
+    """Under ``--reading pyncd`` every block is recorded as under the faithful reading, with
+    what the model read that way passes it: Sliding Window Attention receives a LayerNorm
+    output (mean 0, variance 1 over the model width: pyncd's LayerNorm, gain 1 and shift 0)
+    where the faithful reading gives it an RMSNorm output (mean square 1, mean not 0)."""
+    pyncd = record_block_inputs(interpreter.prefix(bundled.data), tiny_env, reading="pyncd")
+    assert set(pyncd) == set(recorded)
+    site = bundled.site("Sliding Window Attention")
+    (x, _), = pyncd[id(site.node)]
+    (y, _), = recorded[id(site.node)]
+    assert np.max(np.abs(x.mean(-1))) < 1e-12
+    assert np.allclose(x.var(-1), 1, atol=1e-3)
+    assert np.allclose((y ** 2).mean(-1), 1, atol=1e-3)
+    assert np.max(np.abs(y.mean(-1))) > 1e-2
+    embedding = bundled.site("Embedding")  # upstream of every norm: the same values
+    assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(pyncd[id(embedding.node)],
+                                                             recorded[id(embedding.node)]))
+
+
+def test_cli_check_dtype_under_the_pyncd_reading(capsys):
+    """A Sinkhorn round fed Gaussian rows (near-zero sums) is so ill-conditioned that its
+    derived tolerance is near 1 (the check then proves nothing: relative error 0.96 passed);
+    fed what the pyncd-read model passes it, it agrees to float32 precision."""
+    from ncdc.cli import main
+
+    rc = main(["check", "--block", "Sinkhorn Round", "--reading", "pyncd", "--dtype",
+               "float32", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 0 and report["ok"], report
+    (row,) = report["results"]
+    assert row["max_rel"] < 1e-6 and row["tolerance"] < 1e-4

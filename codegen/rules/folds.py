@@ -4,6 +4,7 @@ from __future__ import annotations
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
+from ncdc.ir.rewrites import SinkShift
 
 from .. import liveness
 from ..operands import OpResult
@@ -94,3 +95,30 @@ def modulo(ctx):
     live_var = ctx.bind(var + "_live", live)
     var = ctx.bind(var, ctx.where_live(live_var, var), out)
     return [OpResult(var, out, live_var, static)]
+
+
+@rule(SinkShift)
+def sink_shift(ctx):
+    """``(x - M, s - M)`` with ``M`` the larger of the live row maximum and ``s``
+    (``ir/rewrites.py``): the softmax with a sink then exponentiates nothing above 0."""
+    o = ctx.ops[0]
+    tl = [lab for lab in o.labels if lab[0] == "t"]
+    if len(tl) != 1 or len(ctx.ops) != 2:
+        raise SpecError("SinkShift takes a row over one target axis and a sink", ctx.b.path)
+    rows = list(ctx.deg_labels)
+    src = ctx.aligned(0, rows + tl)
+    live = ctx.aligned_live(0, rows + tl)
+    cand = src if live is None else ctx.where_live(live, src, "-math.inf")
+    sink = ctx.aligned(1, rows)
+    row_max = ctx.bind("row_max", f"{cand}.amax(dim=-1)", rows)
+    shift = ctx.bind("shift", f"torch.maximum({row_max}, {sink})", rows)
+    out = rows + [("o", 0, 0)]
+    code = f"{src} - {shift}[..., None]"
+    if live is None:
+        first = OpResult(ctx.bind("shifted", code, out), out)
+    else:
+        shifted = ctx.bind("shifted", ctx.where_live(live, code), out)
+        first = OpResult(shifted, out, live, (liveness.align(o.static[0], o.labels, rows + tl),
+                                              liveness.align(o.static[1], o.labels, rows + tl)))
+    sink_shifted = ctx.bind("sink_shifted", f"{sink} - {shift}", rows)
+    return [first, OpResult(sink_shifted, rows)]

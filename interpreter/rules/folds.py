@@ -5,11 +5,13 @@
 * ``Maximum``: max over the live entries of the one target axis (identity -inf).
 * ``BitwiseXor``: XOR of the live naturals of the one target axis (identity 0).
 * ``Modulo``: ``a mod b`` of two rank-0 naturals (dead if either is); a zero divisor is an error.
+* ``SinkShift`` (``ir/rewrites.py``): ``(x - M, s - M)``, ``M = max(max over the live x, s)``.
 """
 from __future__ import annotations
 
 import numpy as np
 from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
+from ncdc.ir.rewrites import SinkShift
 
 from ..registry import kernel, rule
 from ..values import any_over, as_kind, dtype_of, finished, land, lor
@@ -81,3 +83,12 @@ def modulo(b, inputs, ctx):
         raise ctx.error("modulo by zero at a live position")
     y = np.where(y == 0, 1, y)
     return [finished(np.mod(x, y), live)]
+
+
+@rule(SinkShift)
+def sink_shift(b, inputs, ctx):
+    x, s = inputs
+    _one_axis(b, ctx)
+    row = x.values if x.live is None else np.where(x.live, x.values, -np.inf)
+    shift = np.maximum(np.max(row, axis=-1), s.values)
+    return [finished(x.values - shift[..., None], x.live), finished(s.values - shift, s.live)]

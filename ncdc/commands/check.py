@@ -167,10 +167,9 @@ def run(args) -> int:
 
     from .compile import target
 
-    recorded = {}  # recorded on the model as read faithfully (blocks are matched by identity)
-    if args.reading == "faithful" and (
-            args.dtype != "float64" or any(can_be_dead(a) for _, m, _ in todo for a in m.dom)):
-        recorded = record_block_inputs(target(spec, None), binding.env)
+    recorded = {}  # recorded on the model under the same reading
+    if args.dtype != "float64" or any(can_be_dead(a) for _, m, _ in todo for a in m.dom):
+        recorded = record_block_inputs(target(spec, None), binding.env, reading=args.reading)
     rows = []
     t0 = time.perf_counter()
     if not args.json:
