@@ -171,4 +171,25 @@ def open_tensors(path):
     return TensorFiles(path)
 
 
-__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "open_tensors", "shard_map"]
+def open_source(path, map_path=None, dtype: str = "float32"):
+    """The parameter source of a weights path: its tensors as they are, or renamed and
+    transformed by the checkpoint map at ``map_path`` (dequantized weights in float64 for a
+    float64 module, else float32)."""
+    files = open_tensors(path)
+    if map_path is None:
+        return files
+    import torch
+
+    from .mapped import MappedSource
+    from .mapping import load_map
+
+    work = torch.float64 if dtype == "float64" else torch.float32
+    try:
+        return MappedSource(files, load_map(map_path), work)
+    except Exception:
+        files.close()
+        raise
+
+
+__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "open_source", "open_tensors",
+           "shard_map"]

@@ -11,7 +11,6 @@ converted plus the checkpoint shards in use.
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 
@@ -90,22 +89,13 @@ def state_tensor(module, name: str):
     return t if t is not None else sub._buffers[leaf]
 
 
-def to_module_layout(value, target_shape, layout, key: str, where: str):
-    """``value`` (the interpreter's layout) as the module holds it: an ``nn.Linear``'s
-    ``[in..., out...]`` weight flattened to ``[out, in]`` (bias ``[out]``); shape checked."""
-    if layout is not None:
-        n_in, n_out = layout
-        out = target_shape[0]
-        if (value.dim() != n_in + n_out or value.numel() != math.prod(target_shape)
-                or math.prod(value.shape[n_in:]) != out):
-            raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}; expected "
-                                  f"{n_in} input and {n_out} output axes flattening to "
-                                  f"{tuple(target_shape)}")
-        value = value.reshape(-1, out).T if n_in else value.reshape(-1)
-    if tuple(value.shape) != tuple(target_shape):
-        raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}, expected "
-                              f"{tuple(target_shape)}")
-    return value
+def interpreter_view(target, layout, shape):
+    """A view of a module tensor in the interpreter's layout ``shape``: an ``nn.Linear``'s
+    ``[out, in]`` weight seen as ``[in..., out...]`` (``PARAM_LAYOUT``), its bias as
+    ``[out...]``; any other tensor as it is. Writing into the view writes the module."""
+    if layout is not None and layout[0]:
+        return target.T.view(shape)
+    return target.view(shape)
 
 
 def _check_kind(value, target, key: str, where: str) -> None:
@@ -117,32 +107,29 @@ def _check_kind(value, target, key: str, where: str) -> None:
         return
     if (not target.is_floating_point() and not target.is_complex()
             and value.is_floating_point() and not bool((value == value.round()).all())):
-        raise CheckpointError(f"{key}: {where} holds non-integral values for an integer "
-                                  "array")
+        raise CheckpointError(f"{key}: {where} holds non-integral values for an integer array")
 
 
-def _held(value, spec, fmt: str):
-    """``value`` rounded through weight format ``fmt`` (the interpreter's storage policy)."""
-    import numpy as np
-    import torch
+def pieces(source, name: str, shape):
+    """``(index, tensor)`` pieces of ``name`` in ``source``: the source's own (a mapped
+    checkpoint stacks families piece by piece), or the whole tensor at index ``()``."""
+    if hasattr(source, "pieces"):
+        return source.pieces(name, shape)
+    return [((), source.get(name))]
 
-    from ncdc.interpreter.storage_policy import decode, encode
-    from ncdc.ir.weight_formats import weight_lead
 
-    arr = value.detach().to(torch.float64).numpy() if value.dtype != torch.float64 \
-        else value.detach().numpy()
-    return torch.from_numpy(np.ascontiguousarray(
-        decode(encode(arr, fmt, weight_lead(spec.site, spec.role)))))
+def describe(source, name: str) -> str:
+    return source.describe(name) if hasattr(source, "describe") else f"tensor {name!r}"
 
 
 def materialize(built: Built, source=None, *, key_map: dict | None = None, seed: int = 0,
                 synthetic: bool = False, policy=None, prefix: str = "") -> LoadReport:
-    """Give ``built.module`` CPU memory and its values: tensors of ``source`` (a
-    :class:`ncdc.checkpoint.sources.ParamSource`-like object with ``get(name)``) named by
+    """Give ``built.module`` CPU memory and its values: the tensors of ``source`` (an object
+    with ``get(name)``, optionally ``pieces(name, shape)``, ``expect(names)``) named by
     ``key_map`` (interpreter key -> name in the source); the others by ``reset_parameters()``
     (seeded), which for learned arrays is allowed only when ``synthetic``. ``policy``: a
-    :class:`ncdc.interpreter.storage_policy.StoragePolicy` whose formats the values are
-    rounded through."""
+    :class:`ncdc.interpreter.storage_policy.StoragePolicy` whose formats learned values are
+    rounded through once loaded."""
     import torch
 
     ns = built.namespace
@@ -172,21 +159,23 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
             if name not in provided:
                 continue
             target = state_tensor(module, name)
-            where = f"tensor {key_map[key]!r}"
-            value = source.get(key_map[key])
-            spec = built.specs.get(key)
-            fmt = policy.format_for(key) if policy is not None else None
-            if fmt is not None and spec is not None and spec.learned and \
-                    target.is_floating_point() and not value.is_complex():
-                value = _held(value, spec, fmt)
-            value = to_module_layout(value, tuple(target.shape), layouts.get(name), key, where)
-            _check_kind(value, target, key, where)
-            target.copy_(value)
+            shape = tuple(built.env.size(d) for d in built.specs[key].shape)
+            view = interpreter_view(target, layouts.get(name), shape)
+            src = key_map[key]
+            for index, value in pieces(source, src, shape):
+                dest = view[index]
+                where = describe(source, src)
+                if tuple(value.shape) != tuple(dest.shape):
+                    at = f" at index {index[-1]} of axis {len(index) - 1}" if index else ""
+                    raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}, "
+                                          f"expected {tuple(dest.shape)}{at}")
+                _check_kind(value, target, key, where)
+                dest.copy_(value)
+                del value
             report.loaded += 1
             report.loaded_bytes += target.numel() * target.element_size()
-            del value
-        if policy is not None and synthetic:
-            _hold_all(built, policy, skip=provided)
+        if policy is not None:
+            hold(built, policy)
     for sub_name, sub in module.named_modules():
         if hasattr(sub, "data_missing"):
             pre = sub_name + "." if sub_name else ""
@@ -197,30 +186,29 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
     return report
 
 
-def source_layout(value, layout, shape):
-    """The inverse of :func:`to_module_layout`: a module tensor in the interpreter's layout
-    ``shape``."""
-    if layout is None:
-        return value.reshape(shape)
-    return value.T.reshape(shape) if layout[0] else value.reshape(shape)
+def hold(built, policy) -> None:
+    """Round every learned floating tensor through its format under ``policy`` (as the
+    interpreter holds it; a float64 copy of one tensor at a time)."""
+    import numpy as np
+    import torch
 
+    from ncdc.interpreter.storage_policy import decode, encode
+    from ncdc.ir.weight_formats import weight_lead
 
-def _hold_all(built, policy, skip=()) -> None:
-    """Round every learned floating tensor not in ``skip`` through its policy format."""
     ns = built.namespace
     for name, key in ns.PARAM_KEYS.items():
         spec = built.specs.get(key)
         fmt = policy.format_for(key)
-        if name in skip or fmt is None or spec is None or not spec.learned:
+        if fmt is None or spec is None or not spec.learned:
             continue
         target = state_tensor(built.module, name)
         if not target.is_floating_point():
             continue
-        layout = ns.PARAM_LAYOUT.get(name)
-        shape = tuple(int(d) for d in built.env.sizes(spec.shape))
-        inter = source_layout(target, layout, shape)
-        target.copy_(to_module_layout(_held(inter, spec, fmt), tuple(target.shape), layout,
-                                      key, "synthetic"))
+        shape = tuple(built.env.size(d) for d in spec.shape)
+        view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)
+        arr = view.detach().to(torch.float64).numpy()
+        held = decode(encode(arr, fmt, weight_lead(spec.site, spec.role)))
+        view.copy_(torch.from_numpy(np.ascontiguousarray(held)))
 
 
 def missing_user_data(module) -> list[str]:
@@ -229,5 +217,5 @@ def missing_user_data(module) -> list[str]:
             if getattr(m, "data_missing", False)]
 
 
-__all__ = ["DTYPES", "Built", "LoadReport", "build_meta", "materialize", "missing_user_data",
-           "state_tensor", "to_module_layout"]
+__all__ = ["DTYPES", "Built", "LoadReport", "build_meta", "hold", "interpreter_view",
+           "materialize", "missing_user_data", "state_tensor"]

@@ -115,19 +115,13 @@ class RankResult:
 
 
 def open_source(plan: RankPlan):
-    """``(source, names, description)``: the tensors ``plan`` loads, keyed by the names the
-    module's parameter keys resolve to (None for synthetic weights)."""
-    from ncdc.checkpoint.files import open_tensors
+    """The tensors ``plan`` loads (None for synthetic weights): a weights file, or a checkpoint
+    seen through its map."""
+    from ncdc.checkpoint.files import open_source as open_
 
     if plan.source == SYNTHETIC:
-        return None, (), "synthetic (seeded)"
-    if plan.map:
-        from ncdc.checkpoint.mapping import MappedSource, load_map
-
-        src = MappedSource(open_tensors(plan.source), load_map(plan.map))
-        return src, src.names(), f"{plan.source} through {plan.map}"
-    src = open_tensors(plan.source)
-    return src, src.names(), plan.source
+        return None
+    return open_(plan.source, plan.map, dtype=plan.dtype)
 
 
 def build_and_load(plan: RankPlan):
@@ -142,13 +136,14 @@ def build_and_load(plan: RankPlan):
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
                        dtype=plan.dtype, stand_in=plan.stand_in)
     t1 = time.perf_counter()
-    source, names, _ = open_source(plan)
+    source = open_source(plan)
     policy = StoragePolicy.parse(plan.weights)
     try:
         key_map, prefix = {}, ""
         if source is not None:
             specs = list(built.specs.values())
-            key_map, prefix = resolve(specs, names, plan.model_specs, plan.key_prefix)
+            key_map, prefix = resolve(specs, source.names(), plan.model_specs,
+                                      plan.key_prefix)
         report = materialize(built, source, key_map=key_map, seed=plan.seed,
                              synthetic=source is None, policy=policy if policy.rules else None,
                              prefix=prefix)
