@@ -211,11 +211,31 @@ def hold(built, policy) -> None:
         view.copy_(torch.from_numpy(np.ascontiguousarray(held)))
 
 
+def interpreter_arrays(built) -> dict:
+    """The module's tensors keyed and laid out as the interpreter's parameters (numpy views
+    where the dtype allows; bfloat16 and float16 as float32)."""
+    import torch
+
+    ns = built.namespace
+    out = {}
+    for name, key in ns.PARAM_KEYS.items():
+        spec = built.specs.get(key)
+        target = state_tensor(built.module, name).detach()
+        shape = tuple(built.env.size(d) for d in spec.shape) if spec is not None \
+            else tuple(target.shape)
+        view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)
+        if view.dtype in (torch.bfloat16, torch.float16):
+            view = view.to(torch.float32)
+        out[key] = view.numpy()
+    return out
+
+
 def missing_user_data(module) -> list[str]:
     """Submodules still without data only the user can supply (``E_cmp``, ``alpha``)."""
     return [name or type(m).__name__ for name, m in module.named_modules()
             if getattr(m, "data_missing", False)]
 
 
-__all__ = ["DTYPES", "Built", "LoadReport", "build_meta", "hold", "interpreter_view",
+__all__ = ["DTYPES", "Built", "LoadReport", "build_meta", "hold", "interpreter_arrays",
+           "interpreter_view",
            "materialize", "missing_user_data", "state_tensor"]

@@ -58,6 +58,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--inputs", metavar="FILE",
                    help="inputs in dom order, FILE.npz with arrays in0, in1, ... and optional "
                         "bool masks live0, live1, ... (default: seeded random inputs)")
+    p.add_argument("--save-params", metavar="FILE",
+                   help="write the weights the module ran with to FILE (.npz or .safetensors), "
+                        "keyed and laid out as ncdc params lists them")
     p.add_argument("--out", metavar="FILE",
                    help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
                         "FILE.npz")
@@ -188,8 +191,9 @@ def _torch(a, dtype):
     return t
 
 
-def run_rank(plan: RankPlan) -> RankResult:
-    """Build, load and run one module: the unit a process (or a distributed rank) runs."""
+def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
+    """Build, load and run one module: the unit a process (or a distributed rank) runs;
+    ``save_params``: a file to write the loaded weights to (interpreter keys and layout)."""
     import numpy as np
     import torch
     from ncdc.codegen.boundary import mask_names
@@ -206,6 +210,12 @@ def run_rank(plan: RankPlan) -> RankResult:
                               f"{', '.join(lacking)} (give it, or use --stand-in for seeded "
                               "stand-ins)")
     g, module = built.generated, built.module
+    if save_params:
+        from ncdc.interpreter.weights import save_params as save
+
+        from ncdc.checkpoint.module import interpreter_arrays
+
+        save(interpreter_arrays(built), save_params)
     xs, lives = _inputs(plan)
     args = [_torch(x if m is None else np.where(m, x, 0), built.dtype)
             for x, m in zip(xs, lives)]
@@ -322,7 +332,7 @@ def run(args) -> int:
                     tuple(args.weights), args.dtype, args.quant, args.reading, args.seed,
                     args.stand_in, args.inputs, args.depth,
                     model_specs if args.block else None)
-    res = run_rank(plan)
+    res = run_rank(plan, save_params=args.save_params)
     if args.out:
         write_outputs(args.out, res)
     return _report(args, where, plan, res)
