@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 
 from .errors import CheckpointError, listing
+from .writers import interpreter_view, is_stored, writer_for
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
@@ -49,15 +50,18 @@ class LoadReport:
 
 
 def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful",
-               dtype: str = "float32", stand_in: bool = False) -> Built:
-    """The generated module of ``morphism``, constructed on the meta device in ``dtype``."""
+               dtype: str = "float32", stand_in: bool = False, weights=None) -> Built:
+    """The generated module of ``morphism``, constructed on the meta device in ``dtype``;
+    ``weights``: a storage policy whose formats the module holds its weights in, where the
+    code generator supports it (else the values are rounded through them, :func:`hold`)."""
     import torch
 
     from ncdc.codegen.generate import DTYPES as TORCH_DTYPES
     from ncdc.codegen.generate import generate, instantiate, load_module
     from ncdc.ir.params import param_specs
 
-    g = generate(morphism, env, quant=quant, reading=reading)
+    extra = {"weights": weights} if weights is not None and held_in_module() else {}
+    g = generate(morphism, env, quant=quant, reading=reading, **extra)
     pymod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:
@@ -68,11 +72,21 @@ def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful"
     return Built(g, module, specs, TORCH_DTYPES[dtype], env)
 
 
+def held_in_module() -> bool:
+    """Whether generated modules hold weights in storage formats (``generate(weights=...)``)."""
+    import inspect
+
+    from ncdc.codegen.generate import generate
+
+    return "weights" in inspect.signature(generate).parameters
+
+
 def _own(module, prefix: str):
-    """Full state names of the tensors ``module`` holds itself (parameters and buffers,
-    non-persistent buffers included)."""
+    """Full names of the members ``module`` initialises itself: its parameters and buffers
+    (non-persistent ones included) and its weights held in storage formats."""
     names = [n for n, t in module._parameters.items() if t is not None]
     names += [n for n, t in module._buffers.items() if t is not None]
+    names += [n for n, m in module._modules.items() if m is not None and is_stored(m)]
     return [prefix + n for n in names]
 
 
@@ -82,20 +96,14 @@ def _persistent(module, prefix: str):
 
 
 def state_tensor(module, name: str):
-    """The parameter or buffer of ``module`` named ``name`` (a state_dict key)."""
+    """The member of ``module`` a ``PARAM_KEYS`` name denotes: a parameter or buffer (a
+    state_dict key), or a submodule holding a weight in a storage format."""
     owner, _, leaf = name.rpartition(".")
     sub = module.get_submodule(owner) if owner else module
     t = sub._parameters.get(leaf)
-    return t if t is not None else sub._buffers[leaf]
-
-
-def interpreter_view(target, layout, shape):
-    """A view of a module tensor in the interpreter's layout ``shape``: an ``nn.Linear``'s
-    ``[out, in]`` weight seen as ``[in..., out...]`` (``PARAM_LAYOUT``), its bias as
-    ``[out...]``; any other tensor as it is. Writing into the view writes the module."""
-    if layout is not None and layout[0]:
-        return target.T.view(shape)
-    return target.view(shape)
+    if t is None:
+        t = sub._buffers.get(leaf)
+    return t if t is not None else module.get_submodule(name)
 
 
 def _check_kind(value, target, key: str, where: str) -> None:
@@ -150,7 +158,8 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
         for sub_name, sub in module.named_modules():
             pre = sub_name + "." if sub_name else ""
             own = _own(sub, pre)
-            if own and any(n not in provided for n in own) and hasattr(sub, "reset_parameters"):
+            if own and any(n not in provided for n in own) and hasattr(sub, "reset_parameters") \
+                    and not is_stored(sub):
                 sub.reset_parameters()
                 report.reset.append(sub_name or type(sub).__name__)
         if source is not None:
@@ -160,20 +169,21 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
                 continue
             target = state_tensor(module, name)
             shape = tuple(built.env.size(d) for d in built.specs[key].shape)
-            view = interpreter_view(target, layouts.get(name), shape)
+            writer = writer_for(target, layouts.get(name), shape, ns)
             src = key_map[key]
             for index, value in pieces(source, src, shape):
-                dest = view[index]
+                want = writer.shape_at(index)
                 where = describe(source, src)
-                if tuple(value.shape) != tuple(dest.shape):
+                if tuple(value.shape) != want:
                     at = f" at index {index[-1]} of axis {len(index) - 1}" if index else ""
                     raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}, "
-                                          f"expected {tuple(dest.shape)}{at}")
+                                          f"expected {want}{at}")
                 _check_kind(value, target, key, where)
-                dest.copy_(value)
+                writer.write(index, value)
                 del value
+            writer.finish()
             report.loaded += 1
-            report.loaded_bytes += target.numel() * target.element_size()
+            report.loaded_bytes += member_bytes(target)
         if policy is not None:
             hold(built, policy)
     for sub_name, sub in module.named_modules():
@@ -184,6 +194,13 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
     report.module_bytes = sum(t.numel() * t.element_size()
                               for t in list(module.parameters()) + list(module.buffers()))
     return report
+
+
+def member_bytes(member) -> int:
+    """Bytes a member holds (a StoredWeight: its codes and scales)."""
+    if is_stored(member):
+        return sum(t.numel() * t.element_size() for t in member.parameters())
+    return member.numel() * member.element_size()
 
 
 def hold(built, policy) -> None:
@@ -202,8 +219,8 @@ def hold(built, policy) -> None:
         if fmt is None or spec is None or not spec.learned:
             continue
         target = state_tensor(built.module, name)
-        if not target.is_floating_point():
-            continue
+        if is_stored(target) or not target.is_floating_point():
+            continue  # a member in its storage format holds exactly the encoded values
         shape = tuple(built.env.size(d) for d in spec.shape)
         view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)
         arr = view.detach().to(torch.float64).numpy()
@@ -220,7 +237,8 @@ def interpreter_arrays(built) -> dict:
     out = {}
     for name, key in ns.PARAM_KEYS.items():
         spec = built.specs.get(key)
-        target = state_tensor(built.module, name).detach()
+        target = state_tensor(built.module, name)
+        target = target.dequantize() if is_stored(target) else target.detach()
         shape = tuple(built.env.size(d) for d in spec.shape) if spec is not None \
             else tuple(target.shape)
         view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)

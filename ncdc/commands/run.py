@@ -136,11 +136,12 @@ def build_and_load(plan: RankPlan):
     from ncdc.checkpoint.module import build_meta, materialize
 
     t0 = time.perf_counter()
+    policy = StoragePolicy.parse(plan.weights)
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
-                       dtype=plan.dtype, stand_in=plan.stand_in)
+                       dtype=plan.dtype, stand_in=plan.stand_in,
+                       weights=policy if policy.rules else None)
     t1 = time.perf_counter()
     source = open_source(plan)
-    policy = StoragePolicy.parse(plan.weights)
     try:
         key_map, prefix = {}, ""
         if source is not None:
@@ -270,12 +271,22 @@ def write_outputs(path, res: RankResult, slot_labels: dict | None = None) -> Non
 
 
 def _preflight(morphism, env, args) -> None:
-    """Refuse before allocating when the module (held at the dtype's width) and its largest
-    activations would not fit."""
+    """Refuse before allocating when the module (held at the dtype's width, or in the storage
+    formats of --weights where the module holds them) and its largest activations would not
+    fit."""
+    from ncdc.interpreter.storage_policy import StoragePolicy
+
+    from ncdc.checkpoint.module import held_in_module
     from ncdc.preflight import check_budget, estimate, parse_size
 
     fmt = None if args.dtype == "float64" else args.dtype
-    est = estimate(morphism, env, held=fmt)
+    policy = StoragePolicy.parse(args.weights)
+    if policy.rules and held_in_module():
+        def held(p):  # the policy's format where a rule names the array, else the dtype
+            return policy.format_for(p.name) or fmt
+    else:
+        held = fmt
+    est = estimate(morphism, env, held=held)
     avail = (2**63, "NCDC_NO_PREFLIGHT=1") if os.environ.get("NCDC_NO_PREFLIGHT") == "1" \
         else None
     limit = parse_size(args.max_memory) if args.max_memory else None
