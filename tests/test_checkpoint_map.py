@@ -295,3 +295,26 @@ transpose = true
     src = open_source(path, cmap, dtype="float64")
     np.testing.assert_array_equal(src.get("S/W^{Gs}.weight", (m, f)).numpy(), g.T)
     np.testing.assert_array_equal(src.get("S/W^{Us}.weight", (m, f)).numpy(), u.T)
+
+
+def test_storage_policy_on_a_mapped_checkpoint(tmp_path, capsys, checkpoint, bundled_moe):
+    """--weights mxfp4 for the routed experts, mxfp8 elsewhere: the module (weights held in
+    the formats, or rounded through them) and the interpreter, both loading the checkpoint
+    through the map, agree."""
+    index, _, _ = checkpoint
+    _, _, (m, _, _) = bundled_moe
+    inputs = tmp_path / "in.npz"
+    x = np.random.default_rng(9).normal(size=(3, m)).astype(ml_dtypes.bfloat16)
+    np.savez(inputs, in0=x.astype(np.float64))
+    policy = ["--weights", "*/Routed Experts/*=mxfp4", "--weights", "mxfp8"]
+    common = ["--block", MOE, *_size_args(), "--params", str(index), "--map", str(MAP),
+              "--inputs", str(inputs), *policy]
+    ev, plain, out = tmp_path / "ev.npz", tmp_path / "plain.npz", tmp_path / "run.npz"
+    assert main(["eval", *common, "--out", str(ev)]) == 0
+    assert main(["eval", *common[:-4], "--out", str(plain)]) == 0
+    rc = main(["run", *common, "--dtype", "float64", "--out", str(out)])
+    _, err = capsys.readouterr()
+    assert rc == 0, err
+    want = np.load(ev)["out0"]
+    assert not np.allclose(want, np.load(plain)["out0"], rtol=1e-3)   # the formats matter
+    np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-10, atol=1e-12)
