@@ -318,3 +318,29 @@ def test_storage_policy_on_a_mapped_checkpoint(tmp_path, capsys, checkpoint, bun
     want = np.load(ev)["out0"]
     assert not np.allclose(want, np.load(plain)["out0"], rtol=1e-3)   # the formats matter
     np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-10, atol=1e-12)
+
+
+def test_a_json_map_and_a_shape_error_naming_the_rule(tmp_path, capsys, checkpoint):
+    """The example map as JSON loads the same; a rule that forgets its transpose fails on the
+    first expert with the tensor, the rule and both shapes."""
+    import tomllib
+
+    index, _, _ = checkpoint
+    doc = tomllib.loads(MAP.read_text())
+    as_json = tmp_path / "m.json"
+    as_json.write_text(json.dumps(doc))
+    rc = main(["run", "--block", MOE + " / Routed Experts", *_size_args(), "--params",
+               str(index), "--map", str(as_json), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert json.loads(out)["loaded"] == 3
+    for rule in doc["rules"]:
+        if rule.get("name") == "routed up":
+            del rule["transpose"]
+    as_json.write_text(json.dumps(doc))
+    rc, e = _run_err(capsys, "--block", MOE + " / Routed Experts", *_size_args(), "--params",
+                     str(index), "--map", str(as_json))
+    assert rc == 1 and e["type"] == "CheckpointError"
+    assert "W^{U}.weight: tensor 'model.layers.0.mlp.experts.0.up_proj.weight'" in e["message"]
+    assert "rule 7 (routed up)" in e["message"]
+    assert "shape (160, 512) after the rule's transforms, expected (512, 160) (the axes" in e["message"]

@@ -73,15 +73,29 @@ def cast(t, dtype: str):
     return t.to(getattr(torch, TORCH_DTYPES[dtype]))
 
 
+def _bounds(shape) -> set[int]:
+    """The row-major boundaries of a shape: its prefix products."""
+    out, p = set(), 1
+    for n in shape:
+        p *= n
+        out.add(p)
+    return out
+
+
 def reshape(t, shape, what: str):
-    """``t`` in ``shape`` (row-major), its element count checked."""
+    """``t`` in ``shape`` (row-major) when the two differ only by merged or split axes (the
+    boundaries of one shape are boundaries of the other): ``[h*c, q]`` may become ``[h, c,
+    q]``, but ``[f, m]`` never ``[m, f]``, which needs a transpose."""
     shape = tuple(shape)
     if tuple(t.shape) == shape:
         return t
-    if t.numel() != math.prod(shape):
+    a, b = _bounds(t.shape), _bounds(shape)
+    if t.numel() != math.prod(shape) or not (a <= b or b <= a):
         raise CheckpointError(f"{what}: shape {tuple(t.shape)} after the rule's transforms, "
-                              f"expected {shape} ({math.prod(shape)} elements, found "
-                              f"{t.numel()})")
+                              f"expected {shape}" + (
+                                  f" ({math.prod(shape)} elements, found {t.numel()})"
+                                  if t.numel() != math.prod(shape) else
+                                  " (the axes differ, not only by merging or splitting)"))
     return t.reshape(shape)
 
 
