@@ -85,8 +85,9 @@ class StoredWriter:
                 part = part.to(self.float32)
             codes, scales = self.encode(part, self.member.format)
             where = rows[r0:r0 + step]
-            self.member.codes[where] = codes
-            self.member.scales[where] = scales
+            for held, new in ((self.member.codes, codes), (self.member.scales, scales)):
+                bits = _bits(held)  # FP8 dtypes have no index_put: write their bytes
+                bits[where] = new.view(bits.dtype) if new.dtype != bits.dtype else new
 
     def write(self, index, value) -> None:
         import torch
@@ -121,6 +122,15 @@ class StoredWriter:
             self.float32, self.float64 = torch.float32, torch.float64
             self.gathered, full = None, self.gathered
             self.write((), full)
+
+
+def _bits(t):
+    """``t`` viewed as unsigned integers of its width (FP8 codes and scales as bytes)."""
+    import torch
+
+    if t.is_floating_point() and t.element_size() == 1:
+        return t.view(torch.uint8)
+    return t
 
 
 def writer_for(member, layout, shape, namespace):
