@@ -45,9 +45,11 @@ class Members:
         self.needs_one = False
 
     def add_param(self, base: str, site: Broadcasted, role: str, shape: list[str], init: str | Callable,
-                  learned: bool = True, dtype: str | None = None) -> str:
+                  learned: bool = True, dtype: str | None = None,
+                  layout: tuple[int, int] | None = None) -> str:
         """A parameter (``learned``) or persistent buffer of ``shape``; ``init`` is the
-        ``reset_parameters`` statement setting it: a string, or ``init(attribute code)``."""
+        ``reset_parameters`` statement setting it: a string, or ``init(attribute code)``.
+        ``layout``: a Linear weight stored as ``[out, in]`` (see :meth:`add_linear`)."""
         attr = self.attrs.fresh(base)
         p = f"self.{attr}"
         if learned:
@@ -56,7 +58,7 @@ class Members:
             self.init_lines.append(INDENT * 2 + f"self.register_buffer({string_literal(attr)}, "
                                    f"{empty(shape, dtype)})")
         self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
-        self.items.append(Param(attr, site, role))
+        self.items.append(Param(attr, site, role, layout))
         return p
 
     def add_linear(self, base: str, site: Broadcasted, in_features: str, out_features: str,
