@@ -1,17 +1,23 @@
 """Tensor files read lazily: one ``.safetensors`` file, a sharded checkpoint (its
 ``model.safetensors.index.json`` or the directory holding it), or an ``.npz`` archive.
 
-A safetensors shard is opened (memory-mapped, through ``safetensors.safe_open``) when the first
-of its tensors is read and closed once every tensor a load announced (:meth:`TensorFiles.expect`)
-has been read, so the pages of a finished shard leave the process: a load holds at most the
-model it fills plus the shards in use. Shapes and dtypes come from the headers without reading
-data. An ``.npz`` archive has no lazy reader and is read whole (headers checked first,
-``ncdc.interpreter.weights.read_npz``).
+A safetensors shard is memory-mapped when the first of its tensors is read; its JSON header is
+checked first (known dtypes, shapes that match the byte ranges, ranges inside the file). Reading
+a tensor copies its bytes out of the map and then drops those pages from the process
+(``madvise(MADV_DONTNEED)`` on the private map), so the pages of a read tensor do not stay
+resident: a load holds the model it fills plus the tensor in flight, however many shards are
+open. (``safetensors.safe_open`` keeps every touched page mapped until the file is closed, which
+for a checkpoint read in model order is all of it.) A shard is unmapped once every tensor a load
+announced (:meth:`TensorFiles.expect`) has been read. An ``.npz`` archive has no lazy reader and
+is read whole (headers checked first, ``ncdc.interpreter.weights.read_npz``).
 """
 from __future__ import annotations
 
 import json
+import math
+import mmap
 import os
+import struct
 from collections import Counter
 
 from .errors import CheckpointError, listing
@@ -61,18 +67,101 @@ def shard_map(path) -> tuple[dict[str, str], dict]:
         return out, meta
     if not path.endswith(".safetensors"):
         raise _fail(path, "expected a .safetensors file, an index .json or a directory")
-    handle = _open(path)
-    names = handle.keys()
-    return dict.fromkeys(names, path), dict(handle.metadata() or {})
-
-
-def _open(path):
-    from safetensors import safe_open
-
+    shard = Shard(path)
     try:
-        return safe_open(os.fspath(path), framework="pt", device="cpu")
-    except Exception as exc:  # noqa: BLE001 - safetensors raises its own error types
-        raise _fail(path, f"{type(exc).__name__}: {exc}") from None
+        return dict.fromkeys(shard.entries, path), shard.metadata
+    finally:
+        shard.close()
+
+
+DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
+          "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8", "U8": "uint8",
+          "BOOL": "bool", "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+          "F8_E8M0": "float8_e8m0fnu"}
+"""safetensors dtype name -> torch dtype name."""
+
+
+class Shard:
+    """One safetensors file: its checked header and a private memory map of it."""
+
+    def __init__(self, path):
+        self.path = os.fspath(path)
+        self.map = None
+        try:
+            with open(self.path, "rb") as fh:
+                size = os.fstat(fh.fileno()).st_size
+                head = fh.read(8)
+                if len(head) < 8:
+                    raise _fail(self.path, "too short for a safetensors header")
+                (n,) = struct.unpack("<Q", head)
+                if n > min(size - 8, 100 << 20):
+                    raise _fail(self.path, f"the header claims {n} bytes; the file has {size}")
+                header = json.loads(fh.read(n).decode("utf-8"))
+                if not isinstance(header, dict):
+                    raise _fail(self.path, "the header is not a JSON object")
+                meta = header.pop("__metadata__", None) or {}
+                self.base = 8 + n
+                self.entries = {name: self._entry(name, e, size - 8 - n)
+                                for name, e in header.items()}
+                if size > self.base:
+                    self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
+        except CheckpointError:
+            raise
+        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            raise _fail(self.path, f"{type(exc).__name__}: {exc}") from None
+        self.metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) \
+            else {}
+
+    def _entry(self, name, e, data_len):
+        import torch
+
+        if not isinstance(e, dict):
+            raise _fail(self.path, f"tensor {name!r}: the header entry is not an object")
+        dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
+        if dtype not in DTYPES:
+            raise _fail(self.path, f"tensor {name!r}: unsupported dtype {dtype!r}")
+        if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**62
+                                                for d in shape)):
+            raise _fail(self.path, f"tensor {name!r}: malformed shape {shape!r}")
+        if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
+                and 0 <= offs[0] <= offs[1] <= data_len):
+            raise _fail(self.path, f"tensor {name!r}: data offsets {offs!r} outside the "
+                                   f"{data_len} data bytes")
+        dt = getattr(torch, DTYPES[dtype])
+        need = math.prod(shape) * dt.itemsize
+        if need != offs[1] - offs[0]:
+            raise _fail(self.path, f"tensor {name!r}: shape {shape} of {dtype} needs {need} "
+                                   f"bytes; the offsets give {offs[1] - offs[0]}")
+        return dt, tuple(shape), offs[0], offs[1]
+
+    def info(self, name):
+        dt, shape, _, _ = self.entries[name]
+        return shape, str(dt).removeprefix("torch.")
+
+    def read(self, name):
+        """A copy of tensor ``name``; the pages it was read from are dropped."""
+        import torch
+
+        dt, shape, begin, end = self.entries[name]
+        if end == begin:
+            return torch.empty(shape, dtype=dt)
+        start = self.base + begin
+        out = torch.frombuffer(self.map, dtype=dt, count=math.prod(shape),
+                               offset=start).reshape(shape).clone()
+        lo = start // mmap.PAGESIZE * mmap.PAGESIZE
+        try:
+            self.map.madvise(mmap.MADV_DONTNEED, lo, self.base + end - lo)
+        except (AttributeError, OSError, ValueError):
+            pass  # not available: the pages stay until the shard is closed
+        return out
+
+    def close(self) -> None:
+        if self.map is not None:
+            try:
+                self.map.close()
+            except BufferError:  # a tensor still views the map: it goes with the last one
+                pass
+            self.map = None
 
 
 class TensorFiles:
@@ -90,24 +179,20 @@ class TensorFiles:
     def __contains__(self, name) -> bool:
         return name in self.shards
 
-    def _handle(self, name):
+    def _handle(self, name) -> Shard:
         if name not in self.shards:
             raise CheckpointError(f"checkpoint {self.path!r} has no tensor {name!r}")
         file = self.shards[name]
         h = self._open.get(file)
         if h is None:
-            h = self._open[file] = _open(file)
+            h = self._open[file] = Shard(file)
+        if name not in h.entries:
+            raise _fail(file, f"the index lists tensor {name!r} in this shard; it is not there")
         return h
 
     def info(self, name) -> tuple[tuple[int, ...], str]:
-        """(shape, safetensors dtype name) from the header, no data read."""
-        try:
-            sl = self._handle(name).get_slice(name)
-            return tuple(sl.get_shape()), str(sl.get_dtype())
-        except CheckpointError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(self.shards[name], f"tensor {name!r}: {exc}") from None
+        """(shape, torch dtype name) from the header, no data read."""
+        return self._handle(name).info(name)
 
     def expect(self, names) -> None:
         """Announce the tensors a load will read: each shard closes after its last one."""
@@ -116,18 +201,17 @@ class TensorFiles:
     def get(self, name):
         """The tensor ``name`` (a torch tensor of the file's dtype, owning its memory)."""
         h = self._handle(name)
+        t = h.read(name)
         file = self.shards[name]
-        try:
-            t = h.get_tensor(name)
-        except Exception as exc:  # noqa: BLE001
-            raise _fail(file, f"tensor {name!r}: {type(exc).__name__}: {exc}") from None
         if self._left.get(file):
             self._left[file] -= 1
             if self._left[file] == 0:
-                self._open.pop(file, None)
+                self._open.pop(file).close()
         return t
 
     def close(self) -> None:
+        for h in self._open.values():
+            h.close()
         self._open.clear()
 
 
@@ -171,4 +255,25 @@ def open_tensors(path):
     return TensorFiles(path)
 
 
-__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "open_tensors", "shard_map"]
+def open_source(path, map_path=None, dtype: str = "float32"):
+    """The parameter source of a weights path: its tensors as they are, or renamed and
+    transformed by the checkpoint map at ``map_path`` (dequantized weights in float64 for a
+    float64 module, else float32)."""
+    files = open_tensors(path)
+    if map_path is None:
+        return files
+    import torch
+
+    from .mapped import MappedSource
+    from .mapping import load_map
+
+    work = torch.float64 if dtype == "float64" else torch.float32
+    try:
+        return MappedSource(files, load_map(map_path), work)
+    except Exception:
+        files.close()
+        raise
+
+
+__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "open_source", "open_tensors",
+           "shard_map"]

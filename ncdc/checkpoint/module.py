@@ -11,11 +11,11 @@ converted plus the checkpoint shards in use.
 """
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass, field
 
 from .errors import CheckpointError, listing
+from .writers import interpreter_view, is_stored, writer_for
 
 DTYPES = ("float32", "float64", "bfloat16", "float16")
 
@@ -50,15 +50,18 @@ class LoadReport:
 
 
 def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful",
-               dtype: str = "float32", stand_in: bool = False) -> Built:
-    """The generated module of ``morphism``, constructed on the meta device in ``dtype``."""
+               dtype: str = "float32", stand_in: bool = False, weights=None) -> Built:
+    """The generated module of ``morphism``, constructed on the meta device in ``dtype``;
+    ``weights``: a storage policy whose formats the module holds its weights in, where the
+    code generator supports it (else the values are rounded through them, :func:`hold`)."""
     import torch
 
     from ncdc.codegen.generate import DTYPES as TORCH_DTYPES
     from ncdc.codegen.generate import generate, instantiate, load_module
     from ncdc.ir.params import param_specs
 
-    g = generate(morphism, env, quant=quant, reading=reading)
+    extra = {"weights": weights} if weights is not None and held_in_module() else {}
+    g = generate(morphism, env, quant=quant, reading=reading, **extra)
     pymod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:
@@ -69,11 +72,21 @@ def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful"
     return Built(g, module, specs, TORCH_DTYPES[dtype], env)
 
 
+def held_in_module() -> bool:
+    """Whether generated modules hold weights in storage formats (``generate(weights=...)``)."""
+    import inspect
+
+    from ncdc.codegen.generate import generate
+
+    return "weights" in inspect.signature(generate).parameters
+
+
 def _own(module, prefix: str):
-    """Full state names of the tensors ``module`` holds itself (parameters and buffers,
-    non-persistent buffers included)."""
+    """Full names of the members ``module`` initialises itself: its parameters and buffers
+    (non-persistent ones included) and its weights held in storage formats."""
     names = [n for n, t in module._parameters.items() if t is not None]
     names += [n for n, t in module._buffers.items() if t is not None]
+    names += [n for n, m in module._modules.items() if m is not None and is_stored(m)]
     return [prefix + n for n in names]
 
 
@@ -83,29 +96,14 @@ def _persistent(module, prefix: str):
 
 
 def state_tensor(module, name: str):
-    """The parameter or buffer of ``module`` named ``name`` (a state_dict key)."""
+    """The member of ``module`` a ``PARAM_KEYS`` name denotes: a parameter or buffer (a
+    state_dict key), or a submodule holding a weight in a storage format."""
     owner, _, leaf = name.rpartition(".")
     sub = module.get_submodule(owner) if owner else module
     t = sub._parameters.get(leaf)
-    return t if t is not None else sub._buffers[leaf]
-
-
-def to_module_layout(value, target_shape, layout, key: str, where: str):
-    """``value`` (the interpreter's layout) as the module holds it: an ``nn.Linear``'s
-    ``[in..., out...]`` weight flattened to ``[out, in]`` (bias ``[out]``); shape checked."""
-    if layout is not None:
-        n_in, n_out = layout
-        out = target_shape[0]
-        if (value.dim() != n_in + n_out or value.numel() != math.prod(target_shape)
-                or math.prod(value.shape[n_in:]) != out):
-            raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}; expected "
-                                  f"{n_in} input and {n_out} output axes flattening to "
-                                  f"{tuple(target_shape)}")
-        value = value.reshape(-1, out).T if n_in else value.reshape(-1)
-    if tuple(value.shape) != tuple(target_shape):
-        raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}, expected "
-                              f"{tuple(target_shape)}")
-    return value
+    if t is None:
+        t = sub._buffers.get(leaf)
+    return t if t is not None else module.get_submodule(name)
 
 
 def _check_kind(value, target, key: str, where: str) -> None:
@@ -117,32 +115,29 @@ def _check_kind(value, target, key: str, where: str) -> None:
         return
     if (not target.is_floating_point() and not target.is_complex()
             and value.is_floating_point() and not bool((value == value.round()).all())):
-        raise CheckpointError(f"{key}: {where} holds non-integral values for an integer "
-                                  "array")
+        raise CheckpointError(f"{key}: {where} holds non-integral values for an integer array")
 
 
-def _held(value, spec, fmt: str):
-    """``value`` rounded through weight format ``fmt`` (the interpreter's storage policy)."""
-    import numpy as np
-    import torch
+def pieces(source, name: str, shape):
+    """``(index, tensor)`` pieces of ``name`` in ``source``: the source's own (a mapped
+    checkpoint stacks families piece by piece), or the whole tensor at index ``()``."""
+    if hasattr(source, "pieces"):
+        return source.pieces(name, shape)
+    return [((), source.get(name))]
 
-    from ncdc.interpreter.storage_policy import decode, encode
-    from ncdc.ir.weight_formats import weight_lead
 
-    arr = value.detach().to(torch.float64).numpy() if value.dtype != torch.float64 \
-        else value.detach().numpy()
-    return torch.from_numpy(np.ascontiguousarray(
-        decode(encode(arr, fmt, weight_lead(spec.site, spec.role)))))
+def describe(source, name: str) -> str:
+    return source.describe(name) if hasattr(source, "describe") else f"tensor {name!r}"
 
 
 def materialize(built: Built, source=None, *, key_map: dict | None = None, seed: int = 0,
                 synthetic: bool = False, policy=None, prefix: str = "") -> LoadReport:
-    """Give ``built.module`` CPU memory and its values: tensors of ``source`` (a
-    :class:`ncdc.checkpoint.sources.ParamSource`-like object with ``get(name)``) named by
+    """Give ``built.module`` CPU memory and its values: the tensors of ``source`` (an object
+    with ``get(name)``, optionally ``pieces(name, shape)``, ``expect(names)``) named by
     ``key_map`` (interpreter key -> name in the source); the others by ``reset_parameters()``
     (seeded), which for learned arrays is allowed only when ``synthetic``. ``policy``: a
-    :class:`ncdc.interpreter.storage_policy.StoragePolicy` whose formats the values are
-    rounded through."""
+    :class:`ncdc.interpreter.storage_policy.StoragePolicy` whose formats learned values are
+    rounded through once loaded."""
     import torch
 
     ns = built.namespace
@@ -163,7 +158,8 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
         for sub_name, sub in module.named_modules():
             pre = sub_name + "." if sub_name else ""
             own = _own(sub, pre)
-            if own and any(n not in provided for n in own) and hasattr(sub, "reset_parameters"):
+            if own and any(n not in provided for n in own) and hasattr(sub, "reset_parameters") \
+                    and not is_stored(sub):
                 sub.reset_parameters()
                 report.reset.append(sub_name or type(sub).__name__)
         if source is not None:
@@ -172,21 +168,24 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
             if name not in provided:
                 continue
             target = state_tensor(module, name)
-            where = f"tensor {key_map[key]!r}"
-            value = source.get(key_map[key])
-            spec = built.specs.get(key)
-            fmt = policy.format_for(key) if policy is not None else None
-            if fmt is not None and spec is not None and spec.learned and \
-                    target.is_floating_point() and not value.is_complex():
-                value = _held(value, spec, fmt)
-            value = to_module_layout(value, tuple(target.shape), layouts.get(name), key, where)
-            _check_kind(value, target, key, where)
-            target.copy_(value)
+            shape = tuple(built.env.size(d) for d in built.specs[key].shape)
+            writer = writer_for(target, layouts.get(name), shape, ns)
+            src = key_map[key]
+            for index, value in pieces(source, src, shape):
+                want = writer.shape_at(index)
+                where = describe(source, src)
+                if tuple(value.shape) != want:
+                    at = f" at index {index[-1]} of axis {len(index) - 1}" if index else ""
+                    raise CheckpointError(f"{key}: {where} has shape {tuple(value.shape)}, "
+                                          f"expected {want}{at}")
+                _check_kind(value, target, key, where)
+                writer.write(index, value)
+                del value
+            writer.finish()
             report.loaded += 1
-            report.loaded_bytes += target.numel() * target.element_size()
-            del value
-        if policy is not None and synthetic:
-            _hold_all(built, policy, skip=provided)
+            report.loaded_bytes += member_bytes(target)
+        if policy is not None:
+            hold(built, policy)
     for sub_name, sub in module.named_modules():
         if hasattr(sub, "data_missing"):
             pre = sub_name + "." if sub_name else ""
@@ -197,30 +196,56 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
     return report
 
 
-def source_layout(value, layout, shape):
-    """The inverse of :func:`to_module_layout`: a module tensor in the interpreter's layout
-    ``shape``."""
-    if layout is None:
-        return value.reshape(shape)
-    return value.T.reshape(shape) if layout[0] else value.reshape(shape)
+def member_bytes(member) -> int:
+    """Bytes a member holds (a StoredWeight: its codes and scales)."""
+    if is_stored(member):
+        return sum(t.numel() * t.element_size() for t in member.parameters())
+    return member.numel() * member.element_size()
 
 
-def _hold_all(built, policy, skip=()) -> None:
-    """Round every learned floating tensor not in ``skip`` through its policy format."""
+def hold(built, policy) -> None:
+    """Round every learned floating tensor through its format under ``policy`` (as the
+    interpreter holds it; a float64 copy of one tensor at a time)."""
+    import numpy as np
+    import torch
+
+    from ncdc.interpreter.storage_policy import decode, encode
+    from ncdc.ir.weight_formats import weight_lead
+
     ns = built.namespace
     for name, key in ns.PARAM_KEYS.items():
         spec = built.specs.get(key)
         fmt = policy.format_for(key)
-        if name in skip or fmt is None or spec is None or not spec.learned:
+        if fmt is None or spec is None or not spec.learned:
             continue
         target = state_tensor(built.module, name)
-        if not target.is_floating_point():
-            continue
-        layout = ns.PARAM_LAYOUT.get(name)
-        shape = tuple(int(d) for d in built.env.sizes(spec.shape))
-        inter = source_layout(target, layout, shape)
-        target.copy_(to_module_layout(_held(inter, spec, fmt), tuple(target.shape), layout,
-                                      key, "synthetic"))
+        if is_stored(target) or not target.is_floating_point():
+            continue  # a member in its storage format holds exactly the encoded values
+        shape = tuple(built.env.size(d) for d in spec.shape)
+        view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)
+        arr = view.detach().to(torch.float64).numpy()
+        held = decode(encode(arr, fmt, weight_lead(spec.site, spec.role)))
+        view.copy_(torch.from_numpy(np.ascontiguousarray(held)))
+
+
+def interpreter_arrays(built) -> dict:
+    """The module's tensors keyed and laid out as the interpreter's parameters (numpy views
+    where the dtype allows; bfloat16 and float16 as float32)."""
+    import torch
+
+    ns = built.namespace
+    out = {}
+    for name, key in ns.PARAM_KEYS.items():
+        spec = built.specs.get(key)
+        target = state_tensor(built.module, name)
+        target = target.dequantize() if is_stored(target) else target.detach()
+        shape = tuple(built.env.size(d) for d in spec.shape) if spec is not None \
+            else tuple(target.shape)
+        view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)
+        if view.dtype in (torch.bfloat16, torch.float16):
+            view = view.to(torch.float32)
+        out[key] = view.numpy()
+    return out
 
 
 def missing_user_data(module) -> list[str]:
@@ -229,5 +254,6 @@ def missing_user_data(module) -> list[str]:
             if getattr(m, "data_missing", False)]
 
 
-__all__ = ["DTYPES", "Built", "LoadReport", "build_meta", "materialize", "missing_user_data",
-           "state_tensor", "to_module_layout"]
+__all__ = ["DTYPES", "Built", "LoadReport", "build_meta", "hold", "interpreter_arrays",
+           "interpreter_view",
+           "materialize", "missing_user_data", "state_tensor"]

@@ -125,11 +125,18 @@ def check_paths(args) -> None:
     """Every path argument of ``args`` checked before any work: inputs are readable regular
     files, outputs go to an existing directory and are not directories, and each keeps an
     extension its format allows. A problem is a UsageError (exit 2, one line)."""
+    from ncdc.ir.errors import UsageError
+
     spec = getattr(args, "spec", None)
     if spec is not None:
         input_path(spec, "SPEC", None)
     for name, (direction, exts) in PATH_ARGS.items():
         path = getattr(args, name, None)
+        if name == "params" and path and getattr(args, "map", None):
+            input_path(args.map, "--map", (".toml", ".json"))
+            if not os.path.exists(path):  # a checkpoint: a file, an index or a directory
+                raise UsageError(f"--params {path!r}: no such file or directory")
+            continue
         if path:
             flag = "--" + name.replace("_", "-")
             (input_path if direction == "in" else output_path)(path, flag, exts)

@@ -39,8 +39,15 @@ def add_parser(subparsers) -> None:
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
                           "(interpreter/QUANT_POLICY.md) (default: exact)")
     p.add_argument("--params", metavar="FILE",
-                   help="parameters, .npz or .safetensors, keyed as ncdc params lists them "
-                        "(default: seeded initialisation)")
+                   help="parameters, .npz or .safetensors, keyed as ncdc params lists them, "
+                        "from this block or any block around it (default: seeded "
+                        "initialisation); with --map, an external checkpoint")
+    p.add_argument("--map", metavar="MAP",
+                   help="checkpoint map (.toml or .json) from the --params checkpoint's tensor "
+                        "names to ncdc's parameter keys")
+    p.add_argument("--key-prefix", metavar="PREFIX",
+                   help="where the block's keys start in the --params file (default: found "
+                        "from the block's place in the model)")
     p.add_argument("--save-params", metavar="FILE", help="write the parameters used to FILE")
     p.add_argument("--inputs", metavar="FILE",
                    help="inputs in dom order, FILE.npz with arrays in0, in1, ... (or arr_0, "
@@ -146,10 +153,24 @@ def _fmt(x) -> str:
     return f"{x:.4g}"
 
 
+def _load(args, spec, morphism, env):
+    """The --params weights keyed by the block's keys, and the key prefix they were under."""
+    from ncdc.ir.params import param_specs
+
+    from ncdc.checkpoint.interp import interpreter_params
+
+    def model_specs():
+        return param_specs(spec.model(), env)
+
+    return interpreter_params(morphism, env, args.params, args.map,
+                              model_specs=model_specs if args.block else None,
+                              prefix=args.key_prefix)
+
+
 def run(args) -> int:
     import numpy as np
     from ncdc.interpreter.storage_policy import weights_params
-    from ncdc.interpreter.weights import audit, load_params, save_params
+    from ncdc.interpreter.weights import audit, save_params
     from ncdc.ir.errors import UsageError
 
     from ncdc import interpreter
@@ -168,9 +189,11 @@ def run(args) -> int:
         where = "the whole model" if morphism is spec.data else \
             f"the complete leading part of the model ({len(morphism.content)} items)"
     require(morphism, env, command="eval", max_memory=args.max_memory)
-    loaded = load_params(args.params) if args.params else None
+    loaded, prefix = _load(args, spec, morphism, env) if args.params else (None, "")
     meta = _metadata(spec, binding, args.quant) if args.params or args.save_params else None
-    if loaded is not None:
+    if prefix and not args.json:
+        print(f"note: {args.params}: the block's keys are under '{prefix}'", file=sys.stderr)
+    if loaded is not None and not args.map:
         from ncdc.interpreter.weights import compare_metadata
 
         _warn(args, args.params, compare_metadata(loaded.metadata, meta))

@@ -58,6 +58,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--inputs", metavar="FILE",
                    help="inputs in dom order, FILE.npz with arrays in0, in1, ... and optional "
                         "bool masks live0, live1, ... (default: seeded random inputs)")
+    p.add_argument("--save-params", metavar="FILE",
+                   help="write the weights the module ran with to FILE (.npz or .safetensors), "
+                        "keyed and laid out as ncdc params lists them")
     p.add_argument("--out", metavar="FILE",
                    help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
                         "FILE.npz")
@@ -115,19 +118,13 @@ class RankResult:
 
 
 def open_source(plan: RankPlan):
-    """``(source, names, description)``: the tensors ``plan`` loads, keyed by the names the
-    module's parameter keys resolve to (None for synthetic weights)."""
-    from ncdc.checkpoint.files import open_tensors
+    """The tensors ``plan`` loads (None for synthetic weights): a weights file, or a checkpoint
+    seen through its map."""
+    from ncdc.checkpoint.files import open_source as open_
 
     if plan.source == SYNTHETIC:
-        return None, (), "synthetic (seeded)"
-    if plan.map:
-        from ncdc.checkpoint.mapping import MappedSource, load_map
-
-        src = MappedSource(open_tensors(plan.source), load_map(plan.map))
-        return src, src.names(), f"{plan.source} through {plan.map}"
-    src = open_tensors(plan.source)
-    return src, src.names(), plan.source
+        return None
+    return open_(plan.source, plan.map, dtype=plan.dtype)
 
 
 def build_and_load(plan: RankPlan):
@@ -139,16 +136,18 @@ def build_and_load(plan: RankPlan):
     from ncdc.checkpoint.module import build_meta, materialize
 
     t0 = time.perf_counter()
-    built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
-                       dtype=plan.dtype, stand_in=plan.stand_in)
-    t1 = time.perf_counter()
-    source, names, _ = open_source(plan)
     policy = StoragePolicy.parse(plan.weights)
+    built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
+                       dtype=plan.dtype, stand_in=plan.stand_in,
+                       weights=policy if policy.rules else None)
+    t1 = time.perf_counter()
+    source = open_source(plan)
     try:
         key_map, prefix = {}, ""
         if source is not None:
             specs = list(built.specs.values())
-            key_map, prefix = resolve(specs, names, plan.model_specs, plan.key_prefix)
+            key_map, prefix = resolve(specs, source.names(), plan.model_specs,
+                                      plan.key_prefix)
         report = materialize(built, source, key_map=key_map, seed=plan.seed,
                              synthetic=source is None, policy=policy if policy.rules else None,
                              prefix=prefix)
@@ -193,8 +192,9 @@ def _torch(a, dtype):
     return t
 
 
-def run_rank(plan: RankPlan) -> RankResult:
-    """Build, load and run one module: the unit a process (or a distributed rank) runs."""
+def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
+    """Build, load and run one module: the unit a process (or a distributed rank) runs;
+    ``save_params``: a file to write the loaded weights to (interpreter keys and layout)."""
     import numpy as np
     import torch
     from ncdc.codegen.boundary import mask_names
@@ -211,6 +211,12 @@ def run_rank(plan: RankPlan) -> RankResult:
                               f"{', '.join(lacking)} (give it, or use --stand-in for seeded "
                               "stand-ins)")
     g, module = built.generated, built.module
+    if save_params:
+        from ncdc.interpreter.weights import save_params as save
+
+        from ncdc.checkpoint.module import interpreter_arrays
+
+        save(interpreter_arrays(built), save_params)
     xs, lives = _inputs(plan)
     args = [_torch(x if m is None else np.where(m, x, 0), built.dtype)
             for x, m in zip(xs, lives)]
@@ -265,12 +271,22 @@ def write_outputs(path, res: RankResult, slot_labels: dict | None = None) -> Non
 
 
 def _preflight(morphism, env, args) -> None:
-    """Refuse before allocating when the module (held at the dtype's width) and its largest
-    activations would not fit."""
+    """Refuse before allocating when the module (held at the dtype's width, or in the storage
+    formats of --weights where the module holds them) and its largest activations would not
+    fit."""
+    from ncdc.interpreter.storage_policy import StoragePolicy
+
+    from ncdc.checkpoint.module import held_in_module
     from ncdc.preflight import check_budget, estimate, parse_size
 
     fmt = None if args.dtype == "float64" else args.dtype
-    est = estimate(morphism, env, held=fmt)
+    policy = StoragePolicy.parse(args.weights)
+    if policy.rules and held_in_module():
+        def held(p):  # the policy's format where a rule names the array, else the dtype
+            return policy.format_for(p.name) or fmt
+    else:
+        held = fmt
+    est = estimate(morphism, env, held=held)
     avail = (2**63, "NCDC_NO_PREFLIGHT=1") if os.environ.get("NCDC_NO_PREFLIGHT") == "1" \
         else None
     limit = parse_size(args.max_memory) if args.max_memory else None
@@ -327,7 +343,7 @@ def run(args) -> int:
                     tuple(args.weights), args.dtype, args.quant, args.reading, args.seed,
                     args.stand_in, args.inputs, args.depth,
                     model_specs if args.block else None)
-    res = run_rank(plan)
+    res = run_rank(plan, save_params=args.save_params)
     if args.out:
         write_outputs(args.out, res)
     return _report(args, where, plan, res)

@@ -1,0 +1,77 @@
+"""Loading a checkpoint of a few hundred MB into a module built on the meta device keeps peak
+memory near the module's own size, not module plus checkpoint: measured in a subprocess as the
+growth of the peak resident set (VmHWM, reset after imports; ru_maxrss where it cannot be
+reset) over the load."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from test_checkpoint_map import L0, MAP, write_sharded
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = {"m": 1024, "f": 512, "e": 128}      # 3 x 67M expert elements: 201 MB in FP8
+
+SCRIPT = r"""
+import json, sys
+import ncdc
+from ncdc.checkpoint.files import open_source
+from ncdc.checkpoint.keys import resolve
+from ncdc.checkpoint.module import build_meta, materialize
+from ncdc.checkpoint.profile import peak_bytes, reset_peak, rss_bytes
+from ncdc.ir.params import param_specs
+
+index, cmap, sizes = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+spec = ncdc.load()
+env = spec.bind("medium", sizes).env
+block = spec.block("Sliding Window Layer / Single-Pass mHC~1 / Mixture of Experts / "
+                   "Routed Experts")
+built = build_meta(block, env, dtype="bfloat16")
+source = open_source(index, cmap, dtype="bfloat16")
+key_map, prefix = resolve(list(built.specs.values()), source.names(),
+                          lambda: param_specs(spec.model(), env))
+import gc; gc.collect()
+base = rss_bytes()
+resettable = reset_peak()
+report = materialize(built, source, key_map=key_map)
+source.close()
+print(json.dumps({"base": base, "peak": peak_bytes(), "resettable": resettable,
+                  "module": report.module_bytes, "loaded": report.loaded, "prefix": prefix}))
+"""
+
+
+def test_peak_memory_of_a_load_stays_near_the_module_size(tmp_path):
+    m, f, e = SIZES["m"], SIZES["f"], SIZES["e"]
+    rng = np.random.default_rng(0)
+    import ml_dtypes
+
+    tensors = {}
+    for i in range(e):
+        for proj, shape in (("gate_proj", (f, m)), ("up_proj", (f, m)), ("down_proj", (m, f))):
+            name = f"{L0}mlp.experts.{i}.{proj}.weight"
+            codes = rng.integers(0, 0x7E, size=shape, dtype=np.uint8)   # no NaN codes
+            tensors[name] = codes.view(ml_dtypes.float8_e4m3fn)
+            tensors[name + "_scale_inv"] = np.full((-(-shape[0] // 128), -(-shape[1] // 128)),
+                                                   0.5, np.float32)
+    index = write_sharded(tensors, tmp_path / "ckpt", shards=3)
+    del tensors
+    ckpt = sum(os.path.getsize(p) for p in (tmp_path / "ckpt").glob("*.safetensors"))
+    assert 200e6 < ckpt < 210e6
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    r = subprocess.run([sys.executable, "-c", SCRIPT, str(index), str(MAP), json.dumps(SIZES)],
+                       capture_output=True, text=True, cwd=ROOT, env=env, timeout=600,
+                       check=False)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    module = got["module"]
+    assert got["loaded"] == 3 and module == 3 * m * f * e * 2          # bfloat16
+    growth = got["peak"] - got["base"]
+    # the module once, plus a bounded working set (one expert tensor dequantized, allocator
+    # slack); never module + checkpoint
+    assert growth < module + 64 * 2**20, (growth, module, ckpt)
+    assert growth < module + ckpt / 2
+    assert growth > module * 0.9                                      # the figure is real
