@@ -56,7 +56,7 @@ def encode_runs(runs, fmt):
     exponent = torch.where(mantissa == 0.5, exponent - 1, exponent)  # least 2^e >= amax / top
     scales = (exponent + 127).to(torch.uint8).view(torch.float8_e8m0fnu)
     scaled = torch.ldexp(groups, -exponent[..., None].to(torch.float64))
-    scaled = scaled.flatten(-2)[..., :run].to(torch.float32)  # element rounding starts here
+    scaled = scaled.flatten(-2)[..., :run].to(torch.float32).contiguous()  # rounding starts
     if fmt == "mxfp8":
         return scaled.to(torch.float8_e4m3fn), scales
     codes = F.pad(e2m1_codes(scaled), (0, run % 2))
