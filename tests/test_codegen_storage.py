@@ -145,7 +145,7 @@ def test_initial_values_have_the_float_paths_distribution(fmt):
     n = got.size
     assert abs(got.mean()) < 5 * std / np.sqrt(n)
     assert abs(got.var() / ref.var() - 1) < 0.01
-    kurt = lambda v: ((v - v.mean()) ** 4).mean() / v.var() ** 2  # noqa: E731
+    kurt = lambda v: ((v - v.mean()) ** 4).mean() / v.var() ** 2
     assert abs(kurt(got) - kurt(ref)) < 0.05
     assert abs(np.mean(got == 0) - np.mean(ref == 0)) < 0.003
 
