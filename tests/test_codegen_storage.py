@@ -86,10 +86,10 @@ def test_encoding_equals_the_interpreters(fmt, shape, lead):
 
 def test_e2m1_ties_round_to_even_like_ml_dtypes():
     mids = np.array([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
-    x = np.concatenate([mids, -mids, mids + 1e-6, mids - 1e-6, [6.0, -6.0, 0.0, -1e-9]])
-    x = np.pad(x, (0, 32 - x.size))[None]
-    x[0, -1] = 6.0  # the group's amax fixes its scale at 1
-    w = _stored((1, 32), "mxfp4")
+    x = np.concatenate([mids, -mids, mids + 1e-6, mids - 1e-6, [6.0, -6.0, 0.0, -1e-9, 1.99]])
+    x = np.pad(x, (0, 64 - x.size))[None]
+    x[0, 31] = x[0, 63] = 6.0  # each group's amax fixes its scale at 1
+    w = _stored((1, 64), "mxfp4")
     w.encode_(torch.from_numpy(x))
     want = x.astype(ml_dtypes.float4_e2m1fn).astype(np.float64)
     np.testing.assert_array_equal(w.dequantize().numpy(), want)

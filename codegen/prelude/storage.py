@@ -16,7 +16,6 @@ from torch import nn
 MX_GROUP = 32
 MX_TOP = {"mxfp8": 448.0, "mxfp4": 6.0}
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # by code; bit 3 is the sign
-E2M1_MIDPOINTS = (0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0)
 STORED_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16,
                  "mxfp8": torch.float8_e4m3fn, "mxfp4": torch.uint8}
 SAME_BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16,
@@ -37,29 +36,48 @@ def run_layout(shape, lead=0):
     return math.prod(shape[:-1]), shape[-1], False
 
 
+def nearest_e2m1(v):
+    """The E2M1 code of ``0 <= v <= 6`` (a Python float): nearest value, ties to the even code."""
+    return min(range(8), key=lambda c: (abs(E2M1_VALUES[c] - v), c % 2))
+
+
+# Every tie and boundary of E2M1 rounding sits on a multiple of 1/4, so with q = 4|x| the code
+# is fixed by ceil(q) + floor(q) (2i at q = i, 2i + 1 inside (i, i + 1)): a table of 49
+# magnitudes' codes, then the same with the sign bit for negative x.
+E2M1_TABLE = (tuple(nearest_e2m1(k / 8) for k in range(49))
+              + tuple(8 | nearest_e2m1(k / 8) for k in range(48, -1, -1)))
+
+
 def e2m1_codes(x):
-    """E2M1 codes (uint8, sign in bit 3) of float32 ``x``, rounded to nearest, ties to even."""
-    a = x.abs()
-    mids = torch.tensor(E2M1_MIDPOINTS, dtype=a.dtype, device=a.device)
-    code = torch.bucketize(a, mids)  # a at a midpoint goes down
-    tie = a == mids[code.clamp(max=len(E2M1_MIDPOINTS) - 1)]
-    code = code + (tie & (code % 2 == 1))  # ... unless the code below is odd
-    return (code | (torch.signbit(x).to(code.dtype) << 3)).to(torch.uint8)
+    """E2M1 codes (uint8, sign in bit 3) of float32 ``x`` (``|x| <= 6``), rounded to nearest,
+    ties to even."""
+    q = x * 4
+    index = q.ceil() + q.floor() + 97 * torch.signbit(x)  # negative x: 49 + 48 - (2i or 2i + 1)
+    table = torch.tensor(E2M1_TABLE, dtype=torch.uint8, device=x.device)
+    return table[index.long()]
 
 
 def encode_runs(runs, fmt):
-    """(codes, scales) of ``runs`` (a float tensor ``[rows, run]``) in an MX format."""
+    """(codes, scales) of ``runs`` (a float tensor ``[rows, run]``) in an MX format; the
+    elements are scaled in the input's precision (float32, or float64), exactly, then rounded
+    through float32 as ml_dtypes' conversions round."""
     run = runs.shape[-1]
-    groups = F.pad(runs.to(torch.float64), (0, -run % MX_GROUP)).unflatten(-1, (-1, MX_GROUP))
-    amax = groups.abs().amax(-1).clamp(min=1e-4)
+    wide = torch.float64 if runs.dtype == torch.float64 else torch.float32
+    values = runs.to(wide)
+    if run % MX_GROUP:
+        values = F.pad(values, (0, -run % MX_GROUP))
+    groups = values.unflatten(-1, (-1, MX_GROUP))
+    amax = groups.abs().amax(-1).to(torch.float64).clamp(min=1e-4)
     mantissa, exponent = torch.frexp(amax / MX_TOP[fmt])
     exponent = torch.where(mantissa == 0.5, exponent - 1, exponent)  # least 2^e >= amax / top
     scales = (exponent + 127).to(torch.uint8).view(torch.float8_e8m0fnu)
-    scaled = torch.ldexp(groups, -exponent[..., None].to(torch.float64))
-    scaled = scaled.flatten(-2)[..., :run].to(torch.float32).contiguous()  # rounding starts
+    scaled = groups * torch.exp2(-exponent.to(wide))[..., None]  # a power of two: exact
+    scaled = scaled.flatten(-2)[..., :run].to(torch.float32)
     if fmt == "mxfp8":
         return scaled.to(torch.float8_e4m3fn), scales
-    codes = F.pad(e2m1_codes(scaled), (0, run % 2))
+    codes = e2m1_codes(scaled)
+    if run % 2:
+        codes = F.pad(codes, (0, 1))
     return codes[..., 0::2] | (codes[..., 1::2] << 4), scales
 
 
