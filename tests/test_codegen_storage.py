@@ -238,3 +238,24 @@ def test_compile_cli_writes_a_stored_module(tmp_path, capsys):
         torch.float8_e8m0fnu
     assert sd["w_g.weight.codes"].shape == (8 * 32, 32)  # [out, in/2]: e*f rows of m/2 bytes
     assert torch.isfinite(model.w_d.dequantize()).all()
+
+
+def test_stored_module_exports_compiles_and_saves(bundled, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    env = bundled.bind("tiny").env
+    g = codegen.generate(bundled.block("Shared Expert"), env,
+                         weights=StoragePolicy.parse(["mxfp4"]))
+    mod = codegen.load_module(g.source)
+    model = getattr(mod, g.class_name)()
+    x = torch.randn(3, 64)
+    want = model(x)
+    assert torch.equal(torch.export.export(model, (x,)).module()(x), want)
+    assert torch.equal(torch.compile(model, backend="eager", fullgraph=True)(x), want)
+    save_file(model.state_dict(), tmp_path / "w.safetensors")
+    back = load_file(tmp_path / "w.safetensors")
+    assert back["w_gs.weight.codes"].dtype == torch.uint8
+    assert back["w_gs.weight.scales"].dtype == torch.float8_e8m0fnu
+    fresh = getattr(mod, g.class_name)()
+    fresh.load_state_dict(back)
+    assert torch.equal(fresh(x), want)
