@@ -65,7 +65,8 @@ def run(args) -> int:
     info = {"output": args.output, "class": g.class_name,
             "classes": g.source.count("\nclass "), "parameters": len(g.param_keys),
             "lines": len(g.source.splitlines()), "seconds": took,
-            "preset": args.preset or "tiny", "quant": args.quant}
+            "preset": args.preset or "tiny", "quant": args.quant,
+            "weights": [f"{r.pattern}={r.format}" for r in policy.rules]}
     if args.json:
         emit_json({**info, "source": None if args.output else g.source})
         return 0
