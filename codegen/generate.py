@@ -121,6 +121,8 @@ class Generated:
     param_keys: dict[str, str]
     class_name: str
     slot_keys: dict[int, str] = dataclasses.field(default_factory=dict)
+    stored: dict[str, str] = dataclasses.field(default_factory=dict)
+    """PARAM_KEYS names held in a storage format (a StoredWeight) -> the format."""
 
     def load_params(self, module, params) -> None:
         """Copy interpreter-keyed arrays into an instance of this file's root class (with the
@@ -181,7 +183,8 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         gen.prelude.add("storage")
     source = assemble(gen, info, keys, title, source_name)
     check_source(source)
-    return Generated(source, info, keys, name, dict(gen.slot_keys))
+    return Generated(source, info, keys, name, dict(gen.slot_keys),
+                     {k: f for k, f in formats.items() if f is not None})
 
 
 def instance_params(info: ClassInfo, prefix: str = ""):

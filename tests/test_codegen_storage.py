@@ -259,3 +259,20 @@ def test_stored_module_exports_compiles_and_saves(bundled, tmp_path):
     fresh = getattr(mod, g.class_name)()
     fresh.load_state_dict(back)
     assert torch.equal(fresh(x), want)
+
+
+def test_check_cli_with_weights(capsys):
+    assert main(["check", "--block", "Shared Expert", "--weights", "mxfp4", "--quant",
+                 "emulate", "--json"]) == 0
+    import json
+
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] and doc["results"][0]["max_abs"] == 0.0
+
+
+def test_generated_lists_its_stored_members(bundled):
+    env = bundled.bind("tiny").env
+    g = codegen.generate(bundled.block("Expert Gate"), env,
+                         weights=StoragePolicy.parse(["*.weight=bfloat16"]))
+    assert g.stored and set(g.stored.values()) == {"bfloat16"}
+    assert set(g.stored) <= set(g.param_keys)
