@@ -276,3 +276,15 @@ def test_generated_lists_its_stored_members(bundled):
                          weights=StoragePolicy.parse(["*.weight=bfloat16"]))
     assert g.stored and set(g.stored.values()) == {"bfloat16"}
     assert set(g.stored) <= set(g.param_keys)
+
+
+def test_table_lookups_decode_only_their_rows(bundled):
+    w = _stored((50, 3, 40), "mxfp4")
+    torch.nn.init.normal_(w)
+    idx = torch.tensor([[3, 49], [0, 3]])
+    assert torch.equal(w[idx], w.dequantize()[idx])
+    env = bundled.bind("tiny").env
+    g = codegen.generate(bundled.block("Embedding"), env, weights=StoragePolicy.parse(["mxfp4"]))
+    assert "self.e_table[x]" in g.source
+    res = check_morphism(bundled.block("Embedding"), env, weights=StoragePolicy.parse(["mxfp4"]))
+    assert res.ok and res.max_rel == 0.0, res.problem

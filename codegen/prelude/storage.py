@@ -164,6 +164,22 @@ class StoredWeight(nn.Module):
         codes, scales = codes.reshape(-1, codes.shape[-1]), scales.reshape(-1, scales.shape[-1])
         return self._values(codes, scales, self.shape[:dim] + self.shape[dim + 1:])
 
+    def __getitem__(self, index):
+        """``dequantize()[index]`` for an index into the first dim (a table lookup), decoding
+        only the rows it picks when that dim does not cut runs."""
+        if self.scales is None:
+            return self.codes[index].to(self.compute.dtype)
+        if self.lead or len(self.shape) < 2:
+            return self.dequantize()[index]
+        row_dims = self.shape[:-1]
+        codes = self.codes.reshape(*row_dims, -1)[index]
+        scales = self.scales.reshape(*row_dims, -1)[index]
+        picked = codes.shape[:-1] + self.shape[-1:]
+        values = decode_runs(codes.reshape(-1, codes.shape[-1]),
+                             scales.reshape(-1, scales.shape[-1]), self.format, self.shape[-1],
+                             self.compute.dtype)
+        return values.reshape(picked)
+
     def _values(self, codes, scales, shape):
         dtype = self.compute.dtype
         if scales is None:
