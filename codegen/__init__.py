@@ -12,8 +12,8 @@ the reference interpreter does (``interpreter/QUANT_POLICY.md``). Arrays on a to
 the selection gates their one use (``codegen/pairs.py``).
 
 Every class allocates in ``__init__`` and initialises in ``reset_parameters()`` (meta-device
-construction works); emulate-mode rounding is one ``held(x, format, self.emulate)`` call, the
-identity in exact mode. Fixed arrays are computed by rule (the Engram primes) or are user data
+construction works); emulate-mode rounding is one ``self.held(x, format)`` call (the generated
+base class ``Module``), the identity in exact mode, folded into the statement it rounds. Fixed arrays are computed by rule (the Engram primes) or are user data
 (``E_cmp``, ``alpha``) that the module refuses to run without, unless it was loaded
 (``load_interpreter_params``, ``load_state_dict``) or the constructor got ``stand_in=True``.
 """

@@ -14,6 +14,7 @@ from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import Einops, Linear, View
 from ncdc.ir.storage import block_scale, output_format
 
+from . import formats
 from .affine import affine_map, simple_source
 from .ctx import Ctx
 from .escapes import escape
@@ -36,7 +37,7 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         start = len(cb.fw.bound)
         outs = lower_on_pairs(cb, b, wires, then, fn)
         fresh = set(cb.fw.bound[start:])
-        return [round_output(cb, b, j, w, w.var in fresh) for j, w in enumerate(outs)]
+        return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
     operands = [read_operand(cb, b, k, w) for k, w in enumerate(wires)]
     start = len(cb.fw.bound)
     if then is None:
@@ -48,10 +49,11 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         ctx.wires = list(wires)
         outs = place(ctx, then, fn(ctx), deg_tag="v")
     fresh = set(cb.fw.bound[start:])
-    return [round_output(cb, b, j, w, w.var in fresh) for j, w in enumerate(outs)]
+    return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
 
 
-def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
+def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool,
+                 inputs: list[Wire] = ()) -> Wire:
     dt = output_format(b, j)
     if dt is None:
         return w
@@ -61,16 +63,23 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool) -> Wire:
     scale = block_scale(dt)
     if scale is not None and w.pairs is not None and w.rank < 2:
         escape(w.origins, "block-scaled rounding along the sparse axis")
+    fmt = formats.key(enc, None if scale is None else str(scale.channels))
+    if not fresh and formats.widens(cb.fw.held_in.get(w.var), fmt):
+        return w  # a cast to a wider format of a value this forward rounded: the identity
+    if fresh and inputs and formats.exact(b.operator) and all(
+            formats.widens(cb.fw.held_in.get(x.var), fmt) for x in inputs):
+        cb.fw.held_in[w.var] = fmt  # input values moved, or their magnitudes: the identity
+        return w
     cb.gen.prelude.add("quant")
-    args = f"{w.var}, {enc!r}, {cb.quant_guard()}"
-    if scale is not None:
-        args += f", {cb.size_code(scale.channels)}"
+    code = cb.held_code(w.var, enc, None if scale is None else cb.size_code(scale.channels))
     note = f"held in {_format_text(dt)}"
     if fresh:
-        cb.fw.emit(f"{w.var} = held({args})", note)
+        cb.fw.emit(f"{w.var} = {code}", note)
+        cb.fw.held_in[w.var] = fmt
         return w
     name = "as_" + ("mxfp8" if scale is not None else enc.lower())
-    var = cb.fw.bind(name, f"held({args})", note)
+    var = cb.fw.bind(name, code, note)
+    cb.fw.held_in[var] = fmt
     return dataclasses.replace(w, var=var, slot=None)
 
 

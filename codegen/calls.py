@@ -11,7 +11,7 @@ from ncdc.ir.params import repetitions
 from . import liveness
 from .classinfo import INDENT, shape_text
 from .escapes import ARGUMENT, NotCompact, escape
-from .names import comment_text, identifier, snake_case
+from .names import attribute_name, comment_text, identifier
 from .pairs import Selection, leading_sparse_axis
 from .wires import Wire
 
@@ -56,7 +56,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             probe = [Wire(w.var, w.array, w.live or "?", st, w.full)
                      for w, st in zip(wires, joined)]
             info = cb.gen.class_for(block, probe, tape_before)
-    snake = snake_case(info.name)
+    snake = attribute_name(info.name, block.title)
     ctor = [f"{cb.gen.sym_name(s)}={cb.init_size_code(s)}" for s in info.ctor_symbols]
     if info.needs_quant:
         ctor.append("quant=quant")

@@ -8,13 +8,40 @@ from ncdc.ir.names import plain_title
 
 from .boundary import default_lines
 from .classinfo import INDENT
-from .emit import drop_unused, wrap_line
+from .emit import drop_unused, fold_casts, fold_masks, return_directly, wrap_line
 from .names import check_docstring, comment_text, docstring, string_literal
+
+BASE = "Module"
+"""The base class of every generated class (:func:`base_class_source`)."""
+
+
+def base_class_source(rounds: bool) -> str:
+    """The generated file's base class: an empty ``reset_parameters`` (a class with parameters
+    of its own overrides it) and, where the file rounds (``rounds``), the ``quant`` switch and
+    ``self.held(x, encoding)``: the value as held in its storage format in emulate mode, ``x``
+    itself in exact mode."""
+    doc = ("Base of the blocks below. ``reset_parameters`` sets a block's own parameters "
+           "(none here)")
+    doc += (';\n    ``quant="emulate"`` rounds every value to its storage format, ``"exact"`` '
+            'never rounds."""' if rounds else '."""')
+    lines = [f"class {BASE}(nn.Module):", INDENT + '"""' + doc, ""]
+    if rounds:
+        lines += [INDENT + 'def __init__(self, quant="exact"):',
+                  INDENT * 2 + "super().__init__()",
+                  INDENT * 2 + 'self.emulate = quant == "emulate"',
+                  "",
+                  INDENT + "def held(self, x, encoding, channels=None):",
+                  INDENT * 2 + '"""``x`` as held in ``encoding`` (MX blocks of ``channels``) '
+                  'in emulate mode, else ``x``."""',
+                  INDENT * 2 + "return held(x, encoding, self.emulate, channels)",
+                  ""]
+    lines += [INDENT + "def reset_parameters(self):", INDENT * 2 + "pass"]
+    return "\n".join(lines) + "\n"
 
 
 def class_source(cb, ret: list[str], derivable: dict) -> str:
     gen, info = cb.gen, cb.info
-    lines = [f"class {info.name}(nn.Module):"]
+    lines = [f"class {info.name}({BASE}):"]
     doc = doc_text(cb)
     lit = docstring(doc, INDENT)
     check_docstring(lit, INDENT, doc)
@@ -32,12 +59,11 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         params.append("static_shapes=False")
     sig = "self" + (", *, " + ", ".join(params) if params else "")
     lines.append(INDENT + f"def __init__({sig}):")
-    lines.append(INDENT * 2 + "super().__init__()")
-    for s in sorted(cb.sizes.fwd_symbols, key=lambda s: gen.sym_name(s)):
-        n = gen.sym_name(s)
-        lines.append(INDENT * 2 + f"self.{n} = {n}")
-    if cb.needs_quant:
-        lines.append(INDENT * 2 + 'self.emulate = quant == "emulate"')
+    lines.append(INDENT * 2 + f"super().__init__({'quant' if cb.needs_quant else ''})")
+    kept = [gen.sym_name(s) for s in sorted(cb.sizes.fwd_symbols, key=gen.sym_name)]
+    if kept:  # the sizes forward reads, in one statement
+        lines.append(INDENT * 2 + ", ".join(f"self.{n}" for n in kept) + " = "
+                     + ", ".join(kept))
     if cb.needs_static:
         lines.append(INDENT * 2 + "self.static_shapes = static_shapes")
     if cb.user_data:
@@ -47,11 +73,12 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     if cb.members.reset_lines:
         lines.append(INDENT * 2 + "self.reset_parameters()")
     lines.append("")
-    lines.append(INDENT + "def reset_parameters(self):")
-    lines.extend(cb.members.reset_lines or [INDENT * 2 + "pass  # no parameters of its own"])
-    if cb.user_data:
-        lines.append(INDENT * 2 + "self.data_missing = not self.stand_in")
-    lines.append("")
+    if cb.members.reset_lines or cb.user_data:
+        lines.append(INDENT + "def reset_parameters(self):")
+        lines.extend(cb.members.reset_lines)
+        if cb.user_data:
+            lines.append(INDENT * 2 + "self.data_missing = not self.stand_in")
+        lines.append("")
     args = ["self"]
     optional = []  # root class: masks keyword-only, None = all live (codegen/boundary.py)
     for w, live in zip(cb.inputs, cb.input_masks):
@@ -101,7 +128,7 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
         body.append(INDENT * 2 + f"return {ret[0]}")
     else:
         body.append(INDENT * 2 + "return " + ", ".join(ret))
-    body = drop_unused(body, keep=set())
+    body = return_directly(fold_casts(fold_masks(drop_unused(body, keep=set()))))
     lines.extend(body)
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
 

@@ -85,6 +85,9 @@ class SizePrinter:
         return f"({text})" if own < outer else text
 
 
+_HELD = re.compile(r"^(\w+) = self\.held\(\1, (.*)\)$")
+
+
 class FunctionWriter:
     """Lines of one method body with a namespace of locals."""
 
@@ -94,14 +97,40 @@ class FunctionWriter:
         self.names = Namer(taken)
         self.bound: list[str] = []
         self.pending: str | None = None
+        self.held_in: dict[str, str] = {}  # local -> the encoding emulate mode rounded it to
 
     def emit(self, line: str, comment: str | None = None) -> None:
+        """Append ``line``; a rounding ``y = self.held(y, ...)`` right after the statement
+        binding ``y`` is folded into it (``y = self.held(<expr>, ...)``), keeping that
+        statement's comment: one line per operation."""
+        if self.pending is None and self._fold(line):
+            return
         if comment:
             line = f"{line}  # {comment}"
         if self.pending:
             self.lines.append(self.indent + "# " + self.pending)
             self.pending = None
         self.lines.append(self.indent + line)
+
+    def _fold(self, line: str) -> bool:
+        """Fold a rounding into the statement binding its value, when the statements since
+        (a mask, a heading) do not read that value."""
+        m = _HELD.match(line)
+        if not m:
+            return False
+        name = m.group(1)
+        head = f"{self.indent}{name} = "
+        word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+        for at in range(len(self.lines) - 1, max(-1, len(self.lines) - 4), -1):
+            code, comment = _split_comment(self.lines[at])
+            if code.startswith(head):
+                self.lines[at] = (f"{head}self.held({code.rstrip()[len(head):]}, "
+                                  f"{m.group(2)})" + (f"  {comment}" if comment else ""))
+                return True
+            if word.search(code) or not code.startswith(self.indent) or \
+                    code[len(self.indent)].isspace():
+                return False
+        return False
 
     def comment(self, text: str) -> None:
         """A heading comment for the next statement (dropped if none follows)."""
@@ -207,6 +236,120 @@ def einsum_letters(labels_in_order: list, hint) -> dict:
 
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
 _ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) = (.*)$")
+
+
+_CAST = re.compile(r"^(\s*)(\w+) = self\.held\((\w+), (.*)\)$")
+
+
+def fold_casts(lines: list[str]) -> list[str]:
+    """A cast ``y = self.held(v, ...)`` of a value ``v`` read nowhere else, bound by an unrounded
+    statement just before, is folded into that statement, which keeps its name
+    (``v = self.held(<expr>, ...)``); later reads of ``y`` read ``v``."""
+    out = list(lines)
+    i = 0
+    while i < len(out):
+        code, _ = _split_comment(out[i])
+        m = _CAST.match(code.rstrip())
+        i += 1
+        if not m:
+            continue
+        indent, name, v, args = m.groups()
+        head = f"{indent}{v} = "
+        word = re.compile(rf"(?<![\w.'\"]){re.escape(v)}\b")
+        if sum(len(word.findall(_split_comment(ln)[0])) for ln in out) != 2:
+            continue
+        for j in range(i - 2, max(-1, i - 5), -1):
+            prev, comment = _split_comment(out[j])
+            if not prev.strip():
+                continue  # a heading comment
+            if prev.startswith(head):
+                expr = prev.rstrip()[len(head):]
+                if expr.startswith("self.held("):
+                    break
+                out[j] = f"{head}self.held({expr}, {args})" + (f"  {comment}" if comment else "")
+                del out[i - 1]
+                i -= 1
+                if not _split_comment(out[i - 1])[0].strip() and i - 1 > j:
+                    del out[i - 1]  # the cast's heading comment
+                    i -= 1
+                rename = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+                out[i:] = [rename.sub(v, ln) for ln in out[i:]]
+                break
+            if word.search(prev) or not prev.startswith(indent) or prev[len(indent)].isspace():
+                break
+    return out
+
+
+def _word(name: str):
+    return re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+
+
+def _reads(lines: list[str], name: str) -> int:
+    word = _word(name)
+    return sum(len(word.findall(_split_comment(ln)[0])) for ln in lines)
+
+
+def fold_masks(lines: list[str]) -> list[str]:
+    """Inline a value read only by the next statement's re-zeroing ``torch.where(live, v, 0)``
+    into it, which takes the value's name; and drop an alias ``a = b`` of a name bound once
+    (later reads of ``a`` read ``b``)."""
+    out = list(lines)
+    if not out:
+        return out
+    base = min(len(ln) - len(ln.lstrip()) for ln in out if ln.strip())
+    i = 0
+    while i < len(out):
+        code = _split_comment(out[i])[0]
+        m = _ASSIGN.match(code.rstrip())
+        if not m or not m.group(2).isidentifier() or len(m.group(1)) != base:
+            i += 1
+            continue
+        indent, name, expr = m.group(1), m.group(2), m.group(3)
+        bound = re.compile(rf"^\s*(for )?{re.escape(name)} (=|in) ")
+        binds = [ln for ln in out if bound.match(_split_comment(ln)[0])]
+        if expr.isidentifier() and len(binds) == 1 and not any(
+                re.match(rf"^\s*(for )?{re.escape(expr)} (=|in) ", _split_comment(ln)[0])
+                for ln in out[i + 1:]):
+            del out[i]  # an alias
+            out[i:] = [_word(name).sub(expr, ln) for ln in out[i:]]
+            i = max(0, i - 1)
+            continue
+        nxt = i + 1
+        while nxt < len(out) and not _split_comment(out[nxt])[0].strip():
+            nxt += 1
+        if nxt < len(out) and _reads(out, name) == 2:
+            where = re.compile(rf"torch\.where\((\w+), {re.escape(name)}, 0\)")
+            code2, comment2 = _split_comment(out[nxt])
+            m2 = _ASSIGN.match(code2.rstrip())
+            if m2 and m2.group(1) == indent and m2.group(2).isidentifier() \
+                    and len(where.findall(code2)) == 1:
+                other = m2.group(2)
+                rhs = where.sub(lambda w, e=expr: f"torch.where({w.group(1)}, {e}, 0)", m2.group(3))
+                if len(f"{indent}{name} = {rhs}") > 100:
+                    i += 1
+                    continue
+                out[nxt] = f"{indent}{name} = {rhs}" + (f"  {comment2}" if comment2 else "")
+                del out[i]
+                out[nxt - 1:] = [_word(other).sub(name, ln) for ln in out[nxt - 1:]]
+                continue
+        i += 1
+    return out
+
+
+def return_directly(lines: list[str]) -> list[str]:
+    """``y = expr`` followed by ``return y`` (``y`` read nowhere else) becomes ``return expr``."""
+    if len(lines) < 2:
+        return lines
+    ret = lines[-1].strip()
+    name = ret[len("return "):] if ret.startswith("return ") else ""
+    indent = lines[-1][:len(lines[-1]) - len(lines[-1].lstrip())]
+    code, _ = _split_comment(lines[-2])
+    if not name.isidentifier() or not code.startswith(f"{indent}{name} = "):
+        return lines
+    word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
+    if sum(len(word.findall(_split_comment(ln)[0])) for ln in lines) != 2:
+        return lines
+    return lines[:-2] + [f"{indent}return {code.rstrip()[len(indent) + len(name) + 3:]}"]
 
 
 def drop_unused(lines: list[str], keep: set[str]) -> list[str]:

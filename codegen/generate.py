@@ -20,6 +20,7 @@ from ncdc.ir.params import param_specs
 from ncdc.ir.readings import apply_reading
 
 from .boundary import input_statics
+from .class_source import base_class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub
 from .generator import Generator
 from .lower import ClassBuilder
@@ -259,6 +260,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
                               "verbatim ----\n\n\n" + code)
+    body_parts.append(base_class_source("quant" in gen.prelude))
     for info in gen.order:
         body_parts.append(info.source)
     body_parts.append(root.source)
@@ -272,9 +274,11 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     layouts = dict(param_layouts(root))
     layout_lines = ["PARAM_LAYOUT = {"] + [f"    {string_literal(k)}: {v!r}," for k, v in
                                            layouts.items()] + ["}"]
-    layout_lines.append('"""nn.Linear parameters: (input dims, output dims) of the interpreter\'s '
-                        '[in..., out...] weight\n(or [out...] bias, input dims 0), stored flattened '
-                        'as [out, in] (or [out])."""')
+    layout_lines.append('"""Linear weights stored as nn.Linear\'s [out, in] (nn.Linear layers and '
+                        'grouped projections):\n(input dims, output dims) of the interpreter\'s '
+                        '[in..., out...] weight (or [out...] bias, input\ndims 0), stored flattened '
+                        'as [out, in] (or [out]); every other array is stored as the\n'
+                        'interpreter holds it."""')
     body_parts.append("\n".join(layout_lines) + "\n" if layouts else
                       "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
     body_parts.append(stored_loader(LOADER) if "storage" in gen.prelude else LOADER)

@@ -18,7 +18,7 @@ from .names import (
     FORWARD_LOCALS,
     RESERVED_ATTRIBUTES,
     Namer,
-    class_name,
+    distinct_class_name,
     identifier,
 )
 from .wires import Wire
@@ -38,6 +38,7 @@ class Generator:
         self.prelude: set[str] = set()
         self.symbol_names = self._name_symbols(all_symbols)
         self.class_names = Namer(set(self.symbol_names.values()))
+        self.sub_titles: dict[str, list[set[str]]] = {}  # title -> sub-block titles per class
         self.slot_keys: dict[int, str] = {}
         self._slot_namer = Namer()
         self._key_cache: dict = {}
@@ -93,8 +94,12 @@ class Generator:
         if hit is not None:
             return hit
 
+        parts = sub_block_titles(block)
+
         def make(excluded):
-            name = self.class_names.fresh(class_name(block.title), sep="")
+            name = self.class_names.fresh(distinct_class_name(
+                block.title, parts, self.sub_titles.get(block.title, []),
+                self.class_names.taken), sep="")
             info = ClassInfo(key=key, name=name)
             builder = ClassBuilder(self, info, title=block.tag.title,
                                    description=block.tag.description, formula=block.tag.formula,
@@ -106,6 +111,7 @@ class Generator:
         info = self.build_class(make)
         self.classes[key] = info
         self.order.append(info)
+        self.sub_titles.setdefault(block.title, []).append(set(parts))
         return info
 
     def build_class(self, make):
@@ -146,3 +152,18 @@ class Generator:
             h.update(f"|{uid}:{e.key}:{e.full}:".encode()
                      + (e.static.digest().encode() if e.static is not None else b"-"))
         return h.hexdigest()
+
+
+def sub_block_titles(block) -> list[str]:
+    """Titles of the blocks ``block``'s body applies directly, in body order."""
+    from ncdc.ir.morphisms import Broadcasted
+    from ncdc.ir.operators import BlockOperator
+
+    out, stack = [], [block.body]
+    while stack:
+        m = stack.pop()
+        if isinstance(m, Broadcasted) and isinstance(m.operator, BlockOperator):
+            out.append(m.operator.block.title)
+            continue
+        stack.extend(reversed([c for _, c in m.children()]))
+    return list(dict.fromkeys(out))

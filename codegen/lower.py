@@ -123,6 +123,12 @@ class ClassBuilder:
         self.needs_quant = True
         return "self.emulate"
 
+    def held_code(self, var: str, encoding: str, channels: str | None = None) -> str:
+        """Code rounding ``var`` to its storage ``encoding`` in emulate mode (MX blocks of
+        ``channels``): the base class's ``self.held``, the identity in exact mode."""
+        self.needs_quant = True
+        return f"self.held({var}, {encoding!r}{', ' + channels if channels else ''})"
+
     # -- building ----------------------------------------------------------------------------
     # -- building ----------------------------------------------------------------------------
     def build(self, body: Morphism, dom: list[Array], statics: list, tape: dict,

@@ -48,18 +48,21 @@ class Members:
         self.needs_one = False
 
     def add_param(self, base: str, site: Broadcasted, role: str, shape: list[str], init: str | Callable,
-                  learned: bool = True, dtype: str | None = None) -> str:
+                  learned: bool = True, dtype: str | None = None,
+                  layout: tuple[int, int] | None = None) -> str:
         """A parameter (``learned``) or persistent buffer of ``shape``; ``init`` is the
-        ``reset_parameters`` statement setting it: a string, or ``init(attribute code)``."""
+        ``reset_parameters`` statement setting it: a string, or ``init(attribute code)``.
+        ``layout``: a Linear weight stored as ``[out, in]`` (see :meth:`add_linear`)."""
         attr = self.attrs.fresh(base)
         p = f"self.{attr}"
         fmt = self.formats(site, role) if learned else None
         if fmt is not None:  # held in a storage format, dequantized where it is read
             dims = "(" + ", ".join(shape) + ("," if len(shape) == 1 else "") + ")"
+            lead = 0 if layout else weight_lead(site, role)  # [out, in]: runs along in
             self.init_lines.append(INDENT * 2 + f"{p} = StoredWeight({dims}, {fmt!r}, "
-                                   f"lead={weight_lead(site, role)})")
+                                   f"lead={lead})")
             self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
-            self.items.append(Param(attr, site, role, format=fmt))
+            self.items.append(Param(attr, site, role, layout, format=fmt))
             self.stored[f"{p}.dequantize()"] = p
             return f"{p}.dequantize()"
         if learned:
@@ -68,7 +71,7 @@ class Members:
             self.init_lines.append(INDENT * 2 + f"self.register_buffer({string_literal(attr)}, "
                                    f"{empty(shape, dtype)})")
         self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
-        self.items.append(Param(attr, site, role))
+        self.items.append(Param(attr, site, role, layout))
         return p
 
     def add_linear(self, base: str, site: Broadcasted, in_features: str, out_features: str,

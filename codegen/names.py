@@ -27,7 +27,7 @@ RESERVED_ATTRIBUTES = frozenset({
     "call_super_init", "quant", "emulate", "static_shapes", "dtype", "get_submodule", "get_parameter",
     "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
     "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
-    "reset_parameters", "stand_in", "data_missing",
+    "reset_parameters", "stand_in", "data_missing", "held",
 }) | frozenset(name for name in dir(__import__("torch").nn.Module) if not name.startswith("__"))
 
 
@@ -49,7 +49,7 @@ def _prelude_names() -> frozenset:
 
 
 FILE_GLOBALS = frozenset({"torch", "nn", "F", "math", "functools", "warnings", "PARAM_KEYS",
-                          "load_interpreter_params"}) | _prelude_names()
+                          "PARAM_LAYOUT", "load_interpreter_params", "Module"}) | _prelude_names()
 """Names every generated file may define or import at module level besides its classes."""
 
 RESERVED_NAMES = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
@@ -97,10 +97,48 @@ def class_name(title: str, fallback: str = "Block") -> str:
     return out
 
 
+def initials(title: str) -> str:
+    """A short class-name part for a title: its words' initials (``Mixture of Experts`` ->
+    ``MoE``), or the one word itself."""
+    parts = words(title)
+    if len(parts) == 1:
+        return class_name(title)
+    return "".join(p[:1] for p in parts if p[:1].isalnum())
+
+
+def distinct_class_name(title: str, parts: list[str], same_title: list[set[str]],
+                        taken: set[str]) -> str:
+    """The class name for a block titled ``title`` whose sub-blocks are titled ``parts`` (body
+    order), when blocks of the same title already have classes (their sub-block titles in
+    ``same_title``): the title's name, followed, for a second body under one title, by the
+    initials of the first sub-block the others lack (``SinglePassMHC`` and ``SinglePassMHCMoE``).
+    The caller's namer still makes it unique."""
+    base = class_name(title)
+    if not same_title:
+        return base
+    seen = set().union(*same_title)
+    for part in parts:
+        if part not in seen:
+            name = base + initials(part)
+            if name.isidentifier() and name not in taken:
+                return name
+    return base
+
+
 def snake_case(name: str) -> str:
     """``FirstSinkhornRound`` -> ``first_sinkhorn_round``; ``SinglePassMHC`` -> ``single_pass_mhc``."""
     out = re.sub(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "_", name).lower()
     return identifier(out, "block")
+
+
+def attribute_name(name: str, title: str) -> str:
+    """The snake-case attribute for class ``name`` of a block titled ``title``: a part the class
+    name adds to the title's (``SinglePassMHC`` + ``MoE``) stays one word, ``single_pass_mhc_moe``."""
+    base = class_name(title)
+    rest = name[len(base):]
+    if name.startswith(base) and rest and not rest.isdigit():
+        return identifier(f"{snake_case(base)}_{rest.lower()}", "block")
+    return snake_case(name)
 
 
 class Namer:
@@ -209,3 +247,50 @@ def check_docstring(literal: str, indent: str, text: str) -> None:
 def string_literal(text: str) -> str:
     """An escaped single-line, ASCII-only string literal (lone surrogates included)."""
     return ascii(str(text))
+
+
+def formula_name(expr, x) -> str | None:
+    """A local name for the result of a pointwise formula in ``x``, from the operation it
+    performs rather than the label's letters: ``x + ε`` is ``shifted``, ``x / 448`` ``scaled``,
+    ``1 / x`` ``reciprocal``, a clamp ``clamped``, ``x σ(x)`` ``silu``; None when no rule names
+    it (the caller falls back to the label)."""
+    import sympy
+
+    if not getattr(expr, "has", None) or not expr.has(x) or expr == x:
+        return None
+    fn = {sympy.exp: "exp", sympy.Abs: "magnitude", sympy.conjugate: "conjugate",
+          sympy.log: "log", sympy.sqrt: "sqrt"}
+    if expr == sympy.log(x) / sympy.log(2):
+        return "log2"
+    if expr.is_Add:
+        _, dep = expr.as_independent(x, as_Add=True)
+        if dep == x:
+            return "shifted"
+    if expr.is_Mul:
+        _, dep = expr.as_independent(x, as_Add=False)
+        if dep == x:
+            return "scaled"
+        if dep.is_Mul and len(dep.args) == 2 and x in dep.args:
+            other = dep.args[0] if dep.args[1] == x else dep.args[1]
+            if type(other).__name__ == "Sigmoid" and other.args == (x,):
+                return "silu"
+        if dep != expr:
+            return formula_name(dep, x)
+    if expr == 1 / x:
+        return "reciprocal"
+    if expr.is_Pow and expr.exp == x and expr.base.is_number:
+        return "power_of_2" if expr.base == 2 else "power"
+    if expr.is_Pow and expr.exp == sympy.Rational(1, 2):
+        inner = formula_name(expr.base, x)
+        return f"sqrt_{inner}" if inner else "sqrt"
+    if expr == sympy.log(sympy.exp(x) + 1):
+        return "softplus"
+    if expr.atoms(sympy.Max, sympy.Min) and not (expr.atoms(sympy.Function)
+                                                 - expr.atoms(sympy.Max, sympy.Min)):
+        return "clamped"
+    if expr.is_Mul or expr.is_Pow:
+        return None
+    if isinstance(expr, sympy.Function) and expr.args == (x,):
+        name = type(expr).__name__
+        return {"Sigmoid": "sigmoid", "IsPositive": "is_positive"}.get(name, fn.get(expr.func))
+    return None

@@ -106,6 +106,43 @@ def _weight_name(op) -> str:
     return identifier(op.label, "weight") if op.label else "weight"
 
 
+def stored_linear(ctx, o, in_labels: list, out_labels: list):
+    """Declare a Linear's weight in ``nn.Linear``'s layout, ``[out, in]`` over the flattened
+    target axes (PARAM_LAYOUT ``(len(in_labels), len(out_labels))``), for a product of input
+    ``o`` that is not one matrix product: ``(einsum terms, bias code or None, base name)``.
+    The weight enters as a view ``[out targets..., in]``; where the input's target axes are its
+    last, in order, the input enters flattened the same way, so the contraction is one
+    ``bmm``/``mm`` over the parameter as stored (a contraction over several unflattened axes
+    would make ``torch.einsum`` copy the weight on every call); the bias is ``[out targets...]``."""
+    op, b = ctx.op, ctx.b
+    if kind(b.output_weaves[0].datatype) == "complex":
+        raise SpecError("complex Linear weights are not supported by the code generator",
+                        b.path)
+
+    def flat(labels):
+        return " * ".join(ctx.init_size(ctx.axis(lab).size) for lab in labels)
+
+    base = _weight_name(op)
+    weight = ctx.cb.members.add_param(
+        base, b, "weight", [flat(out_labels), flat(in_labels)],
+        lambda p: f"nn.init.normal_({p}, std={p}.shape[1] ** -0.5)",
+        layout=(len(in_labels), len(out_labels)))
+    n = len(in_labels)
+    x, x_labels, w_in = o.expr, o.labels, in_labels
+    if n > 1 and o.labels[-n:] == in_labels and len(set(o.labels)) == len(o.labels):
+        x, x_labels, w_in = f"{atom(o.expr)}.flatten({-n})", o.labels[:-n] + in_labels[:1], \
+            in_labels[:1]
+    if len(out_labels) > 1 or len(w_in) > 1:
+        sizes = [ctx.size(lab) for lab in out_labels] + (
+            ["-1"] if len(w_in) == 1 else [ctx.size(lab) for lab in w_in])
+        weight = f"{weight}.view({', '.join(sizes)})"
+    bias = None
+    if op.bias:
+        bias = ctx.param(base + "_bias", "bias", [ctx.init_size(ctx.axis(lab).size)
+                                                  for lab in out_labels], zeros)
+    return [(0, x, x_labels), (None, weight, out_labels + w_in)], bias, base
+
+
 def linear_params(ctx, in_labels: list, out_labels: list):
     """Declare a Linear's weight ``[in targets..., out target...]`` (and bias ``[out target]``)
     as parameters of the class: ``(weight code, bias code or None, base name)``."""

@@ -12,7 +12,14 @@ from ..fixed_data import user_data
 from ..members import normal
 from ..names import identifier
 from ..operands import OpResult
-from ..products import contract, fold_live, group_labels, linear_module, linear_params
+from ..products import (
+    contract,
+    fold_live,
+    group_labels,
+    linear_module,
+    linear_params,
+    stored_linear,
+)
 from ..registry import rule
 
 
@@ -80,6 +87,16 @@ def linear(ctx):
             code = f"{code}.unflatten(-1, ({sizes}))"
         labels = o.labels[:-len(in_labels)] + out_labels
         return _linear_live(ctx, o, in_labels, layer[5:] + "_out", code, labels)
+    if o is not None and len(in_labels) > 1 and out_labels and ctx.pairs is None:
+        # a product over several of the input's axes: torch.einsum would merge them in the
+        # weight on every call (a copy), so the weight is stored as nn.Linear's [out, in]; one
+        # over a single axis reads [in, out...] as it is (the pairs form's layout too)
+        terms, bias, base = stored_linear(ctx, o, in_labels, out_labels)
+        name = f"{base}_out"
+        code, labels = contract(ctx, terms, set(in_labels), name)
+        if bias is not None:
+            code = f"{code} + {align_code(bias, [ctx.rel(lab) for lab in out_labels], labels)}"
+        return _linear_live(ctx, o, in_labels, name, code, labels)
     weight, bias, base = linear_params(ctx, in_labels, out_labels)
     if not ctx.ops:
         labels = [ctx.rel(lab) for lab in out_labels]

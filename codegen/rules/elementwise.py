@@ -18,7 +18,7 @@ from ncdc.ir.rewrites import stable
 
 from ..dtypes import DEFAULT
 from ..formula import FormulaPrinter
-from ..names import identifier
+from ..names import formula_name, identifier
 from ..operands import OpResult
 from ..registry import rule
 
@@ -68,7 +68,8 @@ def arithmetic(ctx):
         keeps_zero = bool(at_zero.is_zero)
     except Exception:  # noqa: BLE001 - undecidable: re-zero
         keeps_zero = False
-    return _pointwise(ctx, code, ctx.label_name or "value", labels, keeps_zero)
+    name = formula_name(ctx.op.formula, FREE_INPUT) or ctx.label_name or "value"
+    return _pointwise(ctx, code, name, labels, keeps_zero)
 
 
 ELEMENTWISE = {
