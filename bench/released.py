@@ -150,7 +150,7 @@ def check_moe(spec, preset, sizes, model, g, seen, k: int) -> float:
     """Per token: the MoE with its expert axis cut to the ``k`` experts the token selects (the
     top k among all are the top k among themselves; gate weights normalise over them)."""
     block = spec.site(MOE).node
-    sub = model.single_pass_mhc2.mixture_of_experts
+    sub = model.single_pass_mhc_moe.mixture_of_experts
     names = [n for n, key in g.param_keys.items() if key.startswith(MOE + "/")]
     prefix = MOE.rsplit("/", 1)[0] + "/"
     env_k = spec.bind(preset, {**sizes, "e": k}).env
@@ -245,7 +245,7 @@ def main(argv=None) -> int:
     xs = [torch.from_numpy(rng.standard_normal(env.sizes(a.shape))).to(torch.bfloat16)
           for a in layer.dom]
     seen_att = record_inputs(model.single_pass_mhc)
-    seen_moe = record_inputs(model.single_pass_mhc2.mixture_of_experts)
+    seen_moe = record_inputs(model.single_pass_mhc_moe.mixture_of_experts)
     with torch.no_grad():
         out = ph.run("forward (bfloat16)", model, *xs)
     out = out if isinstance(out, tuple) else (out,)
@@ -253,7 +253,7 @@ def main(argv=None) -> int:
     print(f"  peak RSS {human(peak_rss())} vs stored weights {human(stored)} and the "
           f"preflight's {human(peak)}")
     if args.check:
-        k = model.single_pass_mhc2.mixture_of_experts.k
+        k = model.single_pass_mhc_moe.mixture_of_experts.k
         att = ph.run("check attention half", check_attention, spec, env, model, g, seen_att)
         print(f"    Single-Pass mHC vs interpreter (float64): max rel {att:.2e}")
         moe = ph.run("check MoE per token", check_moe, spec, args.preset, sizes, model, g,
