@@ -51,12 +51,13 @@ class ModuleCache:
     def __init__(self):
         self._mods: dict = {}
 
-    def get(self, morphism, env: Env, quant: str, dtype: str, key: str | None = None):
-        k = (key, quant, dtype) if key is not None else None
+    def get(self, morphism, env: Env, quant: str, dtype: str, key: str | None = None,
+            weights=None):
+        k = (key, quant, dtype, weights) if key is not None else None
         if k is not None and k in self._mods:
             g, mod = self._mods[k]
         else:
-            g = generate(morphism, env, quant=quant)
+            g = generate(morphism, env, quant=quant, weights=weights)
             mod = load_module(g.source)
             if k is not None:
                 self._mods[k] = (g, mod)
@@ -175,16 +176,25 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
             res.problem = f"output {j}: relative error {rel:.3g} > {tol:g}"
 
 
+def _stored_params(morphism, env, params, weights):
+    from ncdc.interpreter.storage_policy import apply_policy
+    from ncdc.ir.params import param_specs
+
+    return apply_policy(params, param_specs(morphism, env), weights)[0]
+
+
 def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                    dtype: str = "float64", seeds: int = 1, cache: ModuleCache | None = None,
                    key: str | None = None, reading: str = "faithful",
                    inputs: list | None = None, masks: list | None = None,
-                   module_params=None) -> CheckResult:
+                   module_params=None, weights=None) -> CheckResult:
     """Run the interpreter and the generated module on the same random data, both under
     ``reading`` (:mod:`ir.readings`); ``inputs``: the arrays to feed instead of seeded random
     ones, e.g. recorded in context; ``masks``: per input, its liveness or None, given to the
     module as its ``<input>_live`` argument; ``module_params``: a function applied to the
-    parameters loaded into the module only, for tests that a wrong weight is caught. ``seeds``
+    parameters loaded into the module only, for tests that a wrong weight is caught;
+    ``weights``: a storage policy (:mod:`interpreter.storage_policy`) both sides apply, the
+    interpreter to its parameters, the module by holding them in storage formats. ``seeds``
     >= 1 draws: a check that runs nothing proves nothing."""
     from ncdc.ir.readings import apply_reading
 
@@ -207,7 +217,7 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                       shapes, dims=dims)
     cache = cache or ModuleCache()
     try:
-        g, module = cache.get(morphism, env, quant, dtype, key)
+        g, module = cache.get(morphism, env, quant, dtype, key, weights)
     except Exception as exc:  # noqa: BLE001 - reported, the check goes on
         res.ok = False
         res.problem = f"code generation failed: {type(exc).__name__}: {exc}"
@@ -216,6 +226,10 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
         try:
             t0 = time.perf_counter()
             run = interpreter.interpret(morphism, env, quant=quant, stand_in=True, seed=seed)
+            if weights is not None:  # the values the stored weights denote
+                params = _stored_params(morphism, env, run.params, weights)
+                run = interpreter.interpret(morphism, env, params=params, quant=quant,
+                                            stand_in=True, seed=seed)
             xs = interpreter.random_inputs(morphism, env, seed) if inputs is None or seed \
                 else list(inputs)
             tape = interpreter.random_tape(morphism, env, seed)

@@ -20,6 +20,7 @@ class Param:
     site: Broadcasted
     role: str
     layout: tuple | None = None  # (input dims, output dims) of an nn.Linear weight or bias
+    format: str | None = None  # storage format (a StoredWeight, codegen/storage.py), else None
 
 
 @dataclass

@@ -26,6 +26,7 @@ from .decoder import decoder_methods
 from .generator import Generator
 from .lower import ClassBuilder
 from .names import comment_text, docstring, string_literal
+from .storage import MemberFormats, stored_loader, verify
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
@@ -107,6 +108,7 @@ def _prelude(name: str) -> tuple[list[str], str]:
 
 PRELUDE_TITLES = {
     "linear": "the spec's Linear layers as nn.Linear",
+    "storage": "weights held in storage formats, dequantized at use",
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",
     "pairs": "arrays on a sparse axis at its live pairs only",
@@ -122,6 +124,8 @@ class Generated:
     param_keys: dict[str, str]
     class_name: str
     slot_keys: dict[int, str] = dataclasses.field(default_factory=dict)
+    stored: dict[str, str] = dataclasses.field(default_factory=dict)
+    """PARAM_KEYS names held in a storage format (a StoredWeight) -> the format."""
 
     def load_params(self, module, params) -> None:
         """Copy interpreter-keyed arrays into an instance of this file's root class (with the
@@ -140,9 +144,11 @@ def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
 
 def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
              module_name: str | None = None, source_name: str | None = None,
-             reading: str = "faithful") -> Generated:
+             reading: str = "faithful", weights=None) -> Generated:
     """Generate the source of a standalone module computing ``morphism`` under ``env``
-    (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`)."""
+    (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`; ``weights``: a storage
+    policy, ``format_for(key)``, whose weights the module holds in storage formats,
+    :mod:`codegen.storage`)."""
     if quant not in ("exact", "emulate"):
         raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
     if isinstance(morphism, Truncated):
@@ -151,6 +157,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     morphism = apply_reading(morphism, reading)
     symbols = collect_symbols(morphism)
     gen = Generator(env, data_symbols(morphism, env), quant, symbols)
+    gen.weight_formats = MemberFormats(morphism, env, weights, gen.key_of)
     title, description, formula = _root_title(morphism, module_name)
     from .names import class_name as to_class_name
 
@@ -173,9 +180,15 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     info.source = info.source.rstrip("\n") + "\n" + decoder_methods(gen, morphism, INDENT)
     name = info.name
     keys = param_keys(gen, info, morphism, env)
+    formats = {name: fmt for name, fmt in member_formats(info)}
+    if weights is not None:
+        verify(weights, keys, formats, param_specs(morphism, env))
+    if any(formats.values()):
+        gen.prelude.add("storage")
     source = assemble(gen, info, keys, title, source_name)
     check_source(source)
-    return Generated(source, info, keys, name, dict(gen.slot_keys))
+    return Generated(source, info, keys, name, dict(gen.slot_keys),
+                     {k: f for k, f in formats.items() if f is not None})
 
 
 def instance_params(info: ClassInfo, prefix: str = ""):
@@ -189,6 +202,19 @@ def instance_params(info: ClassInfo, prefix: str = ""):
                     yield from instance_params(m.info, f"{prefix}{m.attr}.{i}.")
             else:
                 yield from instance_params(m.info, f"{prefix}{m.attr}.")
+
+
+def member_formats(info: ClassInfo, prefix: str = ""):
+    """(state_dict key, storage format or None) of every parameter and buffer, in IR
+    pre-order."""
+    for m in info.members:
+        if isinstance(m, Param):
+            yield prefix + m.attr, m.format
+        elif m.repeat is not None:
+            for i in range(m.repeat):
+                yield from member_formats(m.info, f"{prefix}{m.attr}.{i}.")
+        else:
+            yield from member_formats(m.info, f"{prefix}{m.attr}.")
 
 
 def param_layouts(info: ClassInfo, prefix: str = ""):
@@ -232,7 +258,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("linear", "quant", "views", "pairs", "fixed", "decoding"):
+    for name in ("linear", "storage", "quant", "views", "pairs", "fixed", "decoding"):
         if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
@@ -258,7 +284,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
                         'interpreter holds it."""')
     body_parts.append("\n".join(layout_lines) + "\n" if layouts else
                       "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
-    body_parts.append(LOADER)
+    body_parts.append(stored_loader(LOADER) if "storage" in gen.prelude else LOADER)
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]

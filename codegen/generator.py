@@ -42,6 +42,7 @@ class Generator:
         self.slot_keys: dict[int, str] = {}
         self._slot_namer = Namer()
         self._key_cache: dict = {}
+        self.weight_formats = lambda site, role: None  # storage formats (codegen/storage.py)
 
     @staticmethod
     def _name_symbols(symbols) -> dict:

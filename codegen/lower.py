@@ -52,7 +52,8 @@ class ClassBuilder:
         self.title = title
         self.description = description
         self.formula = formula
-        self.members = Members(RESERVED_ATTRIBUTES | set(gen.symbol_names.values()))
+        self.members = Members(RESERVED_ATTRIBUTES | set(gen.symbol_names.values()),
+                               formats=gen.weight_formats)
         self.sizes = SizeCodes(gen)
         self.needs_quant = False  # this class rounds (emulate mode)
         self.passes_quant = False  # a submodule rounds

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ncdc.ir.morphisms import Broadcasted
+from ncdc.ir.weight_formats import weight_lead
 
 from .classinfo import INDENT, Param, Sub
 from .names import Namer, string_literal
@@ -37,8 +38,10 @@ def empty(shape: list[str], dtype: str | None = None) -> str:
 class Members:
     """Attributes of a class in the order they are made (IR pre-order)."""
 
-    def __init__(self, taken=()):
+    def __init__(self, taken=(), formats=None):
         self.attrs = Namer(taken)
+        self.formats = formats or (lambda site, role: None)  # (site, role) -> storage format
+        self.stored: dict[str, str] = {}  # code reading a stored weight -> its StoredWeight
         self.init_lines: list[str] = []  # __init__ statements after the sizes
         self.reset_lines: list[str] = []  # reset_parameters statements
         self.items: list = []  # Param and Sub, in order
@@ -52,6 +55,16 @@ class Members:
         ``layout``: a Linear weight stored as ``[out, in]`` (see :meth:`add_linear`)."""
         attr = self.attrs.fresh(base)
         p = f"self.{attr}"
+        fmt = self.formats(site, role) if learned else None
+        if fmt is not None:  # held in a storage format, dequantized where it is read
+            dims = "(" + ", ".join(shape) + ("," if len(shape) == 1 else "") + ")"
+            lead = 0 if layout else weight_lead(site, role)  # [out, in]: runs along in
+            self.init_lines.append(INDENT * 2 + f"{p} = StoredWeight({dims}, {fmt!r}, "
+                                   f"lead={lead})")
+            self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
+            self.items.append(Param(attr, site, role, layout, format=fmt))
+            self.stored[f"{p}.dequantize()"] = p
+            return f"{p}.dequantize()"
         if learned:
             self.init_lines.append(INDENT * 2 + f"{p} = nn.Parameter({empty(shape, dtype)})")
         else:
@@ -67,11 +80,16 @@ class Members:
         interpreter's ``[in..., out...]`` flattened to ``[out, in]`` (and its bias to
         ``[out]``): the layout ``F.linear`` consumes, so no call copies it."""
         attr = self.attrs.fresh(base)
-        self.init_lines.append(INDENT * 2 + f"self.{attr} = Linear({in_features}, {out_features}"
-                               f"{'' if bias else ', bias=False'})")
-        self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out)))
+        w_fmt = self.formats(site, "weight")
+        b_fmt = self.formats(site, "bias") if bias else None
+        stored = "".join(f", {k}_format={f!r}" for k, f in (("weight", w_fmt), ("bias", b_fmt))
+                         if f is not None)
+        self.init_lines.append(INDENT * 2 + f"self.{attr} = {'StoredLinear' if stored else 'Linear'}"
+                               f"({in_features}, {out_features}{'' if bias else ', bias=False'}"
+                               f"{stored})")
+        self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out), w_fmt))
         if bias:
-            self.items.append(Param(f"{attr}.bias", site, "bias", (0, n_out)))
+            self.items.append(Param(f"{attr}.bias", site, "bias", (0, n_out), b_fmt))
         return f"self.{attr}"
 
     def add_table(self, base: str, shape: list[str], value: str) -> str:

@@ -31,7 +31,7 @@ RESERVED_ATTRIBUTES = frozenset({
 }) | frozenset(name for name in dir(__import__("torch").nn.Module) if not name.startswith("__"))
 
 
-PRELUDES = ("linear", "quant", "views", "pairs", "fixed")
+PRELUDES = ("linear", "storage", "quant", "views", "pairs", "fixed")
 """The modules of ``codegen/prelude`` that may be pasted into a generated file."""
 
 

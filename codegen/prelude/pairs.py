@@ -144,12 +144,14 @@ grouped_matmul = _define_grouped_matmul()
 def pairwise_matmul(x, weight, dim, pairs):
     """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``. ``x`` is
     ``[pairs, *inner]``; ``weight`` holds the inner dims first, then the output dims, the sparse
-    axis at ``dim`` among them."""
+    axis at ``dim`` among them. A weight held in a storage format (``StoredWeight``) is
+    dequantized one slot at a time, or whole in the static form."""
     inner = x.shape[1:]
     out_shape = weight.select(dim, 0).shape[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
     if isinstance(pairs[2], torch.Tensor):
-        out = grouped_matmul(rows, weight, dim, pairs[1])
+        dense = weight if isinstance(weight, torch.Tensor) else weight.dequantize()
+        out = grouped_matmul(rows, dense, dim, pairs[1])
     else:
         out = _slot_products(rows, weight, dim, pairs[1], pairs[2])
     return out.reshape(x.shape[0], *out_shape)

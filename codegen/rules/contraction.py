@@ -164,6 +164,7 @@ def embedding(ctx):
                           plain_title(ctx.op.label or base))
     else:
         table = ctx.param(base, "table", shape, normal)
+        table = ctx.cb.members.stored.get(table, table)  # stored: only the rows looked up
     o = ctx.ops[0]
     labels = o.labels + out_labels
     var = ctx.bind(f"{base[:-6]}_rows", f"{table}[{o.expr}]", labels)

@@ -15,6 +15,7 @@ from .common import (
     add_reading_arg,
     add_size_args,
     add_spec_args,
+    add_weights_arg,
     bind_from_args,
     emit_json,
     load_spec,
@@ -52,6 +53,7 @@ def add_parser(subparsers) -> None:
                         "inputs and weights rounded to it on both sides, each block fed the "
                         "inputs the model gives it, tolerance estimated per block from the "
                         "dtype (codegen/tolerance.py); emulate: identical (default: float64)")
+    add_weights_arg(p)
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="random draws per block (default: 1)")
     add_incremental_arguments(p)
@@ -151,6 +153,9 @@ def run(args) -> int:
 
     if args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}: at least one draw per block")
+    from ncdc.interpreter.storage_policy import StoragePolicy
+
+    policy = StoragePolicy.parse(args.weights)
     if args.incremental:
         return run_incremental(args, targets)
     spec = load_spec(args)
@@ -182,6 +187,7 @@ def run(args) -> int:
                 progress.show(k, label)
             r = check_morphism(m, env, name=label, quant=args.quant, dtype=args.dtype,
                                seeds=args.seeds, cache=cache, key=key, reading=args.reading,
+                               weights=policy if policy.rules else None,
                                **_fed(recorded, m, args))
             dom, cod = _shapes(m.dom, env), _shapes(m.cod, env)
             rows.append({"block": label, "json_path": r.path, "ok": r.ok,

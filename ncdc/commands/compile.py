@@ -11,6 +11,7 @@ from .common import (
     add_reading_arg,
     add_size_args,
     add_spec_args,
+    add_weights_arg,
     bind_from_args,
     emit_json,
     load_spec,
@@ -28,6 +29,7 @@ def add_parser(subparsers) -> None:
     add_reading_arg(p)
     add_quant_arg(p, help="default of the generated modules' quant switch: exact or emulate "
                           "(default: exact)")
+    add_weights_arg(p)
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write the source to FILE.py (default: standard output; with --json, "
                         "the source is in the JSON object)")
@@ -42,8 +44,11 @@ def target(spec, block: str | None):
 
 
 def run(args) -> int:
+    from ncdc.interpreter.storage_policy import StoragePolicy
+
     from ncdc import codegen
 
+    policy = StoragePolicy.parse(args.weights)
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     morphism = target(spec, args.block)
@@ -51,7 +56,8 @@ def run(args) -> int:
     stem = os.path.splitext(os.path.basename(spec.source))[0]
     g = codegen.generate(morphism, binding.env, quant=args.quant,
                          module_name=None if args.block else stem,
-                         source_name=os.path.basename(spec.source), reading=args.reading)
+                         source_name=os.path.basename(spec.source), reading=args.reading,
+                         weights=policy if policy.rules else None)
     took = time.perf_counter() - t0
     if args.output:
         with open(args.output, "w", encoding="utf-8") as fh:
@@ -59,7 +65,8 @@ def run(args) -> int:
     info = {"output": args.output, "class": g.class_name,
             "classes": g.source.count("\nclass "), "parameters": len(g.param_keys),
             "lines": len(g.source.splitlines()), "seconds": took,
-            "preset": args.preset or "tiny", "quant": args.quant}
+            "preset": args.preset or "tiny", "quant": args.quant,
+            "weights": [f"{r.pattern}={r.format}" for r in policy.rules]}
     if args.json:
         emit_json({**info, "source": None if args.output else g.source})
         return 0
