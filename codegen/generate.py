@@ -100,7 +100,8 @@ def _prelude(name: str) -> tuple[list[str], str]:
         start = node.lineno if start is None else start
     lines = text.splitlines()
     body = "\n".join(lines[start - 1:]).rstrip() + "\n"
-    return imports, body
+    # names a prelude reads from the generated file (PARAM_KEYS) are defined once pasted
+    return imports, body.replace("  # noqa: F821", "")
 
 
 PRELUDE_TITLES = {
@@ -109,6 +110,7 @@ PRELUDE_TITLES = {
     "views": "affine reads and writes of trailing dims",
     "pairs": "arrays on a sparse axis at its live pairs only",
     "fixed": "fixed arrays: computed by rule, or data the user supplies",
+    "distributed": "sharding over several processes (experts, FSDP2)",
 }
 
 
@@ -228,8 +230,9 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("linear", "quant", "views", "pairs", "fixed"):
-        if name in gen.prelude:
+    wanted = set(gen.prelude) | ({"distributed"} if keys else set())
+    for name in ("linear", "quant", "views", "pairs", "fixed", "distributed"):
+        if name in wanted:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
                               "verbatim ----\n\n\n" + code)
@@ -257,6 +260,8 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]
     imports.append("")
     imports.append("import torch")
+    if "dist" in used:
+        imports.append("import torch.distributed as dist")
     if "F" in used:
         imports.append("import torch.nn.functional as F")
     imports.append("from torch import nn")
