@@ -1,0 +1,202 @@
+"""Generated modules on several local processes: a launcher and the sharded forward.
+
+:func:`launch` runs a function on ``nproc`` spawned processes, each in a process group (gloo on
+CPU, NCCL when every rank has a GPU) on a free local port, within a time limit: on a failure or
+the deadline every rank is killed, and the group is always destroyed in a rank that returns.
+:func:`sharded_run` is the rank's work for ``ncdc run --nproc N`` and the tests: the generated
+source is executed, its root class built on the meta device, sharded with the file's own
+``shard`` (experts by ``shard_experts``, dense parameters by FSDP2), allocated, and each rank
+loads only its part of the interpreter-keyed weights (``load_shard``); the inputs' leading
+(batch) dim is split over the ranks (unevenly if it must: a rank may have none), the forward runs
+and rank 0 gathers the outputs. With ``probes`` it also takes one backward pass of the loss
+``sum(output * probe)`` (each rank its rows; the sum over ranks is the single-process loss) and
+gathers every parameter's whole gradient.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import socket
+import tempfile
+import time
+import traceback
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def batch_bounds(n: int, world: int) -> list[int]:
+    """Where each rank's rows of a batch of ``n`` start, and the end (contiguous, uneven when
+    ``world`` does not divide ``n``)."""
+    return [n * r // world for r in range(world + 1)]
+
+
+def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
+               out: str, timeout: float) -> None:
+    import torch.distributed as dist
+
+    result: dict = {}
+    try:
+        if backend == "nccl":
+            import torch
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=timeout))
+        try:
+            result = {"value": fn(rank, world, *args)}
+        finally:
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - reported to the parent, which raises
+        result = {"error": traceback.format_exc()}
+    with open(out, "wb") as f:
+        pickle.dump(result, f)
+
+
+def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None) -> list:
+    """``[fn(rank, nproc, *args) for every rank]``, each run in its own spawned process inside
+    an initialised default process group. ``fn`` and ``args`` must pickle (``fn`` a module-level
+    function). Raises RuntimeError with the first rank's traceback if a rank fails, and
+    TimeoutError (every rank killed) past ``timeout`` seconds."""
+    import torch
+
+    if nproc < 1:
+        raise ValueError("nproc must be at least 1")
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= nproc \
+            else "gloo"
+    ctx = multiprocessing.get_context("spawn")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="ncdc-ranks-") as tmp:
+        outs = [os.path.join(tmp, f"rank{r}.pkl") for r in range(nproc)]
+        procs = [ctx.Process(target=_rank_main, daemon=True,
+                             args=(fn, r, nproc, port, backend, args, outs[r], timeout))
+                 for r in range(nproc)]
+        deadline = time.monotonic() + timeout
+        try:
+            for p in procs:
+                p.start()
+            while any(p.is_alive() for p in procs):
+                failed = [p for p in procs if p.exitcode not in (None, 0)]
+                if failed or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                if p.pid is not None:
+                    p.join(5)
+        results = []
+        for r, path in enumerate(outs):
+            if not Path(path).exists():
+                results.append({"error": f"rank {r} ended without a result "
+                                         f"(exit code {procs[r].exitcode})"})
+                continue
+            with open(path, "rb") as f:
+                results.append(pickle.load(f))
+    errors = [(r, res["error"]) for r, res in enumerate(results) if "error" in res]
+    if errors:
+        first = next(((r, e) for r, e in errors if "without a result" not in e), errors[0])
+        if time.monotonic() > deadline and "without a result" in first[1]:
+            raise TimeoutError(f"{nproc} ranks did not finish within {timeout:g} s")
+        raise RuntimeError(f"rank {first[0]} failed:\n{first[1]}")
+    return [res["value"] for res in results]
+
+
+def sharded_run(rank: int, world: int, job: dict) -> dict:
+    """One rank of a sharded forward (and, with ``job["probes"]``, backward) of generated code.
+
+    ``job``: ``source`` (the generated file), ``class_name``, ``kwargs`` (constructor),
+    ``dtype`` (a torch dtype name), ``params`` (interpreter key -> array, or a weights file
+    path), ``inputs`` (arrays sharing a leading batch dim that is split over the ranks),
+    optional ``probes`` (one array per output, shaped like it) and ``count_exchange`` (count
+    the bytes the expert exchange sends). Rank 0's result holds ``outputs`` (whole) and, with
+    probes, ``grads`` (state_dict key -> whole gradient); every rank's holds
+    ``param_bytes`` (what it allocated for parameters) and ``exchange_bytes``.
+    """
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from ncdc.codegen.generate import load_module
+
+    device = torch.device("cuda", torch.cuda.current_device()) \
+        if dist.get_backend() == "nccl" else torch.device("cpu")
+    dtype = getattr(torch, job["dtype"])
+    mod = load_module(job["source"])
+    sent = [0]
+    if job.get("count_exchange"):
+        exchange = mod._exchange
+
+        def counted(x, out_sizes, in_sizes, group):
+            sent[0] += x.element_size() * x.numel()
+            return exchange(x, out_sizes, in_sizes, group)
+        mod._exchange = counted
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype in (torch.float32, torch.float64) else old)
+    try:
+        with torch.device("meta"):
+            model = getattr(mod, job["class_name"])(**job.get("kwargs", {})).to(dtype)
+    finally:
+        torch.set_default_dtype(old)
+    mesh = init_device_mesh(device.type, (world,))
+    mod.shard(model, mesh)
+    model.to_empty(device=device)
+    with torch.no_grad(), warnings.catch_warnings():
+        # buffers (tables) and anything the weights do not cover; the weights overwrite the
+        # random draws, so DTensor's caveat about random numbers on CPU meshes does not apply
+        warnings.filterwarnings("ignore", "DTensor random operators")
+        for m in model.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+    params = job["params"]
+    if isinstance(params, (str, Path)):
+        from ncdc.interpreter.weights import load_params
+        params = load_params(params)
+    mod.load_shard(model, params)
+    from torch.distributed.tensor import DTensor
+    param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
+                      for p in model.parameters())
+    inputs = [np.asarray(x) for x in job["inputs"]]
+    bounds = batch_bounds(inputs[0].shape[0], world) if inputs else [0] * (world + 1)
+    lo, hi = bounds[rank], bounds[rank + 1]
+    mine = [torch.as_tensor(x[lo:hi]).to(device) for x in inputs]
+    mine = [x.to(dtype) if x.is_floating_point() else x for x in mine]
+    probes = job.get("probes")
+    with contextlib.nullcontext() if probes else torch.no_grad():
+        outs = model(*mine)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    result = {"param_bytes": param_bytes, "exchange_bytes": sent[0]}
+    if probes:
+        loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
+                   for y, p in zip(outs, probes) if y.is_floating_point())
+        loss.backward()
+        grads = mod.gather_full(model, grads=True)
+        if rank == 0:
+            result["grads"] = {k: None if g is None else g.detach().cpu().numpy()
+                               for k, g in grads.items()}
+    local = [y.detach().cpu().numpy() for y in outs]
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object(local, gathered, dst=0)
+    if rank == 0:
+        result["outputs"] = [np.concatenate([g[k] for g in gathered]) for k in range(len(local))]
+    return result
+
+
+def sharded_runs(rank: int, world: int, jobs: list) -> list:
+    """:func:`sharded_run` for every job, in order, in the same process group."""
+    return [sharded_run(rank, world, job) for job in jobs]
+
+
+__all__ = ["batch_bounds", "free_port", "launch", "sharded_run", "sharded_runs"]
