@@ -41,7 +41,7 @@ def batch_bounds(n: int, world: int) -> list[int]:
 
 
 def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
-               out: str, timeout: float) -> None:
+               out: str, timeout: float, threads: int) -> None:
     import torch.distributed as dist
 
     result: dict = {}
@@ -49,6 +49,8 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
         if backend == "nccl":
             import torch
             torch.cuda.set_device(rank % torch.cuda.device_count())
+        import torch
+        torch.set_num_threads(threads)
         dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=world, timeout=timedelta(seconds=timeout))
         try:
@@ -61,9 +63,11 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
         pickle.dump(result, f)
 
 
-def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None) -> list:
+def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None,
+           threads: int | None = None) -> list:
     """``[fn(rank, nproc, *args) for every rank]``, each run in its own spawned process inside
-    an initialised default process group. ``fn`` and ``args`` must pickle (``fn`` a module-level
+    an initialised default process group, with ``threads`` torch threads (default: the cores
+    shared out, at least one). ``fn`` and ``args`` must pickle (``fn`` a module-level
     function). Raises RuntimeError with the first rank's traceback if a rank fails, and
     TimeoutError (every rank killed) past ``timeout`` seconds."""
     import torch
@@ -73,12 +77,15 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
     if backend is None:
         backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= nproc \
             else "gloo"
+    if threads is None:
+        threads = max(1, (os.cpu_count() or 1) // nproc)
     ctx = multiprocessing.get_context("spawn")
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="ncdc-ranks-") as tmp:
         outs = [os.path.join(tmp, f"rank{r}.pkl") for r in range(nproc)]
         procs = [ctx.Process(target=_rank_main, daemon=True,
-                             args=(fn, r, nproc, port, backend, args, outs[r], timeout))
+                             args=(fn, r, nproc, port, backend, args, outs[r], timeout,
+                                   threads))
                  for r in range(nproc)]
         deadline = time.monotonic() + timeout
         try:
@@ -129,12 +136,18 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from ncdc.codegen.generate import load_module
+    clock = [time.perf_counter()]
+    seconds = {}
+
+    def lap(name):
+        now = time.perf_counter()
+        seconds[name] = now - clock[0]
+        clock[0] = now
 
     device = torch.device("cuda", torch.cuda.current_device()) \
         if dist.get_backend() == "nccl" else torch.device("cpu")
     dtype = getattr(torch, job["dtype"])
-    mod = load_module(job["source"])
+    mod = _load_source(job["source"])
     sent = [0]
     if job.get("count_exchange"):
         exchange = mod._exchange
@@ -150,8 +163,10 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
             model = getattr(mod, job["class_name"])(**job.get("kwargs", {})).to(dtype)
     finally:
         torch.set_default_dtype(old)
+    lap("build")
     mesh = init_device_mesh(device.type, (world,))
     mod.shard(model, mesh)
+    lap("shard")
     model.to_empty(device=device)
     with torch.no_grad(), warnings.catch_warnings():
         # buffers (tables) and anything the weights do not cover; the weights overwrite the
@@ -165,6 +180,7 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         from ncdc.interpreter.weights import load_params
         params = load_params(params)
     mod.load_shard(model, params)
+    lap("load")
     from torch.distributed.tensor import DTensor
     param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
                       for p in model.parameters())
@@ -177,11 +193,13 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     with contextlib.nullcontext() if probes else torch.no_grad():
         outs = model(*mine)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
-    result = {"param_bytes": param_bytes, "exchange_bytes": sent[0]}
+    lap("forward")
+    result = {"param_bytes": param_bytes, "exchange_bytes": sent[0], "seconds": seconds}
     if probes:
         loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
                    for y, p in zip(outs, probes) if y.is_floating_point())
         loss.backward()
+        lap("backward")
         grads = mod.gather_full(model, grads=True)
         if rank == 0:
             result["grads"] = {k: None if g is None else g.detach().cpu().numpy()
@@ -191,7 +209,21 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     dist.gather_object(local, gathered, dst=0)
     if rank == 0:
         result["outputs"] = [np.concatenate([g[k] for g in gathered]) for k in range(len(local))]
+    lap("gather")
     return result
+
+
+def _load_source(source: str):
+    """Generated source executed as a fresh module (without importing the compiler)."""
+    import sys
+    import types
+
+    name = f"ncdc_rank_module_{len([m for m in sys.modules if m.startswith('ncdc_rank_')])}"
+    mod = types.ModuleType(name)
+    mod.__file__ = f"<{name}>"
+    sys.modules[name] = mod
+    exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - ncdc's own output
+    return mod
 
 
 def sharded_runs(rank: int, world: int, jobs: list) -> list:
