@@ -129,7 +129,10 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     optional ``probes`` (one array per output, shaped like it) and ``count_exchange`` (count
     the bytes the expert exchange sends). Rank 0's result holds ``outputs`` (whole) and, with
     probes, ``grads`` (state_dict key -> whole gradient); every rank's holds
-    ``param_bytes`` (what it allocated for parameters) and ``exchange_bytes``.
+    ``param_bytes`` (what it allocated for parameters; ``expert_bytes`` of them in expert
+    slices), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
+    exchange; ``exchange_bytes_remote`` of them bound for other ranks) and ``seconds`` per
+    phase.
     """
     import numpy as np
     import torch
@@ -148,12 +151,14 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         if dist.get_backend() == "nccl" else torch.device("cpu")
     dtype = getattr(torch, job["dtype"])
     mod = _load_source(job["source"])
-    sent = [0]
+    sent = [0, 0]  # bytes handed to the expert exchange; of them, bytes for other ranks
     if job.get("count_exchange"):
         exchange = mod._exchange
 
         def counted(x, out_sizes, in_sizes, group):
-            sent[0] += x.element_size() * x.numel()
+            row = x.element_size() * (x[0].numel() if x.shape[0] else 0)
+            sent[0] += row * x.shape[0]
+            sent[1] += row * (x.shape[0] - in_sizes[dist.get_rank(group)])
             return exchange(x, out_sizes, in_sizes, group)
         mod._exchange = counted
     old = torch.get_default_dtype()
@@ -184,6 +189,8 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     from torch.distributed.tensor import DTensor
     param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
                       for p in model.parameters())
+    expert_bytes = sum(getattr(m, attr).nbytes for m in model.modules() if hasattr(m, "experts")
+                       for attr, _ in type(m).EXPERT_DIMS)
     inputs = [np.asarray(x) for x in job["inputs"]]
     bounds = batch_bounds(inputs[0].shape[0], world) if inputs else [0] * (world + 1)
     lo, hi = bounds[rank], bounds[rank + 1]
@@ -194,7 +201,8 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         outs = model(*mine)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     lap("forward")
-    result = {"param_bytes": param_bytes, "exchange_bytes": sent[0], "seconds": seconds}
+    result = {"param_bytes": param_bytes, "expert_bytes": expert_bytes, "rows": hi - lo,
+              "exchange_bytes": sent[0], "exchange_bytes_remote": sent[1], "seconds": seconds}
     if probes:
         loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
                    for y, p in zip(outs, probes) if y.is_floating_point())
