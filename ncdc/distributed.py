@@ -234,9 +234,101 @@ def _load_source(source: str):
     return mod
 
 
+def shard_built(built) -> None:
+    """Shard a module built on the meta device (``ncdc.checkpoint.module.build_meta``) over
+    every rank of the default group, before it is given memory, with the generated file's own
+    ``shard``."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    built.namespace.shard(built.module, init_device_mesh(device, (dist.get_world_size(),)))
+    built.sharded = True
+    # the weights overwrite reset_parameters' draws: DTensor's caveat about random numbers
+    # on CPU meshes does not apply
+    warnings.filterwarnings("ignore", "DTensor random operators")
+    del torch
+
+
+def split_batch(xs: list, lives: list, dom) -> tuple[list, list]:
+    """This rank's rows of inputs with a leading batch dim beyond their domain shape (the
+    same contiguous split for all, :func:`batch_bounds`); inputs without one are whole on
+    every rank (each rank then computes the same outputs)."""
+    import torch.distributed as dist
+
+    extra = [x.ndim - len(a.shape) for x, a in zip(xs, dom)]
+    if not xs or min(extra) < 1:
+        return xs, lives
+    rank, world = dist.get_rank(), dist.get_world_size()
+    n = max(x.shape[0] for x in xs)
+    lo, hi = batch_bounds(n, world)[rank], batch_bounds(n, world)[rank + 1]
+
+    def part(a):
+        return None if a is None else (a[lo:hi] if a.shape[0] == n else a)
+    return [part(x) for x in xs], [part(m) for m in lives]
+
+
+def _rank_of_plan(rank: int, world: int, plan):
+    """One rank of ``ncdc run --nproc``: the run; rank 0 returns it with every rank's outputs
+    joined along the batch (when split) and the largest peak memory, the others nothing."""
+    import numpy as np
+    import torch.distributed as dist
+
+    from ncdc.commands.run import run_rank
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "DTensor random operators")
+        res = run_rank(plan)
+    local = [(o.detach().cpu(), None if lv is None else lv.detach().cpu())
+             for o, lv in zip(res.outputs, res.lives)]
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object((local, res.peak), gathered, dst=0)
+    if rank != 0:
+        return None
+    import torch
+    if _splits(plan):
+        outs = [torch.cat([g[0][k][0] for g in gathered]) for k in range(len(local))]
+        lives = [None if local[k][1] is None else
+                 torch.cat([torch.as_tensor(g[0][k][1]).expand(g[0][k][0].shape)
+                            for g in gathered]) for k in range(len(local))]
+        res.outputs, res.lives = outs, lives
+    res.peak = max(int(np.int64(g[1])) for g in gathered)
+    res.blocks = list(res.blocks)
+    return res
+
+
+def _splits(plan) -> bool:
+    """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`split_batch`)."""
+    from ncdc.commands.run import _inputs
+
+    xs, _ = _inputs(plan)
+    return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom)) >= 1
+
+
+def run_sharded(plan, timeout: float = 3600.0):
+    """``ncdc run --nproc N``: ``plan`` on ``plan.nproc`` local ranks; rank 0's result."""
+    import dataclasses
+
+    if plan.model_specs is not None:  # a closure: evaluate it here, hand the ranks a list
+        plan = dataclasses.replace(plan, model_specs=_Given(plan.model_specs()))
+    return launch(_rank_of_plan, plan.nproc, plan, timeout=timeout)[0]
+
+
+class _Given:
+    """A picklable function returning the value it was given."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self):
+        return self.value
+
+
 def sharded_runs(rank: int, world: int, jobs: list) -> list:
     """:func:`sharded_run` for every job, in order, in the same process group."""
     return [sharded_run(rank, world, job) for job in jobs]
 
 
-__all__ = ["batch_bounds", "free_port", "launch", "sharded_run", "sharded_runs"]
+__all__ = ["batch_bounds", "free_port", "launch", "run_sharded", "shard_built", "sharded_run",
+           "sharded_runs", "split_batch"]

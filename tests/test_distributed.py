@@ -79,8 +79,11 @@ def _cases_2(spec):
 def _cases_4(spec):
     return {
         "layer0": _case(spec, "Sliding Window Layer", batch=5),
-        # 6 experts over 4 ranks (1, 2, 1, 2); 2 rows: ranks 0 and 2 have no tokens
-        "moe uneven": _case(spec, "Mixture of Experts", sizes={"e": 6}, batch=2),
+        # 6 experts over 4 ranks (1, 2, 1, 2)
+        "moe uneven": _case(spec, "Mixture of Experts", sizes={"e": 6}, batch=4),
+        # 2 rows over 4 ranks: ranks 0 and 2 have no tokens (forward only: see README)
+        "moe empty ranks": _case(spec, "Mixture of Experts", sizes={"e": 6}, batch=2,
+                                 grads=False),
         # 3 experts over 4 ranks: rank 0 holds none; static-shape pairs
         "moe static": _case(spec, "Mixture of Experts", sizes={"e": 3}, batch=5, static=True),
     }
@@ -139,7 +142,7 @@ def test_two_ranks_emulate_identical(two_ranks):
     _check(*results["layer0 emulate"], exact=True)
 
 
-@pytest.mark.parametrize("name", ["layer0", "moe uneven", "moe static"])
+@pytest.mark.parametrize("name", ["layer0", "moe uneven", "moe empty ranks", "moe static"])
 def test_four_ranks_match_one_process(four_ranks, name):
     results, _ = four_ranks
     _check(*results[name])
@@ -150,7 +153,7 @@ def test_experts_exchanged_only_for_routed_pairs(four_ranks):
     pairs per token, tokens x k x m x 8 bytes both ways, counted over the ranks."""
     results, _ = four_ranks
     ranks = results["moe uneven"][0]
-    tokens, m, k = 2, 64, 2  # tiny: m = 64, k = 2
+    tokens, m, k = 4, 64, 2  # tiny: m = 64, k = 2
     assert sum(r["exchange_bytes"] for r in ranks) == 2 * tokens * k * m * 8
 
 

@@ -60,6 +60,10 @@ def _exchange(x, out_sizes, in_sizes, group):
     if x.is_complex():
         return torch.view_as_complex(_exchange(torch.view_as_real(x), out_sizes, in_sizes,
                                                group))
+    if torch.is_grad_enabled() and not x.requires_grad:
+        # every rank must join the backward exchange, also one whose own rows need no
+        # gradient (no rows, or none reaching a parameter): a zero with a gradient joins it
+        x = x + x.new_zeros((), requires_grad=True)
     return wait_tensor(all_to_all_single_autograd(x.contiguous(), out_sizes, in_sizes,
                                                   group or dist.group.WORLD))
 
@@ -160,43 +164,54 @@ def shard(module, mesh, group=None):
     return module
 
 
-def load_shard(module, params):
-    """Copy this rank's part of arrays keyed like the reference interpreter (``params[key]``)
-    into a module sharded by ``shard``: FSDP shards and expert slices take their part of each
-    array, other parameters and buffers all of it."""
+def whole_shape(module, name):
+    """The shape of the whole tensor ``name`` (a state_dict key) of a module sharded by
+    ``shard``: an FSDP shard's global shape, an expert slice's with the whole expert axis."""
+    path, _, attr = name.rpartition(".")
+    owner = module.get_submodule(path)
+    shape = list(getattr(owner, attr).shape)
+    dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
+    if dim is not None and hasattr(owner, "experts"):
+        shape[dim] = owner.experts.n
+    return tuple(shape)
+
+
+def copy_part(module, name, value):
+    """Copy this rank's part of ``value`` (the whole tensor ``name``, laid out as the module
+    holds it) into a module sharded by ``shard``: an expert slice takes its experts, an FSDP
+    shard its rows, any other tensor all of it."""
     from torch.distributed.tensor import DTensor, distribute_tensor
+    path, _, attr = name.rpartition(".")
+    owner = module.get_submodule(path)
+    target = getattr(owner, attr)
+    if tuple(value.shape) != whole_shape(module, name):
+        raise ValueError(f"{name}: shape {tuple(value.shape)}, expected "
+                         f"{whole_shape(module, name)}")
+    dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
+    if dim is not None and hasattr(owner, "experts"):
+        value = value.narrow(dim, owner.experts.lo, owner.experts.hi - owner.experts.lo)
+    if isinstance(target, DTensor):
+        value = distribute_tensor(value.to(target.dtype), target.device_mesh,
+                                  target.placements, src_data_rank=None).to_local()
+        target = target.to_local()
+    with torch.no_grad():
+        target.copy_(value.to(target.dtype))
+
+
+def load_shard(module, params):
+    """``load_interpreter_params`` for a module sharded by ``shard``: each rank copies only
+    its part of every array keyed like the reference interpreter (``params[key]``)."""
     # PARAM_KEYS and PARAM_LAYOUT are the generated file's tables
     missing = [key for key in PARAM_KEYS.values() if key not in params]  # noqa: F821
     if missing:
         raise KeyError(f"no array for {missing[0]!r} ({len(missing)} missing)")
-    with torch.no_grad():
-        for name, key in PARAM_KEYS.items():  # noqa: F821
-            path, _, attr = name.rpartition(".")
-            owner = module.get_submodule(path)
-            target = getattr(owner, attr)
-            value = torch.as_tensor(params[key])
-            layout = PARAM_LAYOUT.get(name)  # noqa: F821
-            if layout is not None:  # [in..., out...] -> nn.Linear's [out, in] (bias: [out])
-                n_in, _ = layout
-                rows = target.shape[0]
-                value = value.reshape(-1, rows).T if n_in else value.reshape(-1)
-            dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
-            if dim is not None and hasattr(owner, "experts"):
-                if value.shape[dim] != owner.experts.n:
-                    raise ValueError(f"{key}: {value.shape[dim]} experts, expected "
-                                     f"{owner.experts.n}")
-                value = value.narrow(dim, owner.experts.lo, owner.experts.hi - owner.experts.lo)
-            if isinstance(target, DTensor):
-                if tuple(value.shape) != tuple(target.shape):
-                    raise ValueError(f"{key}: shape {tuple(value.shape)}, expected "
-                                     f"{tuple(target.shape)}")
-                value = distribute_tensor(value.to(target.dtype), target.device_mesh,
-                                          target.placements, src_data_rank=None).to_local()
-                target = target.to_local()
-            if tuple(value.shape) != tuple(target.shape):
-                raise ValueError(f"{key}: shape {tuple(value.shape)}, expected "
-                                 f"{tuple(target.shape)}")
-            target.copy_(value.to(target.dtype))
+    for name, key in PARAM_KEYS.items():  # noqa: F821
+        value = torch.as_tensor(params[key])
+        layout = PARAM_LAYOUT.get(name)  # noqa: F821
+        if layout is not None:  # [in..., out...] -> nn.Linear's [out, in] (bias: [out])
+            rows = whole_shape(module, name)[0]
+            value = value.reshape(-1, rows).T if layout[0] else value.reshape(-1)
+        copy_part(module, name, value)
     for m in module.modules():
         if hasattr(m, "data_missing"):
             m.data_missing = False

@@ -33,6 +33,12 @@ class Built:
 
     @property
     def namespace(self):
+        # the generated file (a module wrapped by FSDP2's fully_shard has a subclass of its
+        # class, defined elsewhere)
+        for cls in type(self.module).__mro__:
+            mod = sys.modules.get(cls.__module__)
+            if hasattr(mod, "PARAM_KEYS"):
+                return mod
         return sys.modules[type(self.module).__module__]
 
 
@@ -156,6 +162,7 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
             raise CheckpointError(f"{len(missing)} learned array(s) not in the weights: "
                                   f"{listing(missing)}")
     module = built.module
+    sharded = getattr(built, "sharded", False)
     module.to_empty(device="cpu")
     report = LoadReport(prefix=prefix, synthetic=synthetic)
     torch.manual_seed(seed)
@@ -179,9 +186,13 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
             if fmt is not None and spec is not None and spec.learned and \
                     target.is_floating_point() and not value.is_complex():
                 value = _held(value, spec, fmt)
-            value = to_module_layout(value, tuple(target.shape), layouts.get(name), key, where)
+            whole = ns.whole_shape(module, name) if sharded else tuple(target.shape)
+            value = to_module_layout(value, whole, layouts.get(name), key, where)
             _check_kind(value, target, key, where)
-            target.copy_(value)
+            if sharded:  # this rank's part only (codegen/prelude/distributed.py)
+                ns.copy_part(module, name, value)
+            else:
+                target.copy_(value)
             report.loaded += 1
             report.loaded_bytes += target.numel() * target.element_size()
             del value
