@@ -61,6 +61,8 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
         result = {"error": traceback.format_exc()}
     with open(out, "wb") as f:
         pickle.dump(result, f)
+    if "error" in result:  # the launcher stops every rank at once
+        raise SystemExit(1)
 
 
 def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None,

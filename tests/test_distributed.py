@@ -62,7 +62,7 @@ def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static
                      for k, p in module.named_parameters()}
     job = {"source": source, "class_name": type(module).__name__, "kwargs": kwargs,
            "dtype": "float64", "params": dict(run.params), "inputs": inputs,
-           "probes": probes if grads else None}
+           "probes": probes if grads else None, "count_exchange": True}
     param_bytes = sum(p.nbytes for p in module.parameters())
     return job, [y.detach().numpy() for y in outs], ref_grads, param_bytes
 
@@ -81,9 +81,8 @@ def _cases_4(spec):
         "layer0": _case(spec, "Sliding Window Layer", batch=5),
         # 6 experts over 4 ranks (1, 2, 1, 2)
         "moe uneven": _case(spec, "Mixture of Experts", sizes={"e": 6}, batch=4),
-        # 2 rows over 4 ranks: ranks 0 and 2 have no tokens (forward only: see README)
-        "moe empty ranks": _case(spec, "Mixture of Experts", sizes={"e": 6}, batch=2,
-                                 grads=False),
+        # 2 rows over 4 ranks: ranks 0 and 2 have no tokens
+        "moe empty ranks": _case(spec, "Mixture of Experts", sizes={"e": 6}, batch=2),
         # 3 experts over 4 ranks: rank 0 holds none; static-shape pairs
         "moe static": _case(spec, "Mixture of Experts", sizes={"e": 3}, batch=5, static=True),
     }
@@ -97,9 +96,39 @@ def _launch(cases, nproc):
     return {n: ([r[i] for r in results], *cases[n][1:]) for i, n in enumerate(names)}, elapsed
 
 
+def _jobs_and_plan(rank, world, jobs, plan):
+    """The test jobs, then one ``ncdc run --nproc`` rank of ``plan``."""
+    from ncdc.distributed import _rank_of_plan
+
+    return sharded_runs(rank, world, jobs), _rank_of_plan(rank, world, plan)
+
+
+def _run_plan(spec, tmp, nproc):
+    """A RankPlan as ``ncdc run --block "Mixture of Experts" --params P --inputs I --dtype
+    float64 --nproc N`` makes it: a weights file and a batch of 5 inputs."""
+    from ncdc.commands.run import RankPlan
+
+    site = spec.site("Mixture of Experts")
+    run = ncdc.interpret(site.node, env=spec.bind("tiny").env)
+    params, inputs = tmp / "moe_params.npz", tmp / "moe_inputs.npz"
+    np.savez(params, **{k: np.asarray(v) for k, v in dict(run.params).items()})
+    x = np.random.default_rng(3).standard_normal((5, *run.dom_shapes()[0]))
+    np.savez(inputs, in0=x)
+    return RankPlan(site.node, run.env, str(params), dtype="float64", inputs=str(inputs),
+                    nproc=nproc)
+
+
 @pytest.fixture(scope="module")
-def two_ranks(bundled):
-    return _launch(_cases_2(bundled), 2)
+def two_ranks(bundled, tmp_path_factory):
+    cases = _cases_2(bundled)
+    plan = _run_plan(bundled, tmp_path_factory.mktemp("run"), 2)
+    names = list(cases)
+    started = time.monotonic()
+    results = launch(_jobs_and_plan, 2, [cases[n][0] for n in names], plan,
+                     timeout=LAUNCH_TIMEOUT)
+    elapsed = time.monotonic() - started
+    jobs = {n: ([r[0][i] for r in results], *cases[n][1:]) for i, n in enumerate(names)}
+    return jobs, elapsed, plan, results[0][1]
 
 
 @pytest.fixture(scope="module")
@@ -133,12 +162,12 @@ def _check(ranks, ref_outs, ref_grads, single_bytes, exact=False):
 
 @pytest.mark.parametrize("name", ["layer0", "prefix"])
 def test_two_ranks_match_one_process(two_ranks, name):
-    results, _ = two_ranks
+    results = two_ranks[0]
     _check(*results[name])
 
 
 def test_two_ranks_emulate_identical(two_ranks):
-    results, _ = two_ranks
+    results = two_ranks[0]
     _check(*results["layer0 emulate"], exact=True)
 
 
@@ -203,3 +232,19 @@ def test_launch_is_bounded_and_leaves_no_process():
         launch(_sleep, 2, timeout=3)
     assert time.monotonic() - started < 30
     assert set(multiprocessing.active_children()) <= before
+
+
+def test_ncdc_run_nproc_matches_one_process(two_ranks):
+    """``ncdc run --nproc 2``'s rank work (build on meta, shard, load each rank's part from
+    the weights file, split the batch, gather on rank 0) against the same plan on one
+    process."""
+    import dataclasses
+
+    from ncdc.commands.run import run_rank
+
+    _, _, plan, sharded = two_ranks
+    single = run_rank(dataclasses.replace(plan, nproc=1))
+    assert len(sharded.outputs) == len(single.outputs) == 1
+    got, ref = sharded.outputs[0].numpy(), single.outputs[0].detach().numpy()
+    assert got.shape == ref.shape == (5, 64)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)

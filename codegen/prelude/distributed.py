@@ -106,8 +106,13 @@ def _on_owners(module, experts, *args, **kwargs):
     counts = torch.bincount(local, minlength=experts.hi - experts.lo).tolist()
     outs = type(module).forward(module, *got, (grouped, local.index_select(0, grouped), counts),
                                 **kwargs)
+    # an exact 0 that depends on every received array: the backward exchange of the inputs
+    # then runs on every rank, also where no pair arrived (its results depend on nothing)
+    link = sum(g[:0].sum() for g in got if g.requires_grad)
     results = []
     for y in outs if isinstance(outs, tuple) else (outs,):
+        if torch.is_tensor(link) and y.is_floating_point():
+            y = y + link
         y = torch.zeros_like(y).index_copy(0, grouped, y)  # in the order received
         y = _exchange(y, send, recv, experts.group)
         y = torch.zeros_like(y).index_copy(0, order, y)  # in the caller's pair order
