@@ -230,9 +230,8 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    wanted = set(gen.prelude) | ({"distributed"} if keys else set())
-    for name in ("linear", "quant", "views", "pairs", "fixed", "distributed"):
-        if name in wanted:
+    for name in ("linear", "quant", "views", "pairs", "fixed"):
+        if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
                               "verbatim ----\n\n\n" + code)
@@ -255,6 +254,10 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     body_parts.append("\n".join(layout_lines) + "\n" if layouts else
                       "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
     body_parts.append(LOADER)
+    if keys:  # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
+        _, code = _prelude("distributed")
+        body_parts.append(f"# ---- {PRELUDE_TITLES['distributed']}: codegen/prelude/"
+                          "distributed.py, verbatim ----\n\n\n" + code)
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]

@@ -1,5 +1,5 @@
-"""Running a generated module on several processes with torch.distributed (pasted into generated
-files that hold parameters).
+"""Running a generated module on several processes with torch.distributed (pasted at the end of
+generated files that hold parameters).
 
 Build on the meta device, shard, then allocate, so that no rank ever holds the whole model::
 
@@ -54,7 +54,7 @@ class ExpertSlice:
 def _exchange(x, out_sizes, in_sizes, group):
     """``all_to_all_single`` of the rows of ``x`` (differentiable): ``in_sizes[r]`` rows go to
     rank ``r``, ``out_sizes[r]`` come from it."""
-    from torch.distributed._functional_collectives import all_to_all_single_autograd, wait_tensor
+    import torch.distributed._functional_collectives as funcol
     if x.dtype == torch.bool:
         return _exchange(x.to(torch.uint8), out_sizes, in_sizes, group).bool()
     if x.is_complex():
@@ -64,8 +64,8 @@ def _exchange(x, out_sizes, in_sizes, group):
         # every rank must join the backward exchange, also one whose own rows need no
         # gradient (no rows, or none reaching a parameter): a zero with a gradient joins it
         x = x + x.new_zeros((), requires_grad=True)
-    return wait_tensor(all_to_all_single_autograd(x.contiguous(), out_sizes, in_sizes,
-                                                  group or dist.group.WORLD))
+    return funcol.wait_tensor(funcol.all_to_all_single_autograd(
+        x.contiguous(), out_sizes, in_sizes, group or dist.group.WORLD))
 
 
 def _rows(x, rank, lead):
@@ -206,7 +206,7 @@ def copy_part(module, name, value):
 def load_shard(module, params):
     """``load_interpreter_params`` for a module sharded by ``shard``: each rank copies only
     its part of every array keyed like the reference interpreter (``params[key]``)."""
-    # PARAM_KEYS and PARAM_LAYOUT are the generated file's tables
+    # PARAM_KEYS and PARAM_LAYOUT are the generated file's tables, above this code
     missing = [key for key in PARAM_KEYS.values() if key not in params]  # noqa: F821
     if missing:
         raise KeyError(f"no array for {missing[0]!r} ({len(missing)} missing)")
