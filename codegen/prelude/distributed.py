@@ -35,20 +35,19 @@ def expert_bounds(n, world):
     return [n * r // world for r in range(world + 1)]
 
 
-class ExpertSlice:
-    """One rank's slice ``[lo, hi)`` of an expert axis of ``n``, and the group sharing it."""
+def expert_slice(n, group=None):
+    """This rank's slice ``[lo, hi)`` of an expert axis of ``n`` (a dict: ``n``, ``lo``,
+    ``hi``, ``bounds``, ``rank``, ``world`` and the ``group`` that shares the axis)."""
+    rank, world = dist.get_rank(group), dist.get_world_size(group)
+    bounds = expert_bounds(n, world)
+    return {"n": n, "lo": bounds[rank], "hi": bounds[rank + 1], "bounds": bounds,
+            "rank": rank, "world": world, "group": group}
 
-    def __init__(self, n, group=None):
-        self.group = group
-        self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
-        self.n = n
-        self.bounds = expert_bounds(n, self.world)
-        self.lo, self.hi = self.bounds[self.rank], self.bounds[self.rank + 1]
 
-    def owner(self, slots):
-        """The rank holding each slot."""
-        inner = torch.tensor(self.bounds[1:-1], dtype=slots.dtype, device=slots.device)
-        return torch.searchsorted(inner, slots, right=True)
+def _owner(experts, slots):
+    """The rank holding each slot."""
+    inner = torch.tensor(experts["bounds"][1:-1], dtype=slots.dtype, device=slots.device)
+    return torch.searchsorted(inner, slots, right=True)
 
 
 def _exchange(x, out_sizes, in_sizes, group):
@@ -89,21 +88,21 @@ def _on_owners(module, experts, *args, **kwargs):
     if isinstance(third, torch.Tensor):  # static form: the dead pairs stay here, as 0
         kept = third.nonzero().squeeze(1)
         rows, slots = rows.index_select(0, kept), slots.index_select(0, kept)
-    owner = experts.owner(slots)
+    owner = _owner(experts, slots)
     order = torch.argsort(owner, stable=True)
-    send = torch.bincount(owner, minlength=experts.world)
+    send = torch.bincount(owner, minlength=experts["world"])
     recv = torch.empty_like(send)
-    dist.all_to_all_single(recv, send, group=experts.group)
+    dist.all_to_all_single(recv, send, group=experts["group"])
     send, recv = send.tolist(), recv.tolist()
     got_slots = torch.empty(sum(recv), dtype=slots.dtype, device=slots.device)
     dist.all_to_all_single(got_slots, slots.index_select(0, order).contiguous(), recv, send,
-                           group=experts.group)
+                           group=experts["group"])
     at = rows.index_select(0, order)
-    got = [_exchange(_rows(x, r, lead).index_select(0, at), recv, send, experts.group)
+    got = [_exchange(_rows(x, r, lead).index_select(0, at), recv, send, experts["group"])
            for x, r in zip(inputs, ranks)]
-    local = got_slots - experts.lo
+    local = got_slots - experts["lo"]
     grouped = torch.argsort(local, stable=True)
-    counts = torch.bincount(local, minlength=experts.hi - experts.lo).tolist()
+    counts = torch.bincount(local, minlength=experts["hi"] - experts["lo"]).tolist()
     outs = type(module).forward(module, *got, (grouped, local.index_select(0, grouped), counts),
                                 **kwargs)
     # an exact 0 that depends on every received array: the backward exchange of the inputs
@@ -114,7 +113,7 @@ def _on_owners(module, experts, *args, **kwargs):
         if torch.is_tensor(link) and y.is_floating_point():
             y = y + link
         y = torch.zeros_like(y).index_copy(0, grouped, y)  # in the order received
-        y = _exchange(y, send, recv, experts.group)
+        y = _exchange(y, send, recv, experts["group"])
         y = torch.zeros_like(y).index_copy(0, order, y)  # in the caller's pair order
         if kept is not None:
             y = y.new_zeros(total, *y.shape[1:]).index_copy(0, kept, y)
@@ -139,10 +138,10 @@ def shard_experts(module, group=None):
         sizes = {getattr(sub, attr).shape[dim] for sub, attr, dim in owners}
         if len(sizes) != 1:
             raise ValueError(f"{type(m).__name__}: expert axis of sizes {sorted(sizes)}")
-        experts = ExpertSlice(sizes.pop(), group)
+        experts = expert_slice(sizes.pop(), group)
         for sub, attr, dim in owners:
             p = getattr(sub, attr)
-            part = nn.Parameter(p.detach().narrow(dim, experts.lo, experts.hi - experts.lo)
+            part = nn.Parameter(p.detach().narrow(dim, experts["lo"], experts["hi"] - experts["lo"])
                                 .clone(), requires_grad=p.requires_grad)
             setattr(sub, attr, part)
             sub.experts = experts
@@ -177,7 +176,7 @@ def whole_shape(module, name):
     shape = list(getattr(owner, attr).shape)
     dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
     if dim is not None and hasattr(owner, "experts"):
-        shape[dim] = owner.experts.n
+        shape[dim] = owner.experts["n"]
     return tuple(shape)
 
 
@@ -194,7 +193,7 @@ def copy_part(module, name, value):
                          f"{whole_shape(module, name)}")
     dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
     if dim is not None and hasattr(owner, "experts"):
-        value = value.narrow(dim, owner.experts.lo, owner.experts.hi - owner.experts.lo)
+        value = value.narrow(dim, owner.experts["lo"], owner.experts["hi"] - owner.experts["lo"])
     if isinstance(target, DTensor):
         value = distribute_tensor(value.to(target.dtype), target.device_mesh,
                                   target.placements, src_data_rank=None).to_local()
@@ -245,12 +244,12 @@ def gather_full(module, grads=False):
 
 def _gather_slices(value, dim, experts):
     """The whole expert axis from every rank's slice of it (uneven slices allowed)."""
-    bounds, group = experts.bounds, experts.group
-    sizes = [bounds[r + 1] - bounds[r] for r in range(experts.world)]
+    bounds, group = experts["bounds"], experts["group"]
+    sizes = [bounds[r + 1] - bounds[r] for r in range(experts["world"])]
     width = max(sizes)
     pad = list(value.shape)
     pad[dim] = width - value.shape[dim]
     padded = torch.cat([value, value.new_zeros(pad)], dim).contiguous()
-    parts = [torch.empty_like(padded) for _ in range(experts.world)]
+    parts = [torch.empty_like(padded) for _ in range(experts["world"])]
     dist.all_gather(parts, padded, group=group)
     return torch.cat([p.narrow(dim, 0, size) for p, size in zip(parts, sizes)], dim)
