@@ -11,6 +11,7 @@ from ncdc.ir.params import repetitions
 from . import liveness
 from .classinfo import INDENT, shape_text
 from .escapes import ARGUMENT, NotCompact, escape
+from .experts import note_unsliceable
 from .names import attribute_name, comment_text, identifier
 from .pairs import Selection, leading_sparse_axis
 from .wires import Wire
@@ -39,6 +40,8 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     info, sel = None, None
     if reps == 1 and not lifted and site not in cb.excluded_sites:
         info, sel = _pairs_class(cb, block, wires)
+    if sel is not None and info.experts is None:
+        note_unsliceable(cb, sel, f"block {block.title!r} on the pairs cannot be sliced")
     if info is None:
         info = cb.gen.class_for(block, wires, cb.tape)
     if reps > 1:

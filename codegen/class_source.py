@@ -9,6 +9,7 @@ from ncdc.ir.names import plain_title
 from .boundary import default_lines
 from .classinfo import INDENT
 from .emit import drop_unused, fold_casts, fold_masks, return_directly, wrap_line
+from .experts import expert_attribute_lines
 from .names import check_docstring, comment_text, docstring, string_literal
 
 BASE = "Module"
@@ -47,6 +48,7 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     check_docstring(lit, INDENT, doc)
     lines.append(INDENT + lit)
     lines.append("")
+    lines.extend(expert_attribute_lines(cb))
     params = []
     for s in info.ctor_symbols:
         d = gen.default_of(s)

@@ -58,6 +58,7 @@ class ClassInfo:
     tape_after: dict = field(default_factory=dict)
     members: list = field(default_factory=list)
     pairs_outputs: tuple = ()  # per output: returned as a pairs array (pairs mode)
+    experts: tuple | None = None  # pairs mode: (EXPERT_DIMS, INPUT_RANKS) (codegen/experts.py)
 
 
 def shape_text(array: Array) -> str:

@@ -103,7 +103,8 @@ def _prelude(name: str) -> tuple[list[str], str]:
         start = node.lineno if start is None else start
     lines = text.splitlines()
     body = "\n".join(lines[start - 1:]).rstrip() + "\n"
-    return imports, body
+    # names a prelude reads from the generated file (PARAM_KEYS) are defined once pasted
+    return imports, body.replace("  # noqa: F821", "")
 
 
 PRELUDE_TITLES = {
@@ -114,6 +115,7 @@ PRELUDE_TITLES = {
     "pairs": "arrays on a sparse axis at its live pairs only",
     "fixed": "fixed arrays: computed by rule, or data the user supplies",
     "decoding": "decoding a few tokens at a time: prefill and step",
+    "distributed": "sharding over several processes (experts, FSDP2)",
 }
 
 
@@ -285,11 +287,17 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     body_parts.append("\n".join(layout_lines) + "\n" if layouts else
                       "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
     body_parts.append(stored_loader(LOADER) if "storage" in gen.prelude else LOADER)
+    if keys:  # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
+        _, code = _prelude("distributed")
+        body_parts.append(f"# ---- {PRELUDE_TITLES['distributed']}: codegen/prelude/"
+                          "distributed.py, verbatim ----\n\n\n" + code)
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]
     imports.append("")
     imports.append("import torch")
+    if "dist" in used:
+        imports.append("import torch.distributed as dist")
     if "F" in used:
         imports.append("import torch.nn.functional as F")
     imports.append("from torch import nn")

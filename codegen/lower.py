@@ -35,6 +35,7 @@ from .class_source import class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
 from .emit import FunctionWriter
 from .escapes import NotCompact, escape
+from .experts import expert_facts
 from .members import Members
 from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
 from .pairs import Selection, is_selection_mask
@@ -196,6 +197,8 @@ class ClassBuilder:
                 ret.append(w.live)
             info.outputs.append((w.array, w.static, w.full or self.lead_source is not None))
         info.pairs_outputs = tuple(pairs_outputs)
+        info.experts = expert_facts(self, [w.rank for w, live in zip(self.inputs, self.input_masks)
+                                           for _ in range(1 + (live is not None))])
         info.input_static = tuple(statics)
         info.tape_after = dict(self.tape)
         info.uses_tape = self.uses_tape

@@ -54,6 +54,7 @@ from ncdc.ir.operators import (
 from .ctx import Ctx
 from .emit import align_code
 from .escapes import ARGUMENT, NotCompact, PairsEscape, escape
+from .experts import note_expert_param, note_unsliceable
 from .names import comment_text
 from .operands import OpResult
 from .place import fusion_relabel, place
@@ -79,6 +80,10 @@ class Selection:
     pairs: str  # code of the (rows, slots, counts) tuple
     mask: str | None  # the mask variable the pairs were built from (None: a pairs argument)
     gathered: dict = field(default_factory=dict)
+    # a pairs argument (pairs mode): the parameters holding the axis, attribute -> its dim, and
+    # why the class cannot run on a slice of the axis (None: it can; codegen/experts.py)
+    expert_dims: dict = field(default_factory=dict)
+    unsliceable: str | None = None
 
     def take_rows(self, cb, expr: str, rank: int) -> str:
         """``expr`` (an array with the leading dims) at the row of every pair (memoised)."""
@@ -201,6 +206,7 @@ def _row_wise_operands(ctx) -> None:
             rest = [lab for lab in o.labels if lab != s]
             moved = align_code(o.expr, o.labels, [s] + rest)
             cb.gen.prelude.add("pairs")
+            note_unsliceable(cb, sel, "an array on the sparse axis read at the pairs")
             o.expr = ctx.bind((o.expr if o.expr.isidentifier() else "operand") + "_pairs",
                               f"take_pairs({moved}, {len(o.labels)}, {cb.lead()}, "
                               f"{sel.pairs})", [PAIRS] + rest, "at the pairs")
@@ -246,6 +252,9 @@ def linear_on_pairs(ctx):
     if b.operator.bias and q != 0:
         escape(origins, "a bias whose sparse axis is not its first")
     weight, bias, base = linear_params(ctx, in_labels, out_labels)
+    note_expert_param(cb, sel, weight, len(in_labels) + q)
+    if bias is not None:
+        note_expert_param(cb, sel, bias, 0)
     weight = cb.members.stored.get(weight, weight)  # stored: dequantized a slot at a time
     cb.gen.prelude.add("pairs")
     code = f"pairwise_matmul({x}, {weight}, {len(in_labels) + q}, {sel.pairs})"
@@ -286,6 +295,7 @@ def contract_pairs(ctx):
             rest = [lab for lab in labs if lab != group]
             moved = align_code(o.expr, labs, [group] + rest)
             cb.gen.prelude.add("pairs")
+            note_unsliceable(cb, sel, "an array on the sparse axis read at the pairs")
             code = ctx.bind((o.expr if o.expr.isidentifier() else "operand") + "_pairs",
                             f"take_pairs({moved}, {len(labs)}, {lead}, {sel.pairs})",
                             [PAIRS] + rest, "at the pairs")

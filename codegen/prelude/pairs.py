@@ -68,7 +68,7 @@ def _slot_products(rows, weight, dim, slots, counts=None):
     pair ``p``: one matrix product per slot that has pairs. With ``counts`` the pairs are
     grouped by slot already; else they are sorted by slot and the products put back."""
     n = weight.shape[dim]
-    width = weight.numel() // (n * rows.shape[1]) if n else 0
+    width = math.prod(weight.shape[:dim] + weight.shape[dim + 1:]) // rows.shape[1]
     if counts is None:
         order = torch.argsort(slots, stable=True)
         counts = torch.bincount(slots, minlength=n).tolist()
@@ -147,7 +147,7 @@ def pairwise_matmul(x, weight, dim, pairs):
     axis at ``dim`` among them. A weight held in a storage format (``StoredWeight``) is
     dequantized one slot at a time, or whole in the static form."""
     inner = x.shape[1:]
-    out_shape = weight.select(dim, 0).shape[len(inner):]
+    out_shape = (weight.shape[:dim] + weight.shape[dim + 1:])[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
     if isinstance(pairs[2], torch.Tensor):
         dense = weight if isinstance(weight, torch.Tensor) else weight.dequantize()

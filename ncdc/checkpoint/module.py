@@ -33,6 +33,12 @@ class Built:
 
     @property
     def namespace(self):
+        # the generated file (a module wrapped by FSDP2's fully_shard has a subclass of its
+        # class, defined elsewhere)
+        for cls in type(self.module).__mro__:
+            mod = sys.modules.get(cls.__module__)
+            if hasattr(mod, "PARAM_KEYS"):
+                return mod
         return sys.modules[type(self.module).__module__]
 
 
@@ -151,6 +157,7 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
             raise CheckpointError(f"{len(missing)} learned array(s) not in the weights: "
                                   f"{listing(missing)}")
     module = built.module
+    sharded = getattr(built, "sharded", False)
     module.to_empty(device="cpu")
     report = LoadReport(prefix=prefix, synthetic=synthetic)
     torch.manual_seed(seed)
@@ -169,7 +176,13 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
                 continue
             target = state_tensor(module, name)
             shape = tuple(built.env.size(d) for d in built.specs[key].shape)
-            writer = writer_for(target, layouts.get(name), shape, ns)
+            dest = target
+            if sharded:  # the whole tensor, then this rank's part (codegen/prelude/distributed.py)
+                if is_stored(target):
+                    raise CheckpointError(f"{key}: weights held in a storage format cannot be "
+                                          "loaded into a sharded module yet")
+                dest = torch.empty(ns.whole_shape(module, name), dtype=target.dtype)
+            writer = writer_for(dest, layouts.get(name), shape, ns)
             src = key_map[key]
             for index, value in pieces(source, src, shape):
                 want = writer.shape_at(index)
@@ -182,6 +195,9 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
                 writer.write(index, value)
                 del value
             writer.finish()
+            if sharded:
+                ns.copy_part(module, name, dest)
+                del dest
             report.loaded += 1
             report.loaded_bytes += member_bytes(target)
         if policy is not None:

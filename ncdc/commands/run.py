@@ -75,6 +75,12 @@ def add_parser(subparsers) -> None:
     p.add_argument("--stand-in", action="store_true",
                    help="use seeded stand-ins for data the spec leaves to the user (E_cmp, "
                         "alpha) when the weights lack it")
+    p.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="run on N local processes (gloo on CPU, NCCL when each has a GPU): the "
+                        "routed experts split over the ranks, the other weights sharded with "
+                        "FSDP2, each rank loading only its part; the inputs' leading batch dim "
+                        "(if they have one) split over the ranks; rank 0 reports and writes the "
+                        "outputs (default: 1)")
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
                           "(default: exact)")
     add_reading_arg(p)
@@ -103,6 +109,7 @@ class RankPlan:
     inputs: str | None = None
     depth: int = 2
     model_specs: object = None
+    nproc: int = 1  # > 1: one rank of a sharded run (ncdc/distributed.py)
 
 
 @dataclass
@@ -140,6 +147,9 @@ def build_and_load(plan: RankPlan):
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
                        dtype=plan.dtype, stand_in=plan.stand_in,
                        weights=policy if policy.rules else None)
+    if plan.nproc > 1:
+        from ncdc.distributed import shard_built
+        shard_built(built)
     t1 = time.perf_counter()
     source = open_source(plan)
     try:
@@ -218,6 +228,9 @@ def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
 
         save(interpreter_arrays(built), save_params)
     xs, lives = _inputs(plan)
+    if plan.nproc > 1:
+        from ncdc.distributed import split_batch
+        xs, lives = split_batch(xs, lives, plan.morphism.dom)
     args = [_torch(x if m is None else np.where(m, x, 0), built.dtype)
             for x, m in zip(xs, lives)]
     names = mask_names(module, plan.morphism.dom)
@@ -339,11 +352,17 @@ def run(args) -> int:
 
         return param_specs(spec.model(), env)
 
+    if args.nproc < 1:
+        raise UsageError(f"--nproc {args.nproc}: at least one process")
     plan = RankPlan(morphism, env, args.source, args.map, args.key_prefix,
                     tuple(args.weights), args.dtype, args.quant, args.reading, args.seed,
                     args.stand_in, args.inputs, args.depth,
-                    model_specs if args.block else None)
-    res = run_rank(plan, save_params=args.save_params)
+                    model_specs if args.block else None, args.nproc)
+    if args.nproc > 1:
+        from ncdc.distributed import run_sharded
+        res = run_sharded(plan)
+    else:
+        res = run_rank(plan, save_params=args.save_params)
     if args.out:
         write_outputs(args.out, res)
     return _report(args, where, plan, res)

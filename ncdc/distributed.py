@@ -1,0 +1,336 @@
+"""Generated modules on several local processes: a launcher and the sharded forward.
+
+:func:`launch` runs a function on ``nproc`` spawned processes, each in a process group (gloo on
+CPU, NCCL when every rank has a GPU) on a free local port, within a time limit: on a failure or
+the deadline every rank is killed, and the group is always destroyed in a rank that returns.
+:func:`sharded_run` is the rank's work for ``ncdc run --nproc N`` and the tests: the generated
+source is executed, its root class built on the meta device, sharded with the file's own
+``shard`` (experts by ``shard_experts``, dense parameters by FSDP2), allocated, and each rank
+loads only its part of the interpreter-keyed weights (``load_shard``); the inputs' leading
+(batch) dim is split over the ranks (unevenly if it must: a rank may have none), the forward runs
+and rank 0 gathers the outputs. With ``probes`` it also takes one backward pass of the loss
+``sum(output * probe)`` (each rank its rows; the sum over ranks is the single-process loss) and
+gathers every parameter's whole gradient.
+"""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import pickle
+import socket
+import tempfile
+import time
+import traceback
+import warnings
+from datetime import timedelta
+from pathlib import Path
+
+
+def free_port() -> int:
+    """A TCP port free on the loopback interface now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def batch_bounds(n: int, world: int) -> list[int]:
+    """Where each rank's rows of a batch of ``n`` start, and the end (contiguous, uneven when
+    ``world`` does not divide ``n``)."""
+    return [n * r // world for r in range(world + 1)]
+
+
+def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
+               out: str, timeout: float, threads: int) -> None:
+    import torch.distributed as dist
+
+    result: dict = {}
+    try:
+        if backend == "nccl":
+            import torch
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        import torch
+        torch.set_num_threads(threads)
+        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, timeout=timedelta(seconds=timeout))
+        try:
+            result = {"value": fn(rank, world, *args)}
+        finally:
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - reported to the parent, which raises
+        result = {"error": traceback.format_exc()}
+    with open(out, "wb") as f:
+        pickle.dump(result, f)
+    if "error" in result:  # the launcher stops every rank at once
+        raise SystemExit(1)
+
+
+def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None,
+           threads: int | None = None) -> list:
+    """``[fn(rank, nproc, *args) for every rank]``, each run in its own spawned process inside
+    an initialised default process group, with ``threads`` torch threads (default: the cores
+    shared out, at least one). ``fn`` and ``args`` must pickle (``fn`` a module-level
+    function). Raises RuntimeError with the first rank's traceback if a rank fails, and
+    TimeoutError (every rank killed) past ``timeout`` seconds."""
+    import torch
+
+    if nproc < 1:
+        raise ValueError("nproc must be at least 1")
+    if backend is None:
+        backend = "nccl" if torch.cuda.is_available() and torch.cuda.device_count() >= nproc \
+            else "gloo"
+    if threads is None:
+        threads = max(1, (os.cpu_count() or 1) // nproc)
+    ctx = multiprocessing.get_context("spawn")
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="ncdc-ranks-") as tmp:
+        outs = [os.path.join(tmp, f"rank{r}.pkl") for r in range(nproc)]
+        procs = [ctx.Process(target=_rank_main, daemon=True,
+                             args=(fn, r, nproc, port, backend, args, outs[r], timeout,
+                                   threads))
+                 for r in range(nproc)]
+        deadline = time.monotonic() + timeout
+        try:
+            for p in procs:
+                p.start()
+            while any(p.is_alive() for p in procs):
+                failed = [p for p in procs if p.exitcode not in (None, 0)]
+                if failed or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+        finally:
+            for p in procs:
+                if p.is_alive():
+                    p.kill()
+            for p in procs:
+                if p.pid is not None:
+                    p.join(5)
+        results = []
+        for r, path in enumerate(outs):
+            if not Path(path).exists():
+                results.append({"error": f"rank {r} ended without a result "
+                                         f"(exit code {procs[r].exitcode})"})
+                continue
+            with open(path, "rb") as f:
+                results.append(pickle.load(f))
+    errors = [(r, res["error"]) for r, res in enumerate(results) if "error" in res]
+    if errors:
+        first = next(((r, e) for r, e in errors if "without a result" not in e), errors[0])
+        if time.monotonic() > deadline and "without a result" in first[1]:
+            raise TimeoutError(f"{nproc} ranks did not finish within {timeout:g} s")
+        raise RuntimeError(f"rank {first[0]} failed:\n{first[1]}")
+    return [res["value"] for res in results]
+
+
+def sharded_run(rank: int, world: int, job: dict) -> dict:
+    """One rank of a sharded forward (and, with ``job["probes"]``, backward) of generated code.
+
+    ``job``: ``source`` (the generated file), ``class_name``, ``kwargs`` (constructor),
+    ``dtype`` (a torch dtype name), ``params`` (interpreter key -> array, or a weights file
+    path), ``inputs`` (arrays sharing a leading batch dim that is split over the ranks),
+    optional ``probes`` (one array per output, shaped like it) and ``count_exchange`` (count
+    the bytes the expert exchange sends). Rank 0's result holds ``outputs`` (whole) and, with
+    probes, ``grads`` (state_dict key -> whole gradient); every rank's holds
+    ``param_bytes`` (what it allocated for parameters; ``expert_bytes`` of them in expert
+    slices), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
+    exchange; ``exchange_bytes_remote`` of them bound for other ranks) and ``seconds`` per
+    phase.
+    """
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    clock = [time.perf_counter()]
+    seconds = {}
+
+    def lap(name):
+        now = time.perf_counter()
+        seconds[name] = now - clock[0]
+        clock[0] = now
+
+    device = torch.device("cuda", torch.cuda.current_device()) \
+        if dist.get_backend() == "nccl" else torch.device("cpu")
+    dtype = getattr(torch, job["dtype"])
+    mod = _load_source(job["source"])
+    sent = [0, 0]  # bytes handed to the expert exchange; of them, bytes for other ranks
+    if job.get("count_exchange"):
+        exchange = mod._exchange
+
+        def counted(x, out_sizes, in_sizes, group):
+            row = x.element_size() * (x[0].numel() if x.shape[0] else 0)
+            sent[0] += row * x.shape[0]
+            sent[1] += row * (x.shape[0] - in_sizes[dist.get_rank(group)])
+            return exchange(x, out_sizes, in_sizes, group)
+        mod._exchange = counted
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(dtype if dtype in (torch.float32, torch.float64) else old)
+    try:
+        with torch.device("meta"):
+            model = getattr(mod, job["class_name"])(**job.get("kwargs", {})).to(dtype)
+    finally:
+        torch.set_default_dtype(old)
+    lap("build")
+    mesh = init_device_mesh(device.type, (world,))
+    mod.shard(model, mesh)
+    lap("shard")
+    model.to_empty(device=device)
+    with torch.no_grad(), warnings.catch_warnings():
+        # buffers (tables) and anything the weights do not cover; the weights overwrite the
+        # random draws, so DTensor's caveat about random numbers on CPU meshes does not apply
+        warnings.filterwarnings("ignore", "DTensor random operators")
+        for m in model.modules():
+            if hasattr(m, "reset_parameters"):
+                m.reset_parameters()
+    params = job["params"]
+    if isinstance(params, (str, Path)):
+        from ncdc.interpreter.weights import load_params
+        params = load_params(params)
+    mod.load_shard(model, params)
+    lap("load")
+    from torch.distributed.tensor import DTensor
+    param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
+                      for p in model.parameters())
+    expert_bytes = sum(getattr(m, attr).nbytes for m in model.modules() if hasattr(m, "experts")
+                       for attr, _ in type(m).EXPERT_DIMS)
+    inputs = [np.asarray(x) for x in job["inputs"]]
+    bounds = batch_bounds(inputs[0].shape[0], world) if inputs else [0] * (world + 1)
+    lo, hi = bounds[rank], bounds[rank + 1]
+    mine = [torch.as_tensor(x[lo:hi]).to(device) for x in inputs]
+    mine = [x.to(dtype) if x.is_floating_point() else x for x in mine]
+    probes = job.get("probes")
+    with contextlib.nullcontext() if probes else torch.no_grad():
+        outs = model(*mine)
+    outs = list(outs) if isinstance(outs, tuple) else [outs]
+    lap("forward")
+    result = {"param_bytes": param_bytes, "expert_bytes": expert_bytes, "rows": hi - lo,
+              "exchange_bytes": sent[0], "exchange_bytes_remote": sent[1], "seconds": seconds}
+    if probes:
+        loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
+                   for y, p in zip(outs, probes) if y.is_floating_point())
+        loss.backward()
+        lap("backward")
+        grads = mod.gather_full(model, grads=True)
+        if rank == 0:
+            result["grads"] = {k: None if g is None else g.detach().cpu().numpy()
+                               for k, g in grads.items()}
+    local = [y.detach().cpu().numpy() for y in outs]
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object(local, gathered, dst=0)
+    if rank == 0:
+        result["outputs"] = [np.concatenate([g[k] for g in gathered]) for k in range(len(local))]
+    lap("gather")
+    return result
+
+
+def _load_source(source: str):
+    """Generated source executed as a fresh module (without importing the compiler)."""
+    import sys
+    import types
+
+    name = f"ncdc_rank_module_{len([m for m in sys.modules if m.startswith('ncdc_rank_')])}"
+    mod = types.ModuleType(name)
+    mod.__file__ = f"<{name}>"
+    sys.modules[name] = mod
+    exec(compile(source, mod.__file__, "exec"), mod.__dict__)  # noqa: S102 - ncdc's own output
+    return mod
+
+
+def shard_built(built) -> None:
+    """Shard a module built on the meta device (``ncdc.checkpoint.module.build_meta``) over
+    every rank of the default group, before it is given memory, with the generated file's own
+    ``shard``."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
+    built.namespace.shard(built.module, init_device_mesh(device, (dist.get_world_size(),)))
+    built.sharded = True
+    # the weights overwrite reset_parameters' draws: DTensor's caveat about random numbers
+    # on CPU meshes does not apply
+    warnings.filterwarnings("ignore", "DTensor random operators")
+    del torch
+
+
+def split_batch(xs: list, lives: list, dom) -> tuple[list, list]:
+    """This rank's rows of inputs with a leading batch dim beyond their domain shape (the
+    same contiguous split for all, :func:`batch_bounds`); inputs without one are whole on
+    every rank (each rank then computes the same outputs)."""
+    import torch.distributed as dist
+
+    extra = [x.ndim - len(a.shape) for x, a in zip(xs, dom)]
+    if not xs or min(extra) < 1:
+        return xs, lives
+    rank, world = dist.get_rank(), dist.get_world_size()
+    n = max(x.shape[0] for x in xs)
+    lo, hi = batch_bounds(n, world)[rank], batch_bounds(n, world)[rank + 1]
+
+    def part(a):
+        return None if a is None else (a[lo:hi] if a.shape[0] == n else a)
+    return [part(x) for x in xs], [part(m) for m in lives]
+
+
+def _rank_of_plan(rank: int, world: int, plan):
+    """One rank of ``ncdc run --nproc``: the run; rank 0 returns it with every rank's outputs
+    joined along the batch (when split) and the largest peak memory, the others nothing."""
+    import numpy as np
+    import torch.distributed as dist
+
+    from ncdc.commands.run import run_rank
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "DTensor random operators")
+        res = run_rank(plan)
+    local = [(o.detach().cpu(), None if lv is None else lv.detach().cpu())
+             for o, lv in zip(res.outputs, res.lives)]
+    gathered = [None] * world if rank == 0 else None
+    dist.gather_object((local, res.peak), gathered, dst=0)
+    if rank != 0:
+        return None
+    import torch
+    if _splits(plan):
+        outs = [torch.cat([g[0][k][0] for g in gathered]) for k in range(len(local))]
+        lives = [None if local[k][1] is None else
+                 torch.cat([torch.as_tensor(g[0][k][1]).expand(g[0][k][0].shape)
+                            for g in gathered]) for k in range(len(local))]
+        res.outputs, res.lives = outs, lives
+    res.peak = max(int(np.int64(g[1])) for g in gathered)
+    res.blocks = list(res.blocks)
+    return res
+
+
+def _splits(plan) -> bool:
+    """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`split_batch`)."""
+    from ncdc.commands.run import _inputs
+
+    xs, _ = _inputs(plan)
+    return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom)) >= 1
+
+
+def run_sharded(plan, timeout: float = 3600.0):
+    """``ncdc run --nproc N``: ``plan`` on ``plan.nproc`` local ranks; rank 0's result."""
+    import dataclasses
+
+    if plan.model_specs is not None:  # a closure: evaluate it here, hand the ranks a list
+        plan = dataclasses.replace(plan, model_specs=_Given(plan.model_specs()))
+    return launch(_rank_of_plan, plan.nproc, plan, timeout=timeout)[0]
+
+
+class _Given:
+    """A picklable function returning the value it was given."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __call__(self):
+        return self.value
+
+
+def sharded_runs(rank: int, world: int, jobs: list) -> list:
+    """:func:`sharded_run` for every job, in order, in the same process group."""
+    return [sharded_run(rank, world, job) for job in jobs]
+
+
+__all__ = ["batch_bounds", "free_port", "launch", "run_sharded", "shard_built", "sharded_run",
+           "sharded_runs", "split_batch"]
