@@ -249,7 +249,8 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
                  and gen.ref_size(amap.rows[j][i]) < 0
                  and gen.size(deg[i].size) == gen.ref_size(deg[i].size)]
     if backwards:
-        comment += "; flipped: a view"
+        comment += "; " + ", ".join(comment_text(deg[i].label, 20) for i in backwards) + \
+            " in reverse order (a view)"
     dim = pos - n
     dim_code = f"dim={dim}" + (", flip=False" if backwards else "")
     labels = cur[:pos] + [("d", i) for i in used] + cur[pos + 1:]
