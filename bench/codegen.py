@@ -187,8 +187,11 @@ def section_compile(l0: Layer0, repeat: int) -> None:
           f"static_shapes=True (goal >= 2x); min / median, 1 thread | {DEFAULT_THREADS} threads")
     eager = l0.generated("float32", static_shapes=True)
     args = l0.args("float32")
-    print(f"   matrix products (mm, bmm, addmm) are {matmul_share(eager, args):.0%} of eager "
-          "(the part compiling cannot shrink)")
+    share, others = eager_profile(eager, args)
+    print(f"   matrix products (mm, bmm, addmm, also inside ncdc::grouped_matmul) are {share:.0%} "
+          f"of eager time: compiling can gain at most {1 / max(share, 1e-9):.2f}x (if every "
+          "other op vanished)")
+    print("   costliest other ops: " + ", ".join(f"{k} {v:.0%}" for v, k in others))
     import torch._inductor.config
 
     torch._inductor.config.force_disable_caches = True  # a cold compile time
@@ -215,19 +218,27 @@ def section_compile(l0: Layer0, repeat: int) -> None:
     print(f"   compile time (first call, caches off) {t_compile:.1f} s; max rel diff {err:.1e}")
 
 
-def matmul_share(module, args) -> float:
-    """The share of a forward's CPU time spent in matrix products (profiler, one call)."""
+MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+
+
+def eager_profile(module, args, calls: int = 3) -> tuple[float, list]:
+    """(share of a forward's CPU time in matrix products, the five costliest other ops with
+    their shares), from the profiler's self times over ``calls`` forwards after one warm-up."""
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
         module(*args)
         with profile(activities=[ProfilerActivity.CPU]) as p:
-            module(*args)
+            for _ in range(calls):
+                module(*args)
     events = p.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
-    mat = sum(e.self_cpu_time_total for e in events
-              if e.key in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"))
-    return mat / total if total else 0.0
+    if not total:
+        return 0.0, []
+    mat = sum(e.self_cpu_time_total for e in events if e.key in MATMULS)
+    others = sorted(((e.self_cpu_time_total / total, e.key) for e in events
+                     if e.key not in MATMULS), reverse=True)[:5]
+    return mat / total, others
 
 
 def peak_forward_bytes(module, args) -> int:

@@ -126,3 +126,21 @@ def test_sliding_window_attention_never_copies_its_window(bundled):
     assert peaks[big] - peaks[small] < copy / 2, (peaks, copy)
     swa = g.source[g.source.index("class SlidingWindowAttention"):]
     assert "flip=False" in swa and ".flip(" not in swa
+
+
+def test_equivariance_of_blocks_in_an_axis(bundled):
+    """The Attention Core treats the window slots alike (a flipped window may enter it); the
+    Sliding Window Attention rotates by token position, so it is not symmetric in the tokens,
+    and the Mixing Coefficients block has no window axis at all (trivially symmetric)."""
+    from ncdc.codegen.flips import equivariant
+    from ncdc.codegen.generator import Generator
+
+    env = bundled.bind("tiny").env
+    gen = Generator(env, set(), "exact", [])
+    core = bundled.block("Attention Core")
+    tokens, window, _ = core.dom[2].shape
+    assert window.label == "w|x" and tokens.label == "x"
+    assert equivariant(gen, core, frozenset({window.uid}))
+    swa = bundled.block("Sliding Window Attention")
+    assert not equivariant(gen, swa, frozenset({swa.dom[0].shape[0].uid}))
+    assert equivariant(gen, bundled.block("Mixing Coefficients"), frozenset({window.uid}))
