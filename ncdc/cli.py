@@ -12,7 +12,8 @@ import argparse
 import importlib
 import sys
 
-COMMANDS = ("validate", "show", "blocks", "params", "cost", "graph", "view", "eval", "compile", "check")
+COMMANDS = ("validate", "show", "blocks", "params", "cost", "graph", "view", "eval", "compile", "check",
+            "run")
 
 START = """\
 start with:

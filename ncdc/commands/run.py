@@ -1,0 +1,390 @@
+"""``ncdc run``: build a block's generated PyTorch module on the meta device, stream its weights
+in (a weights file, a mapped checkpoint, or seeded synthetic weights), run one forward pass and
+report time and peak resident memory per block."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from .common import (
+    add_block_arg,
+    add_memory_arg,
+    add_quant_arg,
+    add_reading_arg,
+    add_size_args,
+    add_spec_args,
+    add_weights_arg,
+    bind_from_args,
+    emit_json,
+    load_spec,
+)
+
+DESCRIPTION = """\
+Run a block (or the whole model) as its generated PyTorch module on real or synthetic weights.
+
+The module is built on the meta device (nothing allocated), then each tensor gets its memory
+and values one at a time: from a weights file keyed as ncdc params lists them (keys of an
+enclosing block or the whole model are found too), from an external checkpoint through a
+checkpoint map (--map, see docs/checkpoints.md), or seeded synthetic values. One forward pass
+runs; the time and peak resident memory of each block are printed, and the outputs can be
+written to a file. The memory preflight refuses a run that would not fit.
+"""
+
+SYNTHETIC = "synthetic"
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("run", help="run a generated module on real or synthetic weights",
+                              description=DESCRIPTION,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_spec_args(p)
+    add_block_arg(p, default="the whole model; for a truncated spec its complete leading part",
+                  dest_help="run this block")
+    add_size_args(p, default_preset="tiny")
+    p.add_argument("--params", dest="source", required=True, metavar="WEIGHTS",
+                   help="the weights: a .npz or .safetensors file keyed as ncdc params lists "
+                        "them; with --map, a checkpoint (a .safetensors file, its "
+                        "model.safetensors.index.json, or their directory); or synthetic for "
+                        "seeded synthetic weights")
+    p.add_argument("--map", metavar="MAP",
+                   help="checkpoint map (.toml or .json) from the checkpoint's tensor names to "
+                        "ncdc's parameter keys")
+    p.add_argument("--key-prefix", metavar="PREFIX",
+                   help="where the block's keys start in the weights (default: found from the "
+                        "block's place in the model)")
+    p.add_argument("--inputs", metavar="FILE",
+                   help="inputs in dom order, FILE.npz with arrays in0, in1, ... and optional "
+                        "bool masks live0, live1, ... (default: seeded random inputs)")
+    p.add_argument("--out", metavar="FILE",
+                   help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
+                        "FILE.npz")
+    p.add_argument("--seed", type=int, default=0, metavar="N",
+                   help="seed of synthetic weights and random inputs (default: 0)")
+    p.add_argument("--dtype", choices=("float32", "float64", "bfloat16"), default="float32",
+                   metavar="DTYPE",
+                   help="floating dtype of the module: float32, float64 or bfloat16 (default: "
+                        "float32)")
+    p.add_argument("--depth", type=int, default=2, metavar="N",
+                   help="report blocks down to this depth of submodules (default: 2)")
+    p.add_argument("--stand-in", action="store_true",
+                   help="use seeded stand-ins for data the spec leaves to the user (E_cmp, "
+                        "alpha) when the weights lack it")
+    add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
+                          "(default: exact)")
+    add_reading_arg(p)
+    add_memory_arg(p)
+    add_weights_arg(p)
+    p.set_defaults(run=run)
+
+
+@dataclass
+class RankPlan:
+    """What one process runs: a morphism under a binding, with its weights and inputs.
+    ``model_specs``: a function giving the whole model's parameter specs (for keys of a file
+    written from an enclosing block), or None."""
+
+    morphism: object
+    env: object
+    source: str
+    map: str | None = None
+    key_prefix: str | None = None
+    weights: tuple = ()
+    dtype: str = "float32"
+    quant: str = "exact"
+    reading: str = "faithful"
+    seed: int = 0
+    stand_in: bool = False
+    inputs: str | None = None
+    depth: int = 2
+    model_specs: object = None
+
+
+@dataclass
+class RankResult:
+    outputs: list
+    lives: list
+    tape: dict
+    blocks: list
+    load: object
+    seconds: dict = field(default_factory=dict)
+    peak: int = 0
+    tensors: str = ""
+
+
+def open_source(plan: RankPlan):
+    """``(source, names, description)``: the tensors ``plan`` loads, keyed by the names the
+    module's parameter keys resolve to (None for synthetic weights)."""
+    from ncdc.checkpoint.files import open_tensors
+
+    if plan.source == SYNTHETIC:
+        return None, (), "synthetic (seeded)"
+    if plan.map:
+        from ncdc.checkpoint.mapping import MappedSource, load_map
+
+        src = MappedSource(open_tensors(plan.source), load_map(plan.map))
+        return src, src.names(), f"{plan.source} through {plan.map}"
+    src = open_tensors(plan.source)
+    return src, src.names(), plan.source
+
+
+def build_and_load(plan: RankPlan):
+    """``(built, load report, seconds)``: the module of ``plan`` built on the meta device and
+    filled from its weights."""
+    from ncdc.interpreter.storage_policy import StoragePolicy
+
+    from ncdc.checkpoint.keys import resolve
+    from ncdc.checkpoint.module import build_meta, materialize
+
+    t0 = time.perf_counter()
+    built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
+                       dtype=plan.dtype, stand_in=plan.stand_in)
+    t1 = time.perf_counter()
+    source, names, _ = open_source(plan)
+    policy = StoragePolicy.parse(plan.weights)
+    try:
+        key_map, prefix = {}, ""
+        if source is not None:
+            specs = list(built.specs.values())
+            key_map, prefix = resolve(specs, names, plan.model_specs, plan.key_prefix)
+        report = materialize(built, source, key_map=key_map, seed=plan.seed,
+                             synthetic=source is None, policy=policy if policy.rules else None,
+                             prefix=prefix)
+    finally:
+        if source is not None:
+            source.close()
+    return built, report, {"build": t1 - t0, "load": time.perf_counter() - t1}
+
+
+def _inputs(plan: RankPlan):
+    """Inputs (numpy) and their masks (or None) in dom order."""
+    from ncdc.ir.errors import EvaluationError
+
+    from ncdc import interpreter
+
+    n = len(plan.morphism.dom)
+    if plan.inputs is None:
+        return interpreter.random_inputs(plan.morphism, plan.env, plan.seed), [None] * n
+    from ncdc.interpreter.weights import read_npz
+
+    data = read_npz(plan.inputs)
+    xs, lives = [], []
+    for k in range(n):
+        name = next((c for c in (f"in{k}", f"arr_{k}") if c in data), None)
+        if name is None:
+            raise EvaluationError(f"{plan.inputs}: no array in{k} (input {k} of {n})")
+        xs.append(data[name])
+        live = data.get(f"live{k}")
+        lives.append(None if live is None else live.astype(bool))
+    return xs, lives
+
+
+def _torch(a, dtype):
+    import numpy as np
+    import torch
+
+    t = torch.from_numpy(np.array(a, copy=True, order="C"))
+    if t.is_floating_point():
+        return t.to(dtype)
+    if t.is_complex():
+        return t.to(torch.complex128 if dtype == torch.float64 else torch.complex64)
+    return t
+
+
+def run_rank(plan: RankPlan) -> RankResult:
+    """Build, load and run one module: the unit a process (or a distributed rank) runs."""
+    import numpy as np
+    import torch
+    from ncdc.codegen.boundary import mask_names
+
+    from ncdc import interpreter
+    from ncdc.checkpoint.errors import CheckpointError
+    from ncdc.checkpoint.module import missing_user_data
+    from ncdc.checkpoint.profile import Profiler, peak_bytes
+
+    built, report, seconds = build_and_load(plan)
+    lacking = missing_user_data(built.module)
+    if lacking:
+        raise CheckpointError(f"data the spec leaves to the user is not in the weights: "
+                              f"{', '.join(lacking)} (give it, or use --stand-in for seeded "
+                              "stand-ins)")
+    g, module = built.generated, built.module
+    xs, lives = _inputs(plan)
+    args = [_torch(x if m is None else np.where(m, x, 0), built.dtype)
+            for x, m in zip(xs, lives)]
+    names = mask_names(module, plan.morphism.dom)
+    kwargs = {names[k]: torch.from_numpy(m) for k, m in enumerate(lives)
+              if m is not None and k in names}
+    tape = {}
+    if g.root.uses_tape:
+        given = interpreter.random_tape(plan.morphism, plan.env, plan.seed)
+        tape = {g.slot_keys[uid]: _torch(v, built.dtype) for uid, v in given.items()
+                if uid in g.slot_keys}
+        kwargs["tape"] = tape
+    prof = Profiler(module, plan.depth)
+    t0 = time.perf_counter()
+    try:
+        with torch.no_grad():
+            out = module(*args, **kwargs)
+    finally:
+        prof.remove()
+    seconds["forward"] = time.perf_counter() - t0
+    flat = list(out) if isinstance(out, tuple) else [out]
+    outputs, out_lives = [], []
+    for _arr, st, _ in g.root.outputs:
+        outputs.append(flat.pop(0))
+        out_lives.append(flat.pop(0) if st is not None else None)
+    return RankResult(outputs, out_lives, tape, list(prof.rows.values()), report, seconds,
+                      peak_bytes())
+
+
+def _numpy(t):
+    import torch
+
+    t = t.detach().cpu()
+    if t.dtype in (torch.bfloat16, torch.float16):
+        t = t.to(torch.float32)
+    return t.numpy()
+
+
+def write_outputs(path, res: RankResult, slot_labels: dict | None = None) -> None:
+    """``out0, live0, ...`` and ``tape/KEY`` to an ``.npz`` file (as ``ncdc eval --out``)."""
+    import numpy as np
+
+    payload = {}
+    for k, (v, live) in enumerate(zip(res.outputs, res.lives)):
+        a = _numpy(v)
+        payload[f"out{k}"] = a
+        payload[f"live{k}"] = np.ones(a.shape, bool) if live is None else \
+            np.broadcast_to(_numpy(live).astype(bool), a.shape)
+    for key, v in res.tape.items():
+        payload[f"tape/{(slot_labels or {}).get(key, key)}"] = _numpy(v)
+    np.savez(path, **payload)
+
+
+def _preflight(morphism, env, args) -> None:
+    """Refuse before allocating when the module (held at the dtype's width) and its largest
+    activations would not fit."""
+    from ncdc.preflight import check_budget, estimate, parse_size
+
+    fmt = None if args.dtype == "float64" else args.dtype
+    est = estimate(morphism, env, held=fmt)
+    avail = (2**63, "NCDC_NO_PREFLIGHT=1") if os.environ.get("NCDC_NO_PREFLIGHT") == "1" \
+        else None
+    limit = parse_size(args.max_memory) if args.max_memory else None
+    check_budget(est, command="run", max_memory=limit, available=avail)
+
+
+def _check_source_path(args) -> None:
+    from ncdc.ir.errors import UsageError
+
+    from .common import input_path
+
+    if args.source == SYNTHETIC:
+        if args.map:
+            raise UsageError("--map needs a checkpoint, not --params synthetic")
+        return
+    if args.map:
+        input_path(args.map, "--map", (".toml", ".json"))
+        if not os.path.exists(args.source):
+            raise UsageError(f"--params {args.source!r}: no such file or directory")
+        return
+    input_path(args.source, "--params", (".npz", ".safetensors"))
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:,.1f} MiB"
+
+
+def run(args) -> int:
+    from ncdc.ir.errors import UsageError
+
+    spec = load_spec(args)
+    _check_source_path(args)
+    if args.seed < 0:
+        raise UsageError(f"--seed {args.seed}: a seed is a whole number from 0")
+    if args.depth < 0:
+        raise UsageError(f"--depth {args.depth}: a depth is a whole number from 0")
+    binding = bind_from_args(spec, args, default_preset="tiny")
+    env = binding.env
+    if args.block:
+        site = spec.site(args.block)
+        morphism, where = site.node, spec.label(site)
+    else:
+        morphism = spec.model()
+        where = "the whole model" if morphism is spec.data else \
+            f"the complete leading part of the model ({len(morphism.content)} items)"
+    _preflight(morphism, env, args)
+
+    def model_specs():
+        from ncdc.ir.params import param_specs
+
+        return param_specs(spec.model(), env)
+
+    plan = RankPlan(morphism, env, args.source, args.map, args.key_prefix,
+                    tuple(args.weights), args.dtype, args.quant, args.reading, args.seed,
+                    args.stand_in, args.inputs, args.depth,
+                    model_specs if args.block else None)
+    res = run_rank(plan)
+    if args.out:
+        write_outputs(args.out, res)
+    return _report(args, where, plan, res)
+
+
+def _report(args, where, plan, res: RankResult) -> int:
+    import torch
+
+    load = res.load
+    outs = []
+    for k, v in enumerate(res.outputs):
+        x = v.detach()
+        row = {"name": f"out{k}", "shape": list(x.shape), "dtype": str(x.dtype).removeprefix(
+            "torch.")}
+        if x.numel() and (x.is_floating_point() or x.is_complex()):
+            m = x.abs().to(torch.float64) if x.is_complex() else x.to(torch.float64)
+            row.update(mean=float(m.mean()), std=float(m.std()) if m.numel() > 1 else 0.0,
+                       min=float(m.min()), max=float(m.max()),
+                       finite=bool(torch.isfinite(m).all()))
+        elif x.numel():
+            row.update(min=int(x.min()), max=int(x.max()))
+        outs.append(row)
+    blocks = [{"block": b.name, "calls": b.calls, "seconds": b.seconds, "peak_rss": b.peak}
+              for b in res.blocks]
+    if args.json:
+        emit_json({"block": where, "json_path": getattr(plan.morphism, "path", ""),
+                   "preset": args.preset or "tiny", "dtype": args.dtype, "quant": args.quant,
+                   "weights": "synthetic" if load.synthetic else args.source,
+                   "key_prefix": load.prefix or None, "loaded": load.loaded,
+                   "loaded_bytes": load.loaded_bytes, "module_bytes": load.module_bytes,
+                   "reset": load.reset, "seconds": res.seconds, "peak_rss": res.peak,
+                   "blocks": blocks, "outputs": outs})
+        return 0
+    src = "synthetic weights (seeded)" if load.synthetic else \
+        f"{load.loaded} tensor(s) from {args.source}" + (f" through {args.map}" if args.map
+                                                         else "")
+    print(f"{where}: {len(plan.morphism.dom)} input(s), {len(outs)} output(s), "
+          f"dtype={args.dtype}, quant={args.quant}")
+    print(f"  weights: {src}; module {_mib(load.module_bytes)}"
+          + (f"; keys under '{load.prefix}'" if load.prefix else ""))
+    if load.reset and not load.synthetic:
+        print(f"  computed by rule or initialised: {', '.join(load.reset)}")
+    s = res.seconds
+    print(f"  build {s['build']:.2f} s, load {s['load']:.2f} s, forward {s['forward']:.3f} s; "
+          f"peak RSS {_mib(res.peak)}")
+    print(f"  {'BLOCK':<48} {'CALLS':>5} {'TIME':>10} {'PEAK RSS':>14}")
+    for b in res.blocks:
+        name = b.name if len(b.name) <= 48 else "..." + b.name[-45:]
+        print(f"  {name:<48} {b.calls:>5} {b.seconds * 1e3:>8.1f}ms {_mib(b.peak):>14}")
+    for row in outs:
+        stats = "  ".join(f"{n}={row[n]:.4g}" for n in ("mean", "std", "min", "max")
+                          if n in row)
+        if row.get("finite") is False:
+            stats += "  NON-FINITE"
+        print(f"  {row['name']}: shape={tuple(row['shape'])} {row['dtype']}  {stats}")
+    if args.out:
+        print(f"  wrote {args.out}")
+    if any(r.get("finite") is False for r in outs):
+        print("warning: non-finite outputs", file=sys.stderr)
+    return 0

@@ -1,0 +1,169 @@
+"""``ncdc run``: the generated module built on the meta device, filled from a weights file (or
+seeded synthetic weights), run once; outputs checked against the reference interpreter given
+the same weights and inputs."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from conftest import TRANSFORMER
+
+from ncdc.cli import main
+
+T = str(TRANSFORMER)
+
+
+def cli(capsys, *argv):
+    rc = main(list(argv))
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.fixture(scope="module")
+def whole(tmp_path_factory):
+    """A whole-model weights file of the transformer example (written by ``ncdc eval``)."""
+    d = tmp_path_factory.mktemp("run")
+    path = d / "model.safetensors"
+    assert main(["eval", T, "--save-params", str(path), "--seed", "3"]) == 0
+    return path
+
+
+def _interp(tmp_path, block, params, inputs, capsys):
+    out = tmp_path / "interp.npz"
+    rc, _, err = cli(capsys, "eval", T, "--block", block, "--params", str(params), "--inputs",
+                     str(inputs), "--out", str(out))
+    assert rc == 0, err
+    return np.load(out)
+
+
+def _inputs(tmp_path, shape, seed=1):
+    path = tmp_path / "in.npz"
+    np.savez(path, in0=np.random.default_rng(seed).normal(size=shape))
+    return path
+
+
+def test_run_matches_the_interpreter_on_a_whole_model_file(tmp_path, capsys, whole):
+    """A block loaded from a whole-model file (its keys under 'Transformer Layer@0/...')
+    computes what the interpreter computes from the same file in float64."""
+    block = "Feed Forward"
+    # the interpreter reads the block's own keys: a file of them, cut from the whole one
+    from ncdc.interpreter.weights import load_params, save_params
+
+    every = load_params(whole)
+    pre = "Transformer Layer@0/Add \\& Norm~1/"
+    own = {k.removeprefix(pre): v for k, v in every.items() if k.startswith(pre + block)}
+    assert len(own) == 2
+    own_path = tmp_path / "ff.npz"
+    save_params(own, own_path)
+    inputs = _inputs(tmp_path, (4, 4))
+    ref = _interp(tmp_path, block, own_path, inputs, capsys)
+    out = tmp_path / "run.npz"
+    rc, text, err = cli(capsys, "run", T, "--block", block, "--params", str(whole), "--inputs",
+                        str(inputs), "--out", str(out), "--dtype", "float64")
+    assert rc == 0, err
+    assert "keys under 'Transformer Layer@0/Add \\& Norm~1/Feed Forward/'" in text
+    got = np.load(out)
+    np.testing.assert_allclose(got["out0"], ref["out0"], rtol=1e-12, atol=1e-12)
+    assert np.abs(ref["out0"]).max() > 0.1                 # not a trivially zero output
+
+
+def test_key_prefix_picks_an_iteration(tmp_path, capsys, whole):
+    """Feed Forward occurs in six iterations; --key-prefix picks one, and its weights differ."""
+    inputs = _inputs(tmp_path, (4, 4))
+    outs = []
+    for i in (0, 4):
+        out = tmp_path / f"r{i}.npz"
+        rc, _, err = cli(capsys, "run", T, "--block", "Feed Forward", "--params", str(whole),
+                         "--inputs", str(inputs), "--out", str(out), "--key-prefix",
+                         f"Transformer Layer@{i}/Add \\& Norm~1/Feed Forward")
+        assert rc == 0, err
+        outs.append(np.load(out)["out0"])
+    assert not np.allclose(outs[0], outs[1])
+    rc, _, err = cli(capsys, "run", T, "--block", "Feed Forward", "--params", str(whole),
+                     "--key-prefix", "Transformer Layer@9/Feed Forward")
+    assert rc == 1 and "does not lead to this block" in err
+
+
+def test_whole_model_float32_close_to_the_interpreter(tmp_path, capsys, whole):
+    inputs = tmp_path / "ids.npz"
+    np.savez(inputs, in0=np.array([0, 3, 1, 2]))
+    ref = tmp_path / "ref.npz"
+    assert main(["eval", T, "--params", str(whole), "--inputs", str(inputs), "--out",
+                 str(ref)]) == 0
+    out = tmp_path / "run.npz"
+    rc, _, err = cli(capsys, "run", T, "--params", str(whole), "--inputs", str(inputs),
+                     "--out", str(out))
+    assert rc == 0, err
+    a, b = np.load(out)["out0"], np.load(ref)["out0"]
+    assert a.dtype == np.float32
+    np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_missing_tensors_are_listed_at_once(tmp_path, capsys, whole):
+    from ncdc.interpreter.weights import load_params, save_params
+
+    every = load_params(whole)
+    cut = {k: v for k, v in every.items() if "Multi-Head Attention/L_{q}" not in k}
+    path = tmp_path / "cut.safetensors"
+    save_params(cut, path)
+    rc, out, _ = cli(capsys, "run", T, "--params", str(path), "--json")
+    assert rc == 1
+    e = json.loads(out)["error"]
+    assert e["type"] == "CheckpointError"
+    assert e["message"].startswith("6 learned array(s) not in the weights")
+    assert all(f"Transformer Layer@{i}/Add \\& Norm/Multi-Head Attention/L_{{q}}.weight"
+               in e["message"] for i in range(6))
+
+
+def test_wrong_shape_names_the_tensor(tmp_path, capsys, whole):
+    from ncdc.interpreter.weights import load_params, save_params
+
+    every = dict(load_params(whole))
+    key = "Embedding/E.table"
+    every[key] = np.zeros((5, 4))
+    path = tmp_path / "bad.safetensors"
+    save_params(every, path)
+    rc, _, err = cli(capsys, "run", T, "--params", str(path))
+    assert rc == 1 and key in err and "(5, 4)" in err and "(4, 4)" in err
+
+
+def test_synthetic_is_seeded_and_reports_blocks(capsys):
+    runs = []
+    for seed in (0, 0, 1):
+        rc, out, err = cli(capsys, "run", T, "--params", "synthetic", "--seed", str(seed),
+                           "--json")
+        assert rc == 0, err
+        runs.append(json.loads(out))
+    assert runs[0]["outputs"] == runs[1]["outputs"] != runs[2]["outputs"]
+    r = runs[0]
+    assert r["weights"] == "synthetic" and r["loaded"] == 0
+    names = [b["block"] for b in r["blocks"]]
+    assert names[0] == "Model" and any(n.startswith("transformer_layer") for n in names)
+    assert all(b["calls"] >= 1 and b["seconds"] >= 0 and b["peak_rss"] > 0
+               for b in r["blocks"])
+    assert r["peak_rss"] >= max(b["peak_rss"] for b in r["blocks"]) * 0.5
+    assert r["module_bytes"] > 0 and set(r["seconds"]) == {"build", "load", "forward"}
+
+
+def test_user_data_must_be_given_or_stood_in(capsys):
+    block = "Engram of Layer 1 / Token Map"
+    rc, _, err = cli(capsys, "run", "--params", "synthetic", "--block", block)
+    assert rc == 1 and "leaves to the user" in err and "--stand-in" in err
+    with pytest.warns(UserWarning, match="stand-in"):
+        rc, out, err = cli(capsys, "run", "--params", "synthetic", "--block", block,
+                           "--stand-in", "--json")
+    assert rc == 0, err
+    (row,) = json.loads(out)["outputs"]
+    assert row["dtype"] == "int64" and 0 <= row["min"] <= row["max"] < 50  # below hat_v
+
+
+def test_preflight_and_usage_errors(capsys, tmp_path):
+    rc, _, err = cli(capsys, "run", T, "--params", "synthetic", "--max-memory", "1KB")
+    assert rc == 1 and "run would need about" in err and "nothing was allocated" in err
+    rc, _, err = cli(capsys, "run", T, "--params", "synthetic", "--map", "m.toml")
+    assert rc == 2 and "--map" in err
+    rc, _, err = cli(capsys, "run", T, "--params", str(tmp_path / "none.safetensors"))
+    assert rc == 2 and "cannot read it" in err
+    rc, _, err = cli(capsys, "run", T, "--params", "synthetic", "--seed", "-1")
+    assert rc == 2
