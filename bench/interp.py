@@ -8,20 +8,23 @@
 2. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
 3. the sliding-window read (View<win> then the score contraction of the attention core) vs a
    strided view (``sliding_window_view``) + einsum: time and tracemalloc peak;
-4. layer 0 ("Sliding Window Layer") and its Mixture of Experts at the ``medium`` preset, 256
-   tokens, exact: time and tracemalloc peak;
+4. layer 0 ("Sliding Window Layer", exact and emulate) and its Mixture of Experts (exact, 256
+   tokens as a leading batch dim) at the ``medium`` preset, 256 tokens: CPU time and
+   tracemalloc peak;
 5. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at ``tiny`` (goal <= 1 s)
    and ``medium``, exact and emulate.
 
 Compared runs are interleaved; each figure is min / median over the rounds. By default the
-script runs twice, in fresh processes: BLAS pinned to one thread, then the default thread count
-(``--threads 1|default`` runs one of them).
+script runs twice, in fresh processes, and prints one table: BLAS (OpenBLAS/OpenMP/MKL, hence
+also torch's OpenMP pool were it imported) pinned to one thread in the first column, the
+default thread count in the second (``--threads 1|default`` runs one of them, printing rows).
 
     python bench/interp.py [--quick] [--threads 1|default]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -202,8 +205,10 @@ def chain_onnx(kinds, weights, n_tok, width):
     return lambda X: ev.run(None, {"x0": X})[0]
 
 
-def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=7, number=50, clock=time.perf_counter):
-    """Cost of the chain: interpreter, ONNX ReferenceEvaluator and direct numpy, interleaved;
+def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=400, number=1, clock=time.perf_counter):
+    """Cost of the chain: interpreter and direct numpy interleaved call by call (many short
+    rounds: on a shared machine the minimum then is a round that nothing interrupted); then
+    the recursive interpreter and ONNX's ReferenceEvaluator, interleaved with numpy again;
     returns {name: (min, median)} in seconds per call."""
     m, kinds = chain(n_tok, width, n_nodes)
     run = interpreter.interpret(m, Env())
@@ -212,16 +217,20 @@ def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=7, number=50, clock=time.
     X = np.random.default_rng(2).standard_normal((n_tok, width))
     ref = direct(X)
     assert np.allclose(run(X)[0], ref, rtol=1e-10, atol=1e-12)
-    cands = {"interpreter": lambda: run(X)}
+    res = interleaved({"interpreter": lambda: run(X), "numpy": lambda: direct(X)}, rounds,
+                      number, clock)
+    # the slow candidates are interleaved apart: run between the interpreter's calls they
+    # evict its (Python) working set, and its minimum then is a cold call
+    slow = {"numpy (beside the next ones)": lambda: direct(X)}
     if PLANS:
         walk = interpreter.interpret(m, Env(), params=dict(run.params), plan=False)
-        cands["interpreter, plan=False"] = lambda: walk(X)
-    cands["numpy"] = lambda: direct(X)
+        slow["interpreter, plan=False"] = lambda: walk(X)
     onnx_run = chain_onnx(kinds, weights, n_tok, width)
     if onnx_run is not None:
         assert np.allclose(onnx_run(X), ref, rtol=1e-10, atol=1e-12)
-        cands["onnx reference"] = lambda: onnx_run(X)
-    return interleaved(cands, rounds, number, clock)
+        slow["onnx reference"] = lambda: onnx_run(X)
+    res.update(interleaved(slow, max(rounds // 4, 7), number, clock))
+    return res
 
 
 def interleaved(cands, rounds=7, number=1, clock=time.perf_counter):
@@ -280,14 +289,14 @@ def window_bench(n_tok, n_win, width):
     return t_i, t_n, m_i, m_n, full
 
 
-def block_bench(title, preset="medium", rounds=3, batch=()):
+def block_bench(title, preset="medium", rounds=3, batch=(), quant="exact"):
     """One block of the bundled spec at ``preset``, exact, stand-in weights, inputs with
     leading ``batch`` dims: (first call, (min, median) of the following calls, tracemalloc
     peak of one call) in seconds / bytes."""
     spec = ncdc.load()
     env = spec.bind(preset).env
     blk = spec.block(title)
-    run = interpreter.interpret(blk, env, stand_in=True)
+    run = interpreter.interpret(blk, env, stand_in=True, quant=quant)
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(tuple(batch) + x.shape) if batch else x
           for x in interpreter.random_inputs(blk, env, 0)]
@@ -295,7 +304,7 @@ def block_bench(title, preset="medium", rounds=3, batch=()):
     out = run(*xs)
     t_first = time.perf_counter() - t0
     assert all(np.isfinite(o).all() for o in out)
-    t = interleaved({"run": lambda: run(*xs)}, rounds=rounds)["run"]
+    t = interleaved({"run": lambda: run(*xs)}, rounds=rounds, clock=time.process_time)["run"]
     return t_first, t, peak(lambda: run(*xs))
 
 
@@ -310,63 +319,82 @@ def prefix_bench(preset, quant):
     t0 = time.perf_counter()
     out = run(*ids)
     t_first = time.perf_counter() - t0
-    t_steady = interleaved({"run": lambda: run(*ids)}, rounds=3)["run"]
+    t_steady = interleaved({"run": lambda: run(*ids)}, rounds=3, clock=time.process_time)["run"]
     assert all(np.isfinite(o).all() for o in out)
     return t_prep, t_first, t_steady
 
 
 def us(t):
-    return f"{t[0] * 1e6:8.1f} / {t[1] * 1e6:8.1f} us"
+    return f"{t[0] * 1e6:.1f} / {t[1] * 1e6:.1f} us"
 
 
 def ms(t):
-    return f"{t[0] * 1e3:7.1f} / {t[1] * 1e3:7.1f} ms"
+    return f"{t[0] * 1e3:.1f} / {t[1] * 1e3:.1f} ms"
 
 
-def run_bench(args):
-    print(f"-- BLAS threads: {os.environ.get('OPENBLAS_NUM_THREADS', 'default')} "
-          "(figures min / median)")
+def run_bench(args, row):
+    """Measure everything; ``row(section, label, text)`` records one figure."""
     n_nodes = 32
     for label, clock in (("wall", time.perf_counter), ("CPU", time.process_time)):
-        print(f"== {n_nodes}-node chain (Linear, x+x, SoftMax, RMSNorm; x=12, m=64): per node, "
-              f"{label} time")
-        res = chain_bench(n_nodes=n_nodes, rounds=9, clock=clock)
+        sec = (f"{n_nodes}-node chain (Linear, x+x, SoftMax, RMSNorm; x=12, m=64), per node, "
+               f"{label} time")
+        res = chain_bench(n_nodes=n_nodes, clock=clock)
         per = {k: (a / n_nodes, b / n_nodes) for k, (a, b) in res.items()}
         for name, t in per.items():
-            print(f"  {name:26s} {us(t)}")
+            row(sec, name, us(t))
         for name in per:
             if name.startswith(("interpreter", "onnx")):
-                over = (per[name][0] - per["numpy"][0], per[name][1] - per["numpy"][1])
-                print(f"  over numpy: {name:26s} {us(over)} per node (goal <= 5 us)")
-    print("== per-operator overhead (interpreter / direct numpy)")
+                base = per["numpy" if name == "interpreter" else "numpy (beside the next ones)"]
+                over = (per[name][0] - base[0], per[name][1] - base[1])
+                goal = " (goal <= 5 us)" if name == "interpreter" else ""
+                row(sec, f"over numpy: {name}{goal}", us(over))
+    sec = "per-operator overhead: interpreter / direct numpy (ratio of minima)"
     for n_tok, width in ((12, 64), (256, 512)):
         for name, t_i, t_n in operator_overhead(n_tok, width):
-            print(f"  {name:22s} x={n_tok:4d} m={width:4d}: interp {us(t_i)}, numpy "
-                  f"{us(t_n)}, ratio {t_i[0] / t_n[0]:6.1f}")
-    print("== sliding-window read + scores (interpreter / sliding_window_view + einsum)")
+            row(sec, f"{name} x={n_tok} m={width}",
+                f"{us(t_i)} vs {us(t_n)} ({t_i[0] / t_n[0]:.1f}x)")
+    sec = "sliding-window read + scores: interpreter vs sliding_window_view + einsum"
     sizes = ((512, 64, 128),) if args.quick else ((512, 64, 128), (2048, 128, 512))
     for n_tok, n_win, width in sizes:
         t_i, t_n, m_i, m_n, full = window_bench(n_tok, n_win, width)
-        print(f"  x={n_tok} w={n_win} c={width}: time {ms(t_i)} vs {ms(t_n)} "
-              f"(ratio {t_i[0] / t_n[0]:.2f}); peak memory {m_i / 2**20:.1f} MiB vs "
-              f"{m_n / 2**20:.1f} MiB; a materialised window would be {full / 2**20:.0f} MiB")
+        row(sec, f"x={n_tok} w={n_win} c={width}: time", f"{ms(t_i)} vs {ms(t_n)}")
+        row(sec, f"x={n_tok} w={n_win} c={width}: peak (materialised window "
+                 f"{full / 2**20:.0f} MiB)", f"{m_i / 2**20:.1f} vs {m_n / 2**20:.1f} MiB")
     if not args.quick:
-        print("== medium preset, 256 tokens, exact")
-        blocks = [("Sliding Window Layer", ())]
+        sec = "medium preset, 256 tokens (CPU time; tracemalloc peak of one call)"
+        blocks = [("Sliding Window Layer", (), "exact"), ("Sliding Window Layer", (), "emulate")]
         if PLANS:                                   # leading batch dims: 256 tokens
-            blocks.append(("Mixture of Experts", (256,)))
-        for title, batch in blocks:
-            t_first, t, mem = block_bench(title, batch=batch)
-            print(f"  {title:22s}: first call {t_first * 1e3:7.1f} ms, then {ms(t)}; "
-                  f"peak memory {mem / 2**20:.1f} MiB")
-    print("== salvaged prefix (ids -> Engram of layer 1)")
+            blocks.append(("Mixture of Experts", (256,), "exact"))
+        for title, batch, quant in blocks:
+            t_first, t, mem = block_bench(title, batch=batch, quant=quant)
+            row(sec, f"{title} {quant}", f"{ms(t)}, first {t_first * 1e3:.0f} ms, "
+                                         f"{mem / 2**20:.1f} MiB")
+    sec = "salvaged prefix (ids -> Engram of layer 1), CPU time"
     presets = ("tiny",) if args.quick else ("tiny", "medium")
     for preset in presets:
         for quant in ("exact", "emulate"):
             t_prep, t_first, t_steady = prefix_bench(preset, quant)
-            goal = "  (goal <= 1 s)" if preset == "tiny" else ""
-            print(f"  {preset:6s} {quant:7s}: prepare {t_prep * 1e3:7.1f} ms, first run "
-                  f"{t_first * 1e3:7.1f} ms, steady {ms(t_steady)}{goal}")
+            goal = " (goal <= 1 s)" if preset == "tiny" else ""
+            row(sec, f"{preset} {quant}{goal}", f"{ms(t_steady)}, prepare "
+                                                f"{t_prep * 1e3:.0f} ms, first {t_first * 1e3:.0f} ms")
+
+
+def _table(columns: dict[str, list]) -> None:
+    """The rows of each thread setting side by side, by section."""
+    names = list(columns)
+    first = columns[names[0]]
+    cells = {name: {(sec, label): text for sec, label, text in rows}
+             for name, rows in columns.items()}
+    width = max(len(label) for _s, label, _t in first) + 2
+    col = max(len(t) for rows in columns.values() for _s, _l, t in rows) + 2
+    sec_now = None
+    for sec, label, _t in first:
+        if sec != sec_now:
+            sec_now = sec
+            print(f"== {sec}")
+            print(f"  {'':{width}s}" + "".join(f"{n:{col}s}" for n in names))
+        print(f"  {label:{width}s}" + "".join(f"{cells[n].get((sec, label), '-'):{col}s}"
+                                              for n in names))
 
 
 def main(argv=None):
@@ -374,14 +402,24 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="smaller sizes, no medium preset")
     ap.add_argument("--threads", choices=("1", "default"),
                     help="run once with BLAS at this thread count (default: both, in turn)")
+    ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.threads:
-        run_bench(args)
+        rows = []
+        run_bench(args, lambda *r: rows.append(r) if args.json else print(" | ".join(r)))
+        if args.json:
+            print(json.dumps(rows))
         return
+    columns = {}
     for threads in ("1", "default"):
         env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
-        cmd = [sys.executable, os.path.abspath(__file__), "--threads", threads]
-        subprocess.run(cmd + (["--quick"] if args.quick else []), env=env, check=True)
+        cmd = [sys.executable, os.path.abspath(__file__), "--threads", threads, "--json"]
+        out = subprocess.run(cmd + (["--quick"] if args.quick else []), env=env, check=True,
+                             capture_output=True, text=True).stdout
+        label = "1 thread" if threads == "1" else f"default ({os.cpu_count()} CPUs)"
+        columns[label] = json.loads(out.strip().splitlines()[-1])
+    print("figures: min / median over interleaved rounds")
+    _table(columns)
 
 
 if __name__ == "__main__":

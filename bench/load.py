@@ -2,16 +2,30 @@
 
 The reference is ``json.loads`` of the *repaired prefix*: the text up to the last complete
 value with its open brackets closed (FORMAT.md's "repaired copy"), i.e. the cheapest possible
-way to read what the salvaging loader recovers. Both are timed in this one run, best of 5 each;
-the figure that matters is the ratio (goal: at most 10x).
+way to read what the salvaging loader recovers. Both are timed in this one run, interleaved
+over 7 rounds; figures are min / median and the ratio of the minima (goal: at most 10x). The
+script runs twice, in fresh processes, and prints one table: BLAS/OpenMP pinned to one thread
+(first column; loading is pure Python, so the two should agree), the default thread count
+(second column). ``--threads 1|default`` runs one of them.
 
     python bench/load.py
 """
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import re
+import subprocess
+import sys
 import time
+
+THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+if "--threads" in sys.argv and sys.argv[sys.argv.index("--threads") + 1:][:1] == ["1"]:
+    for _var in THREAD_VARS:                      # before numpy loads its BLAS
+        os.environ[_var] = "1"
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import validate
@@ -56,19 +70,20 @@ def repaired_prefix(text: str) -> str:
     return text[:cut_end] + cut_closers
 
 
-def best_of(n: int, *fns) -> list[float]:
-    """Best time of each function over ``n`` rounds, the functions interleaved within a round
-    (so a busy moment of the machine hits all of them alike)."""
-    best = [float("inf")] * len(fns)
+def timed(n: int, *fns) -> list[tuple[float, float]]:
+    """(min, median) seconds of each function over ``n`` rounds, the functions interleaved
+    within a round (so a busy moment of the machine hits all of them alike)."""
+    times: list[list[float]] = [[] for _ in fns]
     for _ in range(n):
         for i, fn in enumerate(fns):
             t0 = time.perf_counter()
             fn()
-            best[i] = min(best[i], time.perf_counter() - t0)
-    return best
+            times[i].append(time.perf_counter() - t0)
+    return [(min(t), sorted(t)[len(t) // 2]) for t in times]
 
 
-def main() -> None:
+def measure() -> list[list[str]]:
+    """Rows ``[label, text]`` of this run."""
     path = ncdc.bundled_spec_path()
     with open(path, encoding="utf-8") as fh:
         text = fh.read()
@@ -84,14 +99,43 @@ def main() -> None:
         load_text(text, path, salvage=True)
 
     load_and_validate()                           # warm imports and caches
-    t_json, t_load, t_all = best_of(5, lambda: json.loads(repaired), load_only,
-                                    load_and_validate)
-    print(f"text: {len(text):,} chars; repaired prefix: {len(repaired):,} chars")
-    print(f"json.loads(repaired prefix): {t_json * 1e3:8.1f} ms")
-    print(f"ncdc load (salvage)        : {t_load * 1e3:8.1f} ms  ({t_load / t_json:.1f}x)")
-    print(f"ncdc load + validate       : {t_all * 1e3:8.1f} ms  ({t_all / t_json:.1f}x)")
-    verdict = "within" if t_all / t_json <= 10 else "OVER"
-    print(f"ratio {t_all / t_json:.1f}x: {verdict} the 10x goal")
+    t_json, t_load, t_all = timed(7, lambda: json.loads(repaired), load_only,
+                                  load_and_validate)
+
+    def ms(t):
+        return f"{t[0] * 1e3:.1f} / {t[1] * 1e3:.1f} ms"
+
+    ratio = t_all[0] / t_json[0]
+    return [[f"text {len(text):,} chars; repaired prefix {len(repaired):,}", ""],
+            ["json.loads(repaired prefix)", ms(t_json)],
+            ["ncdc load (salvage)", f"{ms(t_load)} ({t_load[0] / t_json[0]:.1f}x)"],
+            ["ncdc load + validate", f"{ms(t_all)} ({ratio:.1f}x)"],
+            ["goal: load + validate <= 10x json.loads",
+             "within" if ratio <= 10 else "OVER"]]
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", choices=("1", "default"))
+    args = ap.parse_args(argv)
+    if args.threads:
+        print(json.dumps(measure()))
+        return
+    cols = {}
+    for threads in ("1", "default"):
+        env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
+        out = subprocess.run([sys.executable, os.path.abspath(__file__), "--threads", threads],
+                             env=env, check=True, capture_output=True, text=True).stdout
+        label = "1 thread" if threads == "1" else f"default ({os.cpu_count()} CPUs)"
+        cols[label] = json.loads(out.strip().splitlines()[-1])
+    names = list(cols)
+    first = cols[names[0]]
+    width = max(len(r[0]) for r in first) + 2
+    col = max(len(r[1]) for rows in cols.values() for r in rows) + 2
+    print("figures: min / median of 7 interleaved rounds; ratios of the minima")
+    print(f"{'':{width}s}" + "".join(f"{n:{col}s}" for n in names))
+    for i, (label, _t) in enumerate(first):
+        print(f"{label:{width}s}" + "".join(f"{cols[n][i][1]:{col}s}" for n in names))
 
 
 if __name__ == "__main__":

@@ -53,10 +53,13 @@ class Evaluation:
         return tuple(v.values for v in self.outputs)
 
 
+_F64 = np.dtype(np.float64)
+
+
 def _plain(x, real: bool, shape) -> bool:
     """Whether ``x`` is already what :func:`coerce` makes of a real input: a float64 array
     whose shape ends with the input's (any leading batch dims)."""
-    return (real and type(x) is np.ndarray and x.dtype == np.float64
+    return (real and type(x) is np.ndarray and (x.dtype is _F64 or x.dtype == np.float64)
             and x.ndim >= len(shape) and x.shape[x.ndim - len(shape):] == shape)
 
 
@@ -143,7 +146,8 @@ class Interpreted:
                                   f"{len(dom)}: {', '.join(str(a) for a in dom)}",
                                   self.morphism.path)
         values, batch = self._inputs(inputs, dom)
-        start = self._tape_in({**self.default_tape, **(tape or {})})
+        given = {**self.default_tape, **tape} if tape else self.default_tape
+        start = self._tape_in(given) if given else {}
         ev = self._evaluator
         if self.planned and on_entry is None and perturb is None:
             plan = self.plan(batch)
@@ -158,7 +162,7 @@ class Interpreted:
                                   f"{len(cod)}", self.morphism.path)
         result = [_handout(v, batch + shape) for v, shape in zip(outs, self._cod_shapes)]
         final = {uid: materialise(v, shape)
-                 for uid, (v, _nb, shape) in self._evaluator.tape.items()}
+                 for uid, (v, _nb, shape) in ev.tape.items()} if ev.tape else {}
         return Evaluation(result, final)
 
     def plan(self, batch: tuple[int, ...] = ()) -> Plan:
@@ -173,12 +177,16 @@ class Interpreted:
     def _inputs(self, inputs, dom) -> tuple[list[Value], tuple[int, ...]]:
         """The inputs checked against the dom, and their broadcast leading (batch) shape; each
         value gets the batch's rank (size-1 dims where it has none)."""
-        values = [Value(x, None) if _plain(x, real, shape)
-                  else coerce(x, a, self.env, f"input {k}", lead=True)
-                  for k, (x, a, (real, shape)) in enumerate(zip(inputs, dom, self._dom_plain))]
-        leads = [v.values.shape[:v.values.ndim - len(a.shape)] for v, a in zip(values, dom)]
-        if not any(leads):
+        values, batch = [], ()
+        for k, (x, a, (real, shape)) in enumerate(zip(inputs, dom, self._dom_plain)):
+            v = Value(x, None) if _plain(x, real, shape) else coerce(x, a, self.env,
+                                                                   f"input {k}", lead=True)
+            values.append(v)
+            if v.values.ndim != len(shape):
+                batch = None
+        if batch is not None:
             return values, ()
+        leads = [v.values.shape[:v.values.ndim - len(a.shape)] for v, a in zip(values, dom)]
         try:
             batch = tuple(int(n) for n in np.broadcast_shapes(*leads))
         except ValueError:

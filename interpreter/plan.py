@@ -29,6 +29,8 @@ recursive evaluator as the reference the tests compare with.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError
 from ncdc.ir.morphisms import (
@@ -47,8 +49,8 @@ from ncdc.ir.rewrites import softmax_pair
 
 from . import fusion
 from .evaluate import NUMPY_ERRORS, Scope, unevaluable
-from .plan_demand import gated_contraction, position_wise
-from .plan_steps import SiteSteps, locate
+from .plan_demand import gated_contraction, position_wise, widest_site
+from .plan_steps import SiteSteps, boxed, locate
 from .values import Value
 
 
@@ -57,9 +59,11 @@ class Plan:
     inputs are registers ``0..n-1``, its outputs ``outputs``."""
 
     def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int],
-                 demand_sites: int = 0):
+                 demand_sites: int = 0, chunk_rows: tuple[int, ...] = ()):
         self.n_regs, self.n_inputs, self.outputs = n_regs, n_inputs, outputs
         self.demand_sites = demand_sites
+        self.chunk_rows = chunk_rows
+        """Rows per chunk of each chunked gated part (``_Builder.chunked``)."""
         self.steps = _with_lifetimes(steps, n_inputs, outputs)
 
     def __len__(self) -> int:
@@ -74,11 +78,15 @@ class Plan:
                 fn(regs)
                 for r in frees:
                     regs[r] = None
-        return [regs[r] for r in self.outputs]
+        return [boxed(regs[r]) for r in self.outputs]
 
 
-CHUNK_ROWS = 64
-"""Batch positions per chunk of a gated part (:meth:`_Builder.chunked`)."""
+CHUNK_BYTES = 4 << 20
+"""The budget of a gated part's chunk (:meth:`_Builder.chunked`): its widest array
+(:func:`~interpreter.plan_demand.widest_site`, 8 bytes an element) holds at most this much, so
+the part's peak is bounded whatever the token count (rows from this budget, at least one)."""
+CHUNK_ROWS: int | None = None
+"""Rows per chunk, overriding :data:`CHUNK_BYTES` (tests)."""
 
 
 def _rows(v: Value, start: int, stop: int) -> Value:
@@ -88,9 +96,10 @@ def _rows(v: Value, start: int, stop: int) -> Value:
                  live if live is None or live.shape[0] == 1 else live[start:stop])
 
 
-def _stacked(parts: list[Value], n: int) -> Value:
-    """Chunk results joined along the first dim (``n`` positions in all)."""
-    sizes = [min(CHUNK_ROWS, n - s) for s in range(0, n, CHUNK_ROWS)]
+def _stacked(parts: list[Value], n: int, rows: int) -> Value:
+    """Chunk results of ``rows`` positions joined along the first dim (``n`` positions in
+    all)."""
+    sizes = [min(rows, n - s) for s in range(0, n, rows)]
     tail = np.broadcast_shapes(*(p.values.shape[1:] for p in parts))
     vals = np.concatenate([np.broadcast_to(p.values, (m,) + tail) for p, m in zip(parts, sizes)])
     if all(p.live is None for p in parts):
@@ -127,7 +136,7 @@ def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
         outs = b.block_body(root, regs, (root.title,), batch)
     else:
         outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
-    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites)
+    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows))
 
 
 class _Builder(SiteSteps):
@@ -140,6 +149,8 @@ class _Builder(SiteSteps):
         """(A, gate register, batch rank) while emitting a part read only where the gate is
         live (:mod:`interpreter.plan_demand`)."""
         self.demand_sites = 0
+        self.chunk_rows: list[int] = []
+        """Rows per chunk of each chunked gated part (:meth:`chunked`)."""
 
     def new(self, k: int = 1) -> list[int]:
         out = list(range(self.n, self.n + k))
@@ -204,9 +215,11 @@ class _Builder(SiteSteps):
         """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
         gated contraction ``items[i + 1]`` (:mod:`interpreter.plan_demand`): (registers, items
         emitted), else None. Over leading batch dims, the gated part and the contraction run
-        in row chunks (:meth:`chunked`)."""
+        in row chunks (:meth:`chunked`); in ``emulate`` mode only that (no demand: the bank
+        Linears keep their rules and rounding)."""
         m = items[i]
-        if (self.ev.quant != "exact" or self.demand is not None or i + 1 >= len(items)
+        exact = self.ev.quant == "exact"
+        if (not (exact or batch) or self.demand is not None or i + 1 >= len(items)
                 or not isinstance(m, ProductOfMorphisms)):
             return None
         found = gated_contraction(items[i + 1])
@@ -224,6 +237,8 @@ class _Builder(SiteSteps):
         pg, py = owner
         part_y = m.content[py]
         if pg >= py or len(part_y.cod) != 1 or not position_wise(part_y, A):
+            return None
+        if not exact and py != len(m.content) - 1:
             return None
         self.ev._arity(m, regs)
         out, at = [], 0
@@ -254,7 +269,8 @@ class _Builder(SiteSteps):
         sub.counts = self.counts                  # occurrences counted in evaluation order
         k = len(operands)
         sub.n = k + 1
-        sub.demand = (A, k, len(batch))
+        if ev.quant == "exact":
+            sub.demand = (A, k, len(batch))
         y = sub.emit(part, list(range(k)), scope, batch)
         sub.demand = None
         c_in = [k, k]
@@ -262,18 +278,23 @@ class _Builder(SiteSteps):
         res = sub.emit(contraction, c_in, scope, batch)
         plan = Plan(sub.steps, sub.n, k + 1, res, sub.demand_sites)
         self.demand_sites += sub.demand_sites
+        self.chunk_rows += sub.chunk_rows
         dst = self.new(len(res))
         src = tuple(operands) + (gate,)
         n = batch[0]
+        row_bytes = 8 * math.prod(batch[1:]) * max(widest_site(part, ev),
+                                                   widest_site(contraction, ev), 1)
+        rows = CHUNK_ROWS or max(1, CHUNK_BYTES // row_bytes)
+        self.chunk_rows.append(rows)
 
         def run(R):
-            ins = [R[r] for r in src]
-            if ev.observer is not None or n <= CHUNK_ROWS:
+            ins = [boxed(R[r]) for r in src]
+            if ev.observer is not None or n <= rows:
                 outs = plan.run(ins)
             else:
-                runs = [plan.run([_rows(v, s, s + CHUNK_ROWS) for v in ins])
-                        for s in range(0, n, CHUNK_ROWS)]
-                outs = [_stacked([r[j] for r in runs], n) for j in range(len(res))]
+                runs = [plan.run([_rows(v, s, s + rows) for v in ins])
+                        for s in range(0, n, rows)]
+                outs = [_stacked([r[j] for r in runs], n, rows) for j in range(len(res))]
             for r, v in zip(dst, outs):
                 R[r] = v
 
@@ -294,7 +315,7 @@ class _Builder(SiteSteps):
 
         def observe(R, blk=blk, titles=titles, batch=tuple(batch)):
             if ev.observer is not None:
-                ev.observer(blk, titles, [R[r] for r in outs], batch)
+                ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
         self.step(observe, outs, ())
         return outs
@@ -331,7 +352,7 @@ class _Builder(SiteSteps):
         batch, shape = tuple(batch), tuple(shape)
 
         def write(R):
-            ev.tape_write(slot, R[src], batch, shape)
+            ev.tape_write(slot, boxed(R[src]), batch, shape)
 
         self.step(write, (src,), ())
 
@@ -377,7 +398,7 @@ class _Builder(SiteSteps):
         def run(R):
             P = ev.params
             params = {role: P[key] for role, key in keys}
-            R[dst] = fusion.linear_then_diagonal(ev, lin, view, [R[r] for r in src], scope,
+            R[dst] = fusion.linear_then_diagonal(ev, lin, view, [boxed(R[r]) for r in src], scope,
                                                  batch, params)[0]
 
         self.step(run, src, (dst,))

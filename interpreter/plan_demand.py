@@ -106,6 +106,27 @@ def position_wise(m, A) -> bool:
     return True
 
 
+def widest_site(m, ev) -> int:
+    """The most elements one result of a ``Broadcasted`` in ``m`` holds per lifted position
+    (its degree and output target, an axis shared by both counted once: a fused bank keeps the
+    diagonal); boxes count their degree. Sizes the chunks of a gated part
+    (``plan._Builder.chunked``)."""
+    if isinstance(m, (Composed, ProductOfMorphisms)):
+        return max((widest_site(p, ev) for p in m.content), default=0)
+    if isinstance(m, Block):
+        return widest_site(m.body, ev)
+    if not isinstance(m, Broadcasted):
+        return 0
+    deg = math.prod(ev.degree_sizes(m))
+    if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
+        return deg * widest_site(m.operator.block, ev)
+    most = 0
+    for w in m.output_weaves:
+        extra = [a for a in w.target if a not in m.degree]
+        most = max(most, deg * math.prod(ev.env.sizes(tuple(extra))))
+    return most
+
+
 def demanded_linear(x: np.ndarray, W: np.ndarray, bias, live: np.ndarray, nin: int,
                     t: int) -> Value:
     """The bank Linear ``y[*lead, *out] = x[*lead, *in] . W[*in, *out]`` (``A`` at output

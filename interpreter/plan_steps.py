@@ -9,6 +9,7 @@ from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import param_roles
+from numpy import ndarray
 
 from .context import RuleContext
 from .evaluate import NUMPY_ERRORS, Scope
@@ -107,11 +108,12 @@ class SiteSteps:
 
             def run(R):
                 try:
-                    v = R[s0]
-                    x = v.values
-                    if v.live is None and x.shape[nb:] == lay0:
+                    x = v = R[s0]
+                    if type(x) is not ndarray and x.live is None:
+                        x = x.values
+                    if type(x) is ndarray and x.shape[nb:] == lay0:
                         y = kern((x,), take())[0]
-                        R[d0] = Value(y, None) if type(y) is np.ndarray and y.ndim == rank0 \
+                        R[d0] = y if type(y) is ndarray and y.ndim == rank0 \
                             else put(Value(y, None))
                     else:
                         R[d0] = put(apply([read(v)])[0])
@@ -124,15 +126,17 @@ class SiteSteps:
                 try:
                     xs = []
                     for r, lay in fast:
-                        v = R[r]
-                        if v.live is not None or v.values.shape[nb:] != lay:
+                        x = R[r]
+                        if type(x) is not ndarray and x.live is None:
+                            x = x.values
+                        if type(x) is not ndarray or x.shape[nb:] != lay:
                             break
-                        xs.append(v.values)
+                        xs.append(x)
                     else:
                         ys = kern(xs, take())
                         for (put, r), y, rank in zip(outs_at, ys, ranks):
-                            R[r] = Value(y, None) if type(y) is np.ndarray and \
-                                y.ndim == rank else put(Value(y, None))
+                            R[r] = y if type(y) is ndarray and y.ndim == rank \
+                                else put(Value(y, None))
                         return
                     outs = apply([read(R[r]) for read, r in pairs])
                     for (put, r), v in zip(outs_at, outs):
@@ -167,7 +171,7 @@ class SiteSteps:
             try:
                 v = read(R[src])
                 ctx.params = P = {role: params[key] for role, key in keys}
-                g = R[gate].live
+                g = boxed(R[gate]).live
                 if g is None or v.live is not None or g.ndim != nb + 1:
                     (y,) = rule(b, [v], ctx)
                 else:
@@ -205,9 +209,11 @@ class SiteSteps:
         rank = nb + r + len(w.target)
         moves = [nb + p for p in w.tiled_positions] != list(range(nb, nb + r))
         if moves or ev.quant != "exact":
-            return lambda v: ev.place(b, j, v, batch, deg)
+            return lambda v: ev.place(b, j, boxed(v), batch, deg)
 
         def put(v):
+            if type(v) is ndarray:
+                return v if v.ndim == rank else ev.place(b, j, Value(v, None), batch, deg)
             x = v.values
             if type(x) is np.ndarray and x.ndim == rank and (v.live is None or
                                                             v.live.ndim == rank):
@@ -215,6 +221,12 @@ class SiteSteps:
             return ev.place(b, j, v, batch, deg)
 
         return put
+
+
+def boxed(x) -> Value:
+    """A register's content as a :class:`Value`: registers hold a plain ``ndarray`` for an
+    all-live array that the fast path made (no ``Value`` built per step), else a ``Value``."""
+    return Value(x, None) if type(x) is ndarray else x
 
 
 def _taker(params, keys):
@@ -230,7 +242,7 @@ def _taker(params, keys):
 def _reader(plan, nb, layout, k, weave):
     def read(v):
         try:
-            return gather(v, plan, nb)
+            return gather(boxed(v), plan, nb)
         except ValueError as exc:
             raise EvaluationError(f"input {k} does not fit its weave {weave}: {exc}") from None
 
@@ -238,6 +250,8 @@ def _reader(plan, nb, layout, k, weave):
         return read
 
     def identity(v):
+        if type(v) is ndarray:
+            return Value(v, None) if v.shape[nb:] == layout else read(v)
         if v.values.shape[nb:] == layout and (v.live is None or v.live.ndim == v.values.ndim):
             return v
         return read(v)

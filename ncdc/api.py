@@ -180,16 +180,45 @@ def _target(what, spec: Spec | None):
 
 
 def _env(morphism, spec, env, preset, sizes, constants):
+    """The env of ``morphism``, gated (:func:`_size_gate`)."""
     if env is not None:
         if sizes or constants or preset is not None:
             raise ValueError("give either env or preset/sizes/constants, not both")
-        return env
-    scope = _scope(morphism, spec)
-    if scope is not None:
-        return _bind(*scope, preset or DEFAULT_PRESET, sizes, constants).env
-    from ncdc.interpreter.api import bind_for
+        binding = Binding(env)
+    else:
+        scope = _scope(morphism, spec)
+        if scope is not None:
+            binding = _bind(*scope, preset or DEFAULT_PRESET, sizes, constants)
+        else:
+            from ncdc.interpreter.api import bind_for
 
-    return bind_for(morphism, sizes, constants, preset or DEFAULT_PRESET)
+            binding = Binding(bind_for(morphism, sizes, constants, preset or DEFAULT_PRESET))
+    _size_gate(morphism, binding)
+    return binding.env
+
+
+def _size_gate(morphism, binding: Binding) -> None:
+    """Refuse what the command line's gate refuses for sizes (:mod:`spec.checks_sizes`, code
+    ``size-invalid``: negative, non-integral or out-of-int64 sizes, arrays past ``2**63 - 1``
+    elements, repetitions past the limit) with the same typed error, a
+    :class:`~ir.errors.BindingError` ``refused: size-invalid: ...``, before any allocation."""
+    from ncdc.ir.errors import BindingError
+    from ncdc.spec.checks_sites import all_sites
+    from ncdc.spec.checks_sizes import check_sizes
+    from ncdc.spec.validate import Checker
+
+    ck = Checker(binding)
+    try:
+        sites = list(all_sites(morphism))
+    except RecursionError:
+        return                          # a term too deep: the interpreter reports it, typed
+    check_sizes(ck, sites, binding)
+    errors = [d for d in ck.out if d.severity == "error"]
+    if errors:
+        d = errors[0]
+        more = f" (and {len(errors) - 1} more; `ncdc validate` lists them)" \
+            if len(errors) > 1 else ""
+        raise BindingError(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
 
 
 def interpret(what, env=None, *, spec: Spec | None = None, preset: str | None = None,

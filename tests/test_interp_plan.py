@@ -17,13 +17,28 @@ from ncdc.ir.names import Name
 
 import ncdc
 from ncdc import interpreter
-from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER
+from tests.conftest import ATTENTION_CORE, DATA, PYNCD, TRANSFORMER
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, weave
 
 SPECS = {"bundled": ncdc.load(), "transformer": ncdc.load(TRANSFORMER),
          "attention_core": ncdc.load(ATTENTION_CORE),
-         "extra_kinds": ncdc.load(DATA / "extra_kinds.json")}
+         "extra_kinds": ncdc.load(DATA / "extra_kinds.json"),
+         "tensorlogic_program": ncdc.load(DATA / "tensorlogic_program.json"),
+         **{p.stem: ncdc.load(p) for p in sorted(PYNCD.glob("*.json"))
+            if p.stem not in ("transformer", "attention_core")}}
+PYNCD_SPECS = {p.stem for p in PYNCD.glob("*.json")}
+ROOT = "<root>"
+"""The whole spec (its complete prefix when truncated) as one more site."""
 SITES = [(name, s.path) for name, spec in SPECS.items() for s in spec.blocks()]
+READ_SITES = [(name, path, "faithful") for name, path in SITES + [(n, ROOT) for n in SPECS]] + [
+    (name, path, "pyncd") for name, path in SITES + [(n, ROOT) for n in SPECS]
+    if name in PYNCD_SPECS]
+"""(spec, site, reading): every block and root of every spec; the pyncd exports under both
+readings (:mod:`ir.readings`)."""
+
+
+def _site(spec, path):
+    return interpreter.prefix(spec.data) if path == ROOT else spec.block(path)
 
 
 def _outcome(run, inputs, tape):
@@ -59,15 +74,18 @@ def _close_value(a, b):
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
-@pytest.mark.parametrize(("spec_name", "path"), SITES, ids=[f"{n}:{p}" for n, p in SITES])
-def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, quant):
+@pytest.mark.parametrize(("spec_name", "path", "reading"), READ_SITES,
+                         ids=[f"{n}:{p}:{r}" for n, p, r in READ_SITES])
+def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, reading, quant):
     spec = SPECS[spec_name]
     env = spec.bind("tiny").env
-    m = spec.block(path)
+    m = _site(spec, path)
     inputs = interpreter.random_inputs(m, env, 4)
     tape = interpreter.random_tape(m, env, 4)
-    ref = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3, plan=False)
-    planned = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3)
+    ref = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3, plan=False,
+                                reading=reading)
+    planned = interpreter.interpret(m, env, quant=quant, stand_in=True, seed=3,
+                                    reading=reading)
     want, got = _outcome(ref, inputs, tape), _outcome(planned, inputs, tape)
     if want[0] == "error":
         assert got == want
@@ -141,6 +159,15 @@ def test_inputs_without_the_batch_broadcast_over_it():
         run(np.ones((2, 5, 3, 5)), b)
 
 
+def peak(fn) -> int:
+    """tracemalloc peak (bytes) of one call of ``fn``."""
+    tracemalloc.start()
+    fn()
+    _, p = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return p
+
+
 def _linear_chain(n, size):
     x, m = axis("x", size), axis("m", size)
     items = [bc(Linear(Name(f"W_{i}")), [weave(R, "*", m)], [weave(R, "*", m)],
@@ -157,13 +184,6 @@ def test_a_chain_plans_one_step_per_operator_and_frees_its_registers():
     np.testing.assert_array_equal(planned(X)[0], ref(X)[0])
     # 16 Linear steps + the block's observer step; no step for wiring
     assert len(planned.plan()) == 17
-
-    def peak(fn):
-        tracemalloc.start()
-        fn()
-        _, p = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        return p
 
     array = 128 * 128 * 8
     p_plan, p_ref = peak(lambda: planned(X)), peak(lambda: ref(X))
@@ -269,3 +289,58 @@ def test_gated_experts_run_in_row_chunks_to_the_same_result(chunk, monkeypatch):
     one = planned.evaluate(x[:1]).outputs[0]
     np.testing.assert_allclose(one.values, ref.evaluate(x[:1]).outputs[0].values,
                                rtol=1e-10, atol=1e-12)
+
+
+def test_gated_chunks_are_sized_from_a_byte_budget(monkeypatch):
+    """Rows per chunk = budget / (8 bytes x the widest per-row array, the experts' output
+    ``[e, d]`` of the fused ``W^D`` bank): computed here from the weight's shape; the part's
+    tracemalloc peak then grows with the token count only by the ``[x, d]`` rows in and out,
+    not by ``[x, e, d]`` (half of one such array is the bound checked)."""
+    from ncdc.interpreter import plan as plan_module
+
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2)
+    (_f, e, d) = next(v.shape for k, v in planned.params.items() if "W^{D}" in k)
+    row = 8 * e * d
+    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 4 * row)
+    run = interpreter.interpret(moe, env, params=dict(planned.params))
+    assert run.plan((64,)).chunk_rows == (4,)
+    monkeypatch.setattr(plan_module, "CHUNK_BYTES", 3 * row - 1)
+    assert interpreter.interpret(moe, env, params=dict(planned.params)).plan((64,)).chunk_rows \
+        == (2,)
+    rng = np.random.default_rng(3)
+    peaks = {}
+    for n in (64, 512):
+        x = rng.standard_normal((n, d))
+        run(x)
+
+        def once(x=x):
+            return run(x)
+
+        peaks[n] = peak(once)
+    grown = peaks[512] - peaks[64]
+    assert grown < 448 * e * d * 8 / 2, (peaks, e, d)   # unbounded, it grows 9.5 MB here
+
+
+def test_emulate_runs_the_experts_in_row_chunks_without_demand(monkeypatch):
+    """In emulate mode the bank Linears keep their rules (rounding), so nothing is demanded,
+    but the gated part still runs in row chunks over a leading batch dim: same values as the
+    tree walk, which evaluates every row at once."""
+    from ncdc.interpreter import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "CHUNK_ROWS", 3)
+    spec = SPECS["bundled"]
+    env = spec.bind("tiny", sizes={"e": 16, "k": 4}).env
+    moe = spec.block("Mixture of Experts")
+    planned = interpreter.interpret(moe, env, seed=2, quant="emulate")
+    ref = interpreter.interpret(moe, env, params=dict(planned.params), quant="emulate",
+                                plan=False)
+    (m,) = planned.dom_shapes()[0]
+    x = np.random.default_rng(9).standard_normal((7, m))
+    got, want = planned.evaluate(x).outputs[0], ref.evaluate(x).outputs[0]
+    plan = planned.plan((7,))
+    assert plan.chunk_rows == (3,) and plan.demand_sites == 0
+    np.testing.assert_allclose(got.values, want.values, rtol=1e-10, atol=1e-12)
+    assert got.live is None and want.live is None

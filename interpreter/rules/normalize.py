@@ -89,6 +89,10 @@ def softmax(b, inputs, ctx):
     return [finished(y, live)]
 
 
+_F64 = np.dtype(np.float64)
+_sum, _max, _exp, _sqrt = np.add.reduce, np.maximum.reduce, np.exp, np.sqrt
+
+
 @kernel(Normalize)
 def normalize_kernel(b, ctx):
     op = b.operator
@@ -97,19 +101,20 @@ def normalize_kernel(b, ctx):
     eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
     if isinstance(eps, complex):
         return None
+    axes = tuple(range(-nt, 0))
+    centred, gain, shift = op.centred, op.gain, op.bias
 
     def run(xs, params):
         (x,) = xs
-        if x.dtype != np.float64:
+        if x.dtype is not _F64:
             x = np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
-        axes = tuple(range(x.ndim - nt, x.ndim))
-        if op.centred:
-            x = x - x.sum(axis=axes, keepdims=True) / n
+        if centred:
+            x = x - _sum(x, axis=axes, keepdims=True) / n
         sq = np.square(np.abs(x)) if x.dtype.kind == "c" else x * x
-        y = x / np.sqrt(sq.sum(axis=axes, keepdims=True) / n + eps)
-        if op.gain:
+        y = x / _sqrt(_sum(sq, axis=axes, keepdims=True) / n + eps)
+        if gain:
             y = y * params["gain"]
-        if op.bias:
+        if shift:
             y = y + params["shift"]
         return [y]
 
@@ -118,18 +123,16 @@ def normalize_kernel(b, ctx):
 
 @kernel(SoftMax)
 def softmax_kernel(b, ctx):
-    nt = _ntarget(b)
+    axes = tuple(range(-_ntarget(b), 0))
 
     def run(xs, params):
         (x,) = xs
-        if x.dtype != np.float64:
+        if x.dtype is not _F64:
             x = np.asarray(x, dtype=np.float64)
-        axes = tuple(range(x.ndim - nt, x.ndim))
-        m = x.max(axis=axes, keepdims=True)
-        total = float(m.sum())
-        if total - total != 0:                        # some maximum is not finite
-            m = np.where(np.isfinite(m), m, 0.0)
-        e = np.exp(x - m)
-        return [e / e.sum(axis=axes, keepdims=True)]
+        m = _max(x, axis=axes, keepdims=True)
+        if not math.isfinite(_sum(m, axis=None)):     # some maximum is not finite (or the
+            m = np.where(np.isfinite(m), m, 0.0)      # sum overflowed: then this is a no-op)
+        e = _exp(x - m)
+        return [e / _sum(e, axis=axes, keepdims=True)]
 
     return run
