@@ -10,7 +10,8 @@ default thread count (second column). Compared runs are interleaved (one call of
 3. ``torch.compile(fullgraph=True)`` of the generated layer 0 (``static_shapes=True``) against
    eager, float32 (goal: >= 2x), and the compile time;
 4. peak memory of a forward of the generated Sliding Window Attention at 2048 tokens for
-   w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events;
+   w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events,
+   and how much of its growth with w is the [h, x, w] scores;
 5. generated eager torch against the reference interpreter, whole salvaged prefix (goal: >= 20x);
 6. code generation time for the whole salvaged spec (goal: <= 2 s).
 
@@ -186,8 +187,11 @@ def section_compile(l0: Layer0, repeat: int) -> None:
           f"static_shapes=True (goal >= 2x); min / median, 1 thread | {DEFAULT_THREADS} threads")
     eager = l0.generated("float32", static_shapes=True)
     args = l0.args("float32")
-    print(f"   matrix products (mm, bmm, addmm) are {matmul_share(eager, args):.0%} of eager "
-          "(the part compiling cannot shrink)")
+    share, others = eager_profile(eager, args)
+    print(f"   matrix products (mm, bmm, addmm, also inside ncdc::grouped_matmul) are {share:.0%} "
+          f"of eager time: compiling can gain at most {1 / max(share, 1e-9):.2f}x (if every "
+          "other op vanished)")
+    print("   costliest other ops: " + ", ".join(f"{k} {v:.0%}" for v, k in others))
     import torch._inductor.config
 
     torch._inductor.config.force_disable_caches = True  # a cold compile time
@@ -214,19 +218,27 @@ def section_compile(l0: Layer0, repeat: int) -> None:
     print(f"   compile time (first call, caches off) {t_compile:.1f} s; max rel diff {err:.1e}")
 
 
-def matmul_share(module, args) -> float:
-    """The share of a forward's CPU time spent in matrix products (profiler, one call)."""
+MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+
+
+def eager_profile(module, args, calls: int = 3) -> tuple[float, list]:
+    """(share of a forward's CPU time in matrix products, the five costliest other ops with
+    their shares), from the profiler's self times over ``calls`` forwards after one warm-up."""
     from torch.profiler import ProfilerActivity, profile
 
     with torch.no_grad():
         module(*args)
         with profile(activities=[ProfilerActivity.CPU]) as p:
-            module(*args)
+            for _ in range(calls):
+                module(*args)
     events = p.key_averages()
     total = sum(e.self_cpu_time_total for e in events)
-    mat = sum(e.self_cpu_time_total for e in events
-              if e.key in ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm"))
-    return mat / total if total else 0.0
+    if not total:
+        return 0.0, []
+    mat = sum(e.self_cpu_time_total for e in events if e.key in MATMULS)
+    others = sorted(((e.self_cpu_time_total / total, e.key) for e in events
+                     if e.key not in MATMULS), reverse=True)[:5]
+    return mat / total, others
 
 
 def peak_forward_bytes(module, args) -> int:
@@ -247,9 +259,14 @@ def peak_forward_bytes(module, args) -> int:
 
 def section_memory(spec, preset: str, tokens: int = 2048) -> None:
     print(f"\n4. peak memory of a forward of the generated Sliding Window Attention, {tokens} "
-          "tokens, float64 (goal: independent of w within 10%)")
+          "tokens, float64 (goal: independent of w within 10%); peak of the running sum of the "
+          "profiler's allocation events (inputs and weights not counted)")
     block = spec.block("Sliding Window Attention")
-    peaks = {}
+    peaks, scores = {}, {}
+
+    def size(label, env):
+        return env.size(next(s for s in spec.symbols.values() if s.label == label))
+
     for w in (16, 64, 128):
         env = spec.bind(preset, sizes={"w": w}).env
         run = interpreter.interpret(block, env, stand_in=True)
@@ -257,11 +274,14 @@ def section_memory(spec, preset: str, tokens: int = 2048) -> None:
         m = env.size(block.dom[0].shape[-1].size)
         x = torch.randn(tokens, m, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
         peaks[w] = peak_forward_bytes(module, [x])
-        c = env.size(next(s for s in spec.symbols.values() if s.label == "c"))
-        window = tokens * w * c * x.element_size()
-        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:8.1f} MiB; a tokens x w x c copy would be "
+        window = tokens * w * size("c", env) * x.element_size()
+        scores[w] = size("h", env) * tokens * w * x.element_size()
+        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:8.1f} MiB; one [h, x, w] score array "
+              f"{scores[w] / 2**20:5.1f} MiB; a tokens x w x c window copy would be "
               f"{window / 2**20:6.1f} MiB")
-    print(f"   w = 128 over w = 16: {peaks[128] / peaks[16]:.2f}x")
+    grown = (peaks[128] - peaks[16]) / (scores[128] - scores[16])
+    print(f"   w = 128 over w = 16: {peaks[128] / peaks[16]:.2f}x; the growth is {grown:.1f} "
+          "score arrays' worth (the [h, x, w] scores, exponentials and weights alive at once)")
 
 
 def section_interpreter(spec, env, repeat: int) -> None:

@@ -11,10 +11,10 @@ from ncdc.ir.arrays import TILED
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
-from ncdc.ir.operators import Einops, Linear, View
+from ncdc.ir.operators import BlockOperator, Einops, Linear, View
 from ncdc.ir.storage import block_scale, output_format
 
-from . import formats
+from . import flips, formats
 from .affine import affine_map, simple_source
 from .ctx import Ctx
 from .escapes import escape
@@ -33,17 +33,26 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         raise SpecError(f"no code generation rule for {type(b.operator).__name__}", b.path)
     if len(wires) != len(b.input_weaves):
         raise SpecError(f"{len(b.input_weaves)} input weaves but {len(wires)} inputs", b.path)
-    if wants_pairs(cb, b, wires):
+    keeps = then is None and isinstance(b.operator, (View, BlockOperator))  # codegen/flips.py
+    on_pairs = wants_pairs(cb, b, wires)
+    if on_pairs or not keeps:
+        wires = [flips.plain(cb, w) for w in wires]
+    if on_pairs:
         start = len(cb.fw.bound)
         outs = lower_on_pairs(cb, b, wires, then, fn)
         fresh = set(cb.fw.bound[start:])
         return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
-    operands = [read_operand(cb, b, k, w) for k, w in enumerate(wires)]
+    operands = [read_operand(cb, b, k, w, flips=keeps) for k, w in enumerate(wires)]
+    operands = flips.settle_operands(cb, b, operands)
     start = len(cb.fw.bound)
     if then is None:
         ctx = Ctx(cb, b, operands)
         ctx.wires = list(wires)
         outs = place(ctx, b, fn(ctx))
+        if isinstance(b.operator, View):
+            outs = [flips.view_output(b, operands[0], w) for w in outs]
+            outs = [flips.plain(cb, w) if flips.rounds_in_blocks(b, j, w) else w
+                    for j, w in enumerate(outs)]
     else:
         ctx = Ctx(cb, b, operands, relabel=fusion_relabel(b, then), final=then)
         ctx.wires = list(wires)

@@ -8,7 +8,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Block
 from ncdc.ir.params import repetitions
 
-from . import liveness
+from . import flips, liveness
 from .classinfo import INDENT, shape_text
 from .escapes import ARGUMENT, NotCompact, escape
 from .experts import note_unsliceable
@@ -30,6 +30,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     """Call a submodule for ``block`` (a loop over a ModuleList when it repeats);
     ``lifted``: the degree axes the call runs over (for shape comments)."""
     reps = repetitions(block, cb.gen.env)
+    wires, reversed_axes = flips.settle_call(cb, block, wires, reps > 1)
     tape_before = dict(cb.tape)
     passed = [w for w in wires if w.pairs is not None]
     if passed:
@@ -134,7 +135,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if cb.lead_source is None:
         for w in outs:
             w.full = False
-    return outs
+    return flips.restore_outputs(cb, outs, reversed_axes)
 
 def _pairs_class(cb, block: Block, wires: list[Wire]):
     """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when

@@ -29,7 +29,7 @@ from ncdc.ir.params import repetitions
 from ncdc.ir.rewrites import softmax_pair, stable_composition
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
-from . import calls, tape
+from . import calls, flips, tape
 from .broadcast import fusible_view, lower_broadcasted
 from .class_source import class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
@@ -172,6 +172,7 @@ class ClassBuilder:
         if self.selection is not None:
             self._pairs_size = self.axis_size(self.selection.axis)
             self.lead()
+        outs = [flips.plain(self, w) for w in outs]
         for w in outs:
             if w.pairs is not None and w.pairs is not self.selection:
                 escape(w.origins, "a pairs array leaves the block")
@@ -239,11 +240,11 @@ class ClassBuilder:
         if isinstance(m, Broadcasted):
             return self._noted(lower_broadcasted(self, m, wires))
         if isinstance(m, ParaWrap):
-            return self.lower_parawrap(m, wires)
+            return self.lower_parawrap(m, [flips.plain(self, w) for w in wires])
         if isinstance(m, Grab):
             return [self.tape_read(m.tape, m.size)]
         if isinstance(m, Drop):
-            self.tape_write(m.tape, wires[0])
+            self.tape_write(m.tape, flips.plain(self, wires[0]))
             return []
         if isinstance(m, Truncated):
             raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "

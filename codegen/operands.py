@@ -19,6 +19,7 @@ class Operand:
     static: tuple | None  # (possible, sure) arrays, dims in label order
     full: bool
     datatype: object
+    flipped: frozenset = frozenset()  # labels of dims held in reverse order (codegen/flips.py)
 
 
 @dataclass

@@ -18,12 +18,16 @@ from ncdc.ir.operators import View
 from . import decoder, liveness
 from .affine import affine_map, simple_source
 from .emit import align_code, atom
+from .flips import plain
 from .names import comment_text, identifier
 from .operands import Operand
 from .wires import Wire
 
 
-def read_operand(cb, b: Broadcasted, k: int, wire: Wire) -> Operand:
+def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) -> Operand:
+    """Input ``k`` of ``b`` read through its reindexing. With ``flips``, a window read
+    backwards stays a view with its dim flipped, and the wire's flipped dims stay flipped
+    where they are relabelled (``codegen/flips.py``); otherwise every dim comes in order."""
     weave = b.input_weaves[k]
     rx = b.reindexings[k]
     amap = affine_map(rx, constraints_ok=True)
@@ -53,16 +57,22 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire) -> Operand:
             labels[pos] = ("d", i)
         else:
             general.append(j)
+    flips = flips and not amap.constraints
+    if wire.flipped and (not flips or any(tiled[j] in wire.flipped for j in general)
+                         or len(set(labels)) != len(labels)):
+        wire = plain(cb, wire)
+    flipped = frozenset(labels[p] for p in wire.flipped)
     expr, live, full = wire.var, wire.live, wire.full
     static = None
     if wire.static is not None:
         static = (wire.static.possible, wire.static.sure)
     if general:
-        expr, labels, live, static = _general_read(cb, b, k, amap, labels, tiled, general,
-                                                   expr, live, static)
+        expr, labels, live, static, more = _general_read(cb, b, k, amap, labels, tiled,
+                                                         general, expr, live, static, flips)
+        flipped |= more
     if amap.constraints:
         expr, labels, live, static = _constrained(cb, b, amap, expr, labels, live, static)
-    return Operand(expr, labels, live, static, full, weave.datatype)
+    return Operand(expr, labels, live, static, full, weave.datatype, flipped)
 
 
 def _constrained(cb, b, amap, expr, labels, live, static):
@@ -118,7 +128,8 @@ def _constrained(cb, b, amap, expr, labels, live, static):
     return expr, labels, new_live, (pos, sure)
 
 
-def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
+def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, flips):
+    """(expr, labels, live, static, flipped labels) of a read through general affine rows."""
     gen = cb.gen
     tmp = [("s", j) for j in general]
     src_pos = [tiled[j] for j in general]
@@ -171,12 +182,12 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
                                for a in new_static)
             if liveness.make(*new_static) is None:
                 new_static, out_live = None, None
-        return var, labels, out_live, new_static
+        return var, labels, out_live, new_static, frozenset()
     comment = _read_comment(amap, general, used, deg)
     if len(general) == 1 and radix is None:
         return _read_in_place(cb, b, amap, cur, src_pos[0], general[0], used, deg, expr, live,
                               new_static, ok_ref, name, comment, decoder.read_call(
-                                  cb, b, k, general, name))
+                                  cb, b, k, general, name), flips)
     rows_code = "[" + ", ".join(
         "((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used)
         + ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})"
@@ -206,7 +217,7 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static):
                                   f".expand({atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
     if new_static is not None and liveness.make(*new_static) is None:
         new_static, out_live = None, None
-    return var, rest + new, out_live, new_static
+    return var, rest + new, out_live, new_static, frozenset()
 
 
 def _index_code(cb, terms, shift) -> str:
@@ -228,14 +239,23 @@ def _index_code(cb, terms, shift) -> str:
 
 
 def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, ok_ref, name,
-                   comment, read):
-    """One source dim read through an affine row: the box of degree dims takes its place."""
+                   comment, read, flips):
+    """One source dim read through an affine row: the box of degree dims takes its place.
+    With ``flips``, box dims read backwards (of sizes the data does not fix) come flipped."""
     n = len(cur)
     rows_code = "[((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used) + \
         ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})]"
     sizes_code = "(" + ", ".join(cb.axis_size(deg[i]) for i in used) + \
         ("," if len(used) == 1 else "") + ")"
+    gen = cb.gen
+    backwards = [i for i in used if flips and gen.size(amap.rows[j][i]) < 0
+                 and gen.ref_size(amap.rows[j][i]) < 0
+                 and gen.size(deg[i].size) == gen.ref_size(deg[i].size)]
+    if backwards:
+        comment += "; " + ", ".join(comment_text(deg[i].label, 20) for i in backwards) + \
+            " in reverse order (a view)"
     dim = pos - n
+    dim_code = f"dim={dim}" + (", flip=False" if backwards else "")
     labels = cur[:pos] + [("d", i) for i in used] + cur[pos + 1:]
     trailing = n - pos - 1
     cb.gen.prelude.add("views")
@@ -244,7 +264,7 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
         var = cb.fw.names.fresh(name)
         live_var = cb.fw.names.fresh(var + "_live")
         cb.fw.emit(f"{var}, {live_var} = {read(var)}{expr}, {rows_code}, {sizes_code}, "
-                   f"dim={dim})", comment + "; reads outside are dead")
+                   f"{dim_code})", comment + "; reads outside are dead")
         lead = ["None"] * pos
         if pos or trailing:
             idx = ", ".join(lead + [":"] * len(used) + ["None"] * trailing)
@@ -253,24 +273,27 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
         if live is not None:
             src_live = cb.fw.bind(var + "_source_live", f"{read(var + '_source_live')}"
                                   f"{atom(live)}.expand({atom(expr)}.shape), {rows_code}, "
-                                  f"{sizes_code}, dim={dim})[0]")
+                                  f"{sizes_code}, {dim_code})[0]")
             cb.fw.emit(f"{live_var} = {live_var} & {src_live}", "dead where read outside or "
                        "dead in the source")
     else:
-        var = cb.fw.bind(name, f"{read(name)}{expr}, {rows_code}, {sizes_code}, dim={dim})[0]",
+        var = cb.fw.bind(name, f"{read(name)}{expr}, {rows_code}, {sizes_code}, {dim_code})[0]",
                          comment)
         if live is not None:
             out_live = cb.fw.bind(var + "_live", f"{read(var + '_live')}{atom(live)}.expand("
                                   f"{atom(expr)}.shape), {rows_code}, {sizes_code}, "
-                                  f"dim={dim})[0]")
+                                  f"{dim_code})[0]")
     if new_static is not None:
         # the static arrays are laid out rest + new: move the new dims into place
         r = len(used)
         order = list(range(pos)) + list(range(n - 1, n - 1 + r)) + list(range(pos, n - 1))
         new_static = tuple(np.transpose(a, order) for a in new_static)
+        if backwards:
+            axes = tuple(pos + used.index(i) for i in backwards)
+            new_static = tuple(np.ascontiguousarray(np.flip(a, axis=axes)) for a in new_static)
         if liveness.make(*new_static) is None:
             new_static, out_live = None, None
-    return var, labels, out_live, new_static
+    return var, labels, out_live, new_static, frozenset(("d", i) for i in backwards)
 
 
 def _read_comment(amap, general, used, deg) -> str:

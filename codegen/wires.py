@@ -23,7 +23,11 @@ class Wire:
     whose first axis is that selection's sparse axis, held only at the selection's live
     (row, slot) pairs as ``[pairs, *other axes]`` with no leading dims (``codegen/pairs.py``);
     ``origins`` are the call sites it comes from (``ARGUMENT``: the class's own pairs
-    argument)."""
+    argument).
+
+    ``flipped`` names the dims (positions in ``array.shape``) held in reverse order: position
+    ``n - 1 - i`` of the tensor holds index ``i`` (a window read backwards kept as a view,
+    ``codegen/flips.py``); ``live`` and ``static`` are laid out like the tensor."""
 
     var: str
     array: Array
@@ -33,6 +37,7 @@ class Wire:
     slot: int | None = field(default=None, compare=False)
     pairs: object | None = field(default=None, compare=False)
     origins: frozenset = field(default=frozenset(), compare=False)
+    flipped: tuple = ()
 
     @property
     def rank(self) -> int:

@@ -220,6 +220,16 @@ def test_layer0_traces_as_one_graph(bundled):
     assert sparse.graph_break_count > 0
 
 
+@pytest.mark.skipif(not SLOW, reason="slow: set NCDC_SLOW_TESTS=1")
+def test_whole_prefix_traces_as_one_graph(bundled):
+    """The whole salvaged prefix (static experts) under dynamo: one graph, no break."""
+    _, module, *_, args = _setup(bundled, interpreter.prefix(bundled.data))
+    torch._dynamo.reset()
+    with torch.no_grad():
+        ex = torch._dynamo.explain(module)(*args)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+
+
 @pytest.mark.parametrize("title", ["Attention Core", "Mixture of Experts"])
 def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     m = bundled.block(title)

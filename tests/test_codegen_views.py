@@ -42,3 +42,105 @@ def test_view_helpers_trace_as_one_graph():
     torch._dynamo.reset()
     for a, b in zip(torch.compile(f, fullgraph=True)(x), f(x)):
         assert torch.equal(a, b)
+
+
+def test_backward_reads_come_flipped_as_views():
+    """``flip=False``: a box dim read backwards comes in reverse order (values and ``live``)
+    and the result is a view of the padded source, never a tokens x window copy."""
+    gen = torch.Generator().manual_seed(3)
+    src = torch.randn(2, 9, 5, generator=gen)
+    for rows, sizes, dim, backwards in [([((1, -1), 0)], (9, 4), -2, [1]),
+                                         ([((1, -2), 1)], (6, 3), -2, [1]),
+                                         ([((-1, 1), 8)], (5, 3), -2, [0]),
+                                         ([((1, 0), 0), ((0, -1), 4)], (9, 5), None, [1])]:
+        want, want_live = affine_read(src, rows, sizes, dim=dim)
+        got, live = affine_read(src, rows, sizes, dim=dim, flip=False)
+        lead = 1
+        assert torch.equal(got.flip([lead + i for i in backwards]), want), rows
+        assert torch.equal(live.flip(backwards), want_live), rows
+        # naive loop for the window read: win[b, x, v] = src[b, x - v] (0 outside)
+        if rows == [((1, -1), 0)]:
+            for x in range(9):
+                for v in range(4):
+                    ok = x - v >= 0
+                    assert bool(live[x, 3 - v]) == ok
+                    expect = src[:, x - v] if ok else torch.zeros(2, 5)
+                    assert torch.equal(got[:, x, 3 - v], expect)
+        if dim is not None:  # a view of the padded source: its size, not the window's
+            assert got.untyped_storage().nbytes() < got.numel() * got.element_size()
+
+
+def test_flipped_window_read_traces_as_one_graph():
+    def f(x):
+        win, live = affine_read(x, [((1, -1), 0)], (x.shape[-2], 3), dim=-2, flip=False)
+        return (win * live[..., None]).sum(-2)
+
+    x = torch.randn(7, 4)
+    ex = torch._dynamo.explain(f)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+    torch._dynamo.reset()
+    assert torch.equal(torch.compile(f, fullgraph=True)(x), f(x))
+
+
+def _peak_forward_bytes(module, args) -> int:
+    """Peak of the running sum of the profiler's allocation events during one forward."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        module(*args)
+    events = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    cur = peak = 0
+    for _, n in events:
+        cur += n
+        peak = max(peak, cur)
+    return peak
+
+
+def _window_attention(spec, w):
+    from ncdc import codegen, interpreter
+
+    block = spec.block("Sliding Window Attention")
+    env = spec.bind("tiny", sizes={"w": w}).env
+    run = interpreter.interpret(block, env, stand_in=True)
+    g = codegen.generate(block, env)
+    module = codegen.instantiate(codegen.load_module(g.source), g.class_name, torch.float64)
+    g.load_params(module, run.params)
+    return g, module, env
+
+
+def test_sliding_window_attention_never_copies_its_window(bundled):
+    """The generated Sliding Window Attention passes its window to the Attention Core as a
+    flipped view: the forward's peak grows with w by far less than one tokens x w x c copy
+    (what the flipped read materialised), and the source names no flip of the window."""
+    tokens, small, big = 256, 8, 64
+    peaks = {}
+    for w in (small, big):
+        g, module, env = _window_attention(bundled, w)
+        m = env.size(next(s for s in bundled.symbols.values() if s.label == "m"))
+        c = env.size(next(s for s in bundled.symbols.values() if s.label == "c"))
+        x = torch.randn(tokens, m, dtype=torch.float64,
+                        generator=torch.Generator().manual_seed(0))
+        peaks[w] = _peak_forward_bytes(module, [x])
+    copy = tokens * big * c * 8
+    assert peaks[big] - peaks[small] < copy / 2, (peaks, copy)
+    swa = g.source[g.source.index("class SlidingWindowAttention"):]
+    assert "flip=False" in swa and ".flip(" not in swa
+
+
+def test_equivariance_of_blocks_in_an_axis(bundled):
+    """The Attention Core treats the window slots alike (a flipped window may enter it); the
+    Sliding Window Attention rotates by token position, so it is not symmetric in the tokens,
+    and the Mixing Coefficients block has no window axis at all (trivially symmetric)."""
+    from ncdc.codegen.flips import equivariant
+    from ncdc.codegen.generator import Generator
+
+    env = bundled.bind("tiny").env
+    gen = Generator(env, set(), "exact", [])
+    core = bundled.block("Attention Core")
+    tokens, window, _ = core.dom[2].shape
+    assert window.label == "w|x" and tokens.label == "x"
+    assert equivariant(gen, core, frozenset({window.uid}))
+    swa = bundled.block("Sliding Window Attention")
+    assert not equivariant(gen, swa, frozenset({swa.dom[0].shape[0].uid}))
+    assert equivariant(gen, bundled.block("Mixing Coefficients"), frozenset({window.uid}))

@@ -36,14 +36,14 @@ def token_positions(n, device=None):
     return torch.arange(n, dtype=torch.float64, device=device) + tokens_before()
 
 
-def token_read(module, site, keep, source, rows, sizes, dim=None):
-    """``affine_read(source, rows, sizes, dim)`` where the map's first row (row ``k`` for a
+def token_read(module, site, keep, source, rows, sizes, dim=None, flip=True):
+    """``affine_read(source, rows, sizes, dim, flip)`` where the map's first row (row ``k`` for a
     site named ``"<name>@k"``) reads the token dim at or before its token; while decoding, the
     source is first extended by the entries before the new tokens that the state kept, and its
     last ``keep`` entries are kept for the next call."""
     d = _DECODING
     if d is None:
-        return affine_read(source, rows, sizes, dim)
+        return affine_read(source, rows, sizes, dim, flip=flip)
     row = int(site.rpartition("@")[2]) if "@" in site else 0
     axis = dim % source.dim() if dim is not None else source.dim() - len(rows) + row
     key = _site_key(d, module, site)
@@ -54,7 +54,7 @@ def token_read(module, site, keep, source, rows, sizes, dim=None):
         source = torch.cat([kept.to(source.dtype), source], axis)
     n = source.shape[axis]
     d["kept"][key] = source.narrow(axis, n - min(n, keep), min(n, keep)).clone()
-    return affine_read(source, rows, sizes, dim)
+    return affine_read(source, rows, sizes, dim, flip=flip)
 
 
 def decode(module, state, inputs, kwargs, tokens):

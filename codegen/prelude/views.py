@@ -26,19 +26,21 @@ def _positions(rows, sizes, device):
     return out
 
 
-def affine_read(source, rows, sizes, dim=None):
+def affine_read(source, rows, sizes, dim=None, flip=True):
     """Gather ``out[..., d] = source[..., c(d)]`` where the trailing ``len(rows)`` dims of
     `source` are indexed by the map and ``d`` ranges over the box `sizes`; with `dim`, the one
     indexed dim is `dim` and the box takes its place (``[x, c]`` read at ``x - w`` over
     ``(x, w)`` gives ``[x, w, c]``).
 
     A view of the (zero-padded) source built with ``narrow``, ``unfold`` and strided slices
-    where every box dim moves along one source dim; box dims read backwards are flipped (a
-    copy), and a box dim that moves along two source dims (a diagonal) is gathered. Reads
-    outside the source give 0 and ``live`` False."""
+    where every box dim moves along one source dim, and a gather where a box dim moves along
+    two source dims (a diagonal). A box dim read backwards (a negative stride) is flipped, a
+    copy; with ``flip=False`` it comes back in reverse order instead (index ``n - 1 - d``,
+    values and ``live`` alike), so the read stays a view. Reads outside the source give 0 and
+    ``live`` False."""
     if dim is not None:
         after = source.dim() - 1 - dim % source.dim()
-        values, live = affine_read(source.movedim(dim, -1), rows, sizes)
+        values, live = affine_read(source.movedim(dim, -1), rows, sizes, flip=flip)
         if after:
             values = values.movedim(tuple(range(-len(sizes), 0)),
                                     tuple(range(-len(sizes) - after, -after)))
@@ -66,6 +68,9 @@ def affine_read(source, rows, sizes, dim=None):
         index = [c - lo for c, lo in zip(_positions(rows, sizes, source.device),
                                          (-b for b, _ in pads))]
         return padded[(Ellipsis, *index)], live
+    backwards = [i for i in range(r) if any(strides[i] < 0 for strides, _ in rows)]
+    if backwards and not flip:
+        live = live.flip(backwards)
     values, order, flips = padded, [], []
     for (strides, _), offset in zip(rows, offsets):
         values = values.movedim(lead, -1)
@@ -91,7 +96,7 @@ def affine_read(source, rows, sizes, dim=None):
             *values.shape, *[sizes[i] for i in fixed])
     order += fixed
     values = values.permute(*range(lead), *(lead + order.index(i) for i in range(r)))
-    if flips:
+    if flips and flip:
         values = values.flip([lead + i for i in flips])
     return values, live
 

@@ -44,7 +44,8 @@ def _block_inputs(ctx, first: int, arrays) -> list[Wire]:
             wires.append(Wire(code, arrays[k - first], None, None, True, pairs=ctx.pairs,
                               origins=ctx.pairs_origins))
             continue
-        wires.append(Wire(code, arrays[k - first], live, static, True))
+        flipped = tuple(p for p in range(len(tl)) if ("t", k, p) in o.flipped)
+        wires.append(Wire(code, arrays[k - first], live, static, True, flipped=flipped))
     return wires
 
 
