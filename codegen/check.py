@@ -65,7 +65,7 @@ class ModuleCache:
         return g, instantiate(mod, g.class_name, DTYPES[dtype], **kwargs)
 
 
-def _to_torch(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
+def to_torch(a: np.ndarray, dtype: torch.dtype) -> torch.Tensor:
     t = torch.from_numpy(np.array(a, copy=True, order="C"))
     if t.is_floating_point():
         return t.to(dtype)
@@ -78,11 +78,11 @@ def run_generated(g, module, inputs, tape, dtype: str, masks: dict | None = None
     """Call a generated module with numpy inputs/tape (``masks``: mask argument name -> boolean
     array); (values, live) numpy pairs."""
     td = DTYPES[dtype]
-    args = [_to_torch(np.asarray(x), td) for x in inputs]
+    args = [to_torch(np.asarray(x), td) for x in inputs]
     kwargs = {name: torch.from_numpy(np.array(m, dtype=bool)) for name, m in
               (masks or {}).items()}
     if g.root.uses_tape:
-        kwargs["tape"] = {g.slot_keys[uid]: _to_torch(np.asarray(v), td)
+        kwargs["tape"] = {g.slot_keys[uid]: to_torch(np.asarray(v), td)
                           for uid, v in tape.items() if uid in g.slot_keys}
     with torch.no_grad():
         out = module(*args, **kwargs)

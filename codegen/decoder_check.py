@@ -20,7 +20,7 @@ from ncdc.ir.incremental import Analysis, analyse, is_token_axis
 from ncdc.ir.morphisms import Morphism
 
 from .boundary import mask_names
-from .check import CheckResult, _to_torch, compare
+from .check import CheckResult, compare, to_torch
 from .decoder import token_input
 from .generate import DTYPES, generate, instantiate, load_module
 
@@ -169,11 +169,11 @@ def decode_and_compare(prep: Prepared, prefill: int, chunks, *, name: str = "",
     with torch.no_grad():
         for n in sizes:
             hi = lo + n
-            args = [_to_torch(_slice(x, d, lo, hi), torch.float64) for x, d in zip(xs, in_dims)]
+            args = [to_torch(_slice(x, d, lo, hi), torch.float64) for x, d in zip(xs, in_dims)]
             kw = {names[k]: torch.from_numpy(np.array(_slice(m, in_dims[k], lo, hi), dtype=bool))
                   for k, m in enumerate(lives) if m is not None and k in names}
             if g.root.uses_tape:
-                kw["tape"] = {g.slot_keys[uid]: _to_torch(_slice(v, slot_dims.get(uid), lo, hi),
+                kw["tape"] = {g.slot_keys[uid]: to_torch(_slice(v, slot_dims.get(uid), lo, hi),
                                                           torch.float64)
                               for uid, v in tape.items() if uid in g.slot_keys}
             if not hasattr(module, "prefill"):  # position by position: forward decodes

@@ -58,16 +58,15 @@ class LoadReport:
 def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful",
                dtype: str = "float32", stand_in: bool = False, weights=None) -> Built:
     """The generated module of ``morphism``, constructed on the meta device in ``dtype``;
-    ``weights``: a storage policy whose formats the module holds its weights in, where the
-    code generator supports it (else the values are rounded through them, :func:`hold`)."""
+    ``weights``: a storage policy whose formats the module holds its weights in
+    (:mod:`codegen.storage`)."""
     import torch
 
     from ncdc.codegen.generate import DTYPES as TORCH_DTYPES
     from ncdc.codegen.generate import generate, instantiate, load_module
     from ncdc.ir.params import param_specs
 
-    extra = {"weights": weights} if weights is not None and held_in_module() else {}
-    g = generate(morphism, env, quant=quant, reading=reading, **extra)
+    g = generate(morphism, env, quant=quant, reading=reading, weights=weights)
     pymod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:
@@ -76,15 +75,6 @@ def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful"
         module = instantiate(pymod, g.class_name, TORCH_DTYPES[dtype], **kwargs)
     specs = {p.key: p for p in param_specs(morphism, env)}
     return Built(g, module, specs, TORCH_DTYPES[dtype], env)
-
-
-def held_in_module() -> bool:
-    """Whether generated modules hold weights in storage formats (``generate(weights=...)``)."""
-    import inspect
-
-    from ncdc.codegen.generate import generate
-
-    return "weights" in inspect.signature(generate).parameters
 
 
 def _own(module, prefix: str):

@@ -191,15 +191,10 @@ def _inputs(plan: RankPlan):
 
 
 def _torch(a, dtype):
-    import numpy as np
-    import torch
+    """``a`` as a tensor of the module's dtype (complex and integer arrays keep their kind)."""
+    from ncdc.codegen.check import to_torch
 
-    t = torch.from_numpy(np.array(a, copy=True, order="C"))
-    if t.is_floating_point():
-        return t.to(dtype)
-    if t.is_complex():
-        return t.to(torch.complex128 if dtype == torch.float64 else torch.complex64)
-    return t
+    return to_torch(a, dtype)
 
 
 def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
@@ -289,12 +284,11 @@ def _preflight(morphism, env, args) -> None:
     fit."""
     from ncdc.interpreter.storage_policy import StoragePolicy
 
-    from ncdc.checkpoint.module import held_in_module
     from ncdc.preflight import check_budget, estimate, parse_size
 
     fmt = None if args.dtype == "float64" else args.dtype
     policy = StoragePolicy.parse(args.weights)
-    if policy.rules and held_in_module():
+    if policy.rules:
         def held(p):  # the policy's format where a rule names the array, else the dtype
             return policy.format_for(p.name) or fmt
     else:
