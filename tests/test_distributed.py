@@ -34,10 +34,11 @@ pytestmark = [
 LAUNCH_TIMEOUT = 600  # seconds per launch (generous: the machine may be shared)
 
 
-def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static=False):
+def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static=False,
+          preset="tiny"):
     """(job for the ranks, reference outputs, reference gradients or None)."""
     target = spec.block(block) if block else spec
-    run = ncdc.interpret(target, sizes=sizes, quant=quant, stand_in=True)
+    run = ncdc.interpret(target, preset=preset, sizes=sizes, quant=quant, stand_in=True)
     source, module = compile_torch(run.morphism, run.env, quant=quant, stand_in=True)
     accepts = inspect.signature(type(module).__init__).parameters
     kwargs = {k: v for k, v in (("quant", quant), ("stand_in", True),
@@ -73,6 +74,8 @@ def _cases_2(spec):
         "layer0 emulate": _case(spec, "Sliding Window Layer", quant="emulate", batch=2,
                                 grads=False),
         "prefix": _case(spec, None, batch=2),
+        "layer0 medium": _case(spec, "Sliding Window Layer", preset="medium", batch=2),
+        "prefix medium": _case(spec, None, preset="medium", batch=2, grads=False),
     }
 
 
@@ -160,7 +163,7 @@ def _check(ranks, ref_outs, ref_grads, single_bytes, exact=False):
     assert max(per_rank) < single_bytes
 
 
-@pytest.mark.parametrize("name", ["layer0", "prefix"])
+@pytest.mark.parametrize("name", ["layer0", "prefix", "layer0 medium", "prefix medium"])
 def test_two_ranks_match_one_process(two_ranks, name):
     results = two_ranks[0]
     _check(*results[name])
