@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     print(f"{args.block}, preset {args.preset}, float32, torch {torch.__version__}; "
           f"min / median over {args.repeat} interleaved rounds, {args.clock} clock")
-    rows = {}
+    rows, steps, recomputes, states = {}, {}, {}, {}
     with torch.no_grad():
         for c in contexts:
             _, state = module.prefill(*upto(0, c))
@@ -128,16 +128,24 @@ def main(argv=None) -> int:
             whole = _first(module(*upto(0, c + 1)))
             last = whole.narrow(whole.dim() + dim, c, 1)
             err = float((_first(step_out) - last).abs().max() / last.abs().max())
-            fns = {"step": lambda new=new, state=state: module.step(*new, state=state),
-                   "recompute": lambda c=c: module(*upto(0, c + 1))}
-            one = race(fns, args.repeat)
-            torch.set_num_threads(DEFAULT_THREADS)
-            many = race(fns, args.repeat)
-            torch.set_num_threads(1)
-            rows[c] = (one, many, state_bytes(state), err)
+            steps[c] = lambda new=new, state=state: module.step(*new, state=state)
+            recomputes[c] = lambda c=c: module(*upto(0, c + 1))
+            states[c] = (state, err)
             print(f"  context {c:>5}: state {state_bytes(state):>8} B "
                   f"({', '.join(f'{k}{list(v.shape)}' for k, v in state.items())}); "
                   f"step vs recompute rel. diff {err:.1e}", flush=True)
+        # the steps at every context are the compared runs: interleaved with each other, apart
+        # from the recomputations (whose large arrays would evict the step's data between calls)
+        timed = {}
+        for threads in (1, DEFAULT_THREADS):
+            torch.set_num_threads(threads)
+            timed[threads] = (race(steps, args.repeat), race(recomputes, args.repeat))
+        torch.set_num_threads(1)
+        for c in contexts:
+            one = {"step": timed[1][0][c], "recompute": timed[1][1][c]}
+            many = {"step": timed[DEFAULT_THREADS][0][c],
+                    "recompute": timed[DEFAULT_THREADS][1][c]}
+            rows[c] = (one, many, state_bytes(states[c][0]), states[c][1])
     print(f"\nper-token latency, 1 thread | {DEFAULT_THREADS} threads")
     for c, (one, many, _b, _e) in rows.items():
         print(f"  context {c:>5}  step      {ms(one['step'])} | {ms(many['step'])}")
