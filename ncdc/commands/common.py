@@ -292,3 +292,15 @@ def report_error(exc: BaseException, as_json: bool) -> int | None:
         text = str(exc) if not isinstance(exc, OSError) else f"{exc.filename}: {exc.strerror}"
         print(f"error: {text}", file=sys.stderr)
     return status
+
+
+def chosen_block(spec, args):
+    """``(morphism, label)`` of ``--block``, or of the whole model (its complete leading part
+    where the spec is truncated) without one."""
+    if args.block:
+        site = spec.site(args.block)
+        return site.node, spec.label(site)
+    morphism = spec.model()
+    where = "the whole model" if morphism is spec.data else \
+        f"the complete leading part of the model ({len(morphism.content)} items)"
+    return morphism, where

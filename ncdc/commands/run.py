@@ -18,6 +18,7 @@ from .common import (
     add_spec_args,
     add_weights_arg,
     bind_from_args,
+    chosen_block,
     emit_json,
     load_spec,
 )
@@ -332,13 +333,7 @@ def run(args) -> int:
         raise UsageError(f"--depth {args.depth}: a depth is a whole number from 0")
     binding = bind_from_args(spec, args, default_preset="tiny")
     env = binding.env
-    if args.block:
-        site = spec.site(args.block)
-        morphism, where = site.node, spec.label(site)
-    else:
-        morphism = spec.model()
-        where = "the whole model" if morphism is spec.data else \
-            f"the complete leading part of the model ({len(morphism.content)} items)"
+    morphism, where = chosen_block(spec, args)
     _preflight(morphism, env, args)
 
     def model_specs():
