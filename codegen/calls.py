@@ -8,7 +8,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Block
 from ncdc.ir.params import repetitions
 
-from . import flips, liveness
+from . import chunks, flips, liveness
 from .classinfo import INDENT, shape_text
 from .escapes import ARGUMENT, NotCompact, escape
 from .experts import note_unsliceable
@@ -127,7 +127,10 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     else:
         attr = cb.members.add_sub(snake, info, make)
         target = ", ".join(names) if names else "_"
-        if names:
+        chunk = chunks.plan(cb, block, wires, info) if names and sel is None else None
+        if chunk is not None:
+            chunks.call_line(cb, chunk, block, f"self.{attr}", wires, info, target, shapes)
+        elif names:
             cb.fw.emit(f"{target} = self.{attr}({call_args})", shapes)
         else:
             cb.fw.emit(f"self.{attr}({call_args})")

@@ -128,7 +128,8 @@ def rounds_in_blocks(b: Broadcasted, j: int, w: Wire) -> bool:
         and w.rank - 1 in w.flipped
 
 
-def _axis_uids(arr) -> set:
+def axis_uids(arr) -> set:
+    """The uids of ``arr``'s axes."""
     return {a.uid for a in arr.shape if a is not TILED}
 
 
@@ -141,7 +142,7 @@ def _einops_ok(b: Broadcasted, uids) -> bool:
     return all(len(axes) == 1 or not (axes & uids) for axes in groups.values())
 
 
-def _reads_ok(b: Broadcasted, uids) -> bool:
+def reads_plain(b: Broadcasted, uids) -> bool:
     """Every read that involves a degree axis in ``uids`` is a plain relabelling of it."""
     deg = list(b.degree)
     for rx in b.reindexings:
@@ -163,18 +164,18 @@ def _site_ok(node, uids) -> bool:
     if isinstance(node, Truncated):
         return False
     if isinstance(node, (Grab, Drop)):
-        return not (_axis_uids(node.size) & uids)
+        return not (axis_uids(node.size) & uids)
     if isinstance(node, ParaWrap):  # tape ports carrying the axes
         ports = [a for a, g in zip(node.body.dom, node.grabs) if g is not None]
         ports += [a for a, d in zip(node.body.cod, node.drops) if d is not None]
-        return not any(_axis_uids(a) & uids for a in ports)
+        return not any(axis_uids(a) & uids for a in ports)
     if not isinstance(node, Broadcasted):
         return True
     arrays = [w.fill(tuple(node.degree))
               for w in list(node.input_weaves) + list(node.output_weaves)]
-    if not any(_axis_uids(a) & uids for a in arrays):
+    if not any(axis_uids(a) & uids for a in arrays):
         return True
-    if not isinstance(node.operator, SYMMETRIC) or not _reads_ok(node, uids):
+    if not isinstance(node.operator, SYMMETRIC) or not reads_plain(node, uids):
         return False
     if isinstance(node.operator, Einops) and not _einops_ok(node, uids):
         return False

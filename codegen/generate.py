@@ -112,6 +112,7 @@ PRELUDE_TITLES = {
     "storage": "weights held in storage formats, dequantized at use",
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",
+    "chunks": "a block run over chunks of its token axis",
     "pairs": "arrays on a sparse axis at its live pairs only",
     "fixed": "fixed arrays: computed by rule, or data the user supplies",
     "decoding": "decoding a few tokens at a time: prefill and step",
@@ -260,7 +261,8 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     body_parts = []
-    for name in ("linear", "storage", "quant", "views", "pairs", "fixed", "decoding"):
+    for name in ("linear", "storage", "quant", "views", "chunks", "pairs", "fixed",
+                 "decoding"):
         if name in gen.prelude:
             _, code = _prelude(name)
             body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
