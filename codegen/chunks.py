@@ -12,9 +12,10 @@ only on the same position of X in its operands:
   them off the operands, which a chunk cuts), no tape is touched and nothing is cut off.
 
 A call is *chunked* along X (:func:`plan`) when X's length is fixed by the data (the token
-count), the block is pointwise in X and it *grows*: an intermediate holds X together with an
-axis an operand brings in and no result keeps (a window attention's ``[x, w|x]`` scores grow
-with the window; its result does not). The caller then runs the block over chunks of X (the
+count), the block is pointwise in X and it *grows*: an intermediate holds X together with a
+window over X (an affine sparse axis X guides) that an operand brings in and no result keeps.
+Such an operand costs the caller only the rows it views, while the intermediates grow with
+the window (a window attention's ``[x, w|x]`` scores; its result does not). The caller then runs the block over chunks of X (the
 prelude ``chunks``: ``chunked``) whose rows come from a byte budget on the block's widest
 intermediate per position of X (:attr:`Chunking.width`), into one preallocated result.
 Chunking changes no value: each position is computed from the same operands by the same code.
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 
 import sympy
 from ncdc.ir.arrays import TILED
+from ncdc.ir.axes import AffineSparseAxis
 from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
@@ -152,23 +154,35 @@ def _results(m, outer: tuple = ()):
             yield outer + w.fill(deg).shape
 
 
+def _window_over(a, axis) -> bool:
+    """Whether ``a`` is a window over ``axis`` (an affine sparse axis it guides): an operand
+    holding it is a view of rows of the caller's array, so only intermediates grow with it."""
+    return isinstance(a, AffineSparseAxis) and any(g.uid == axis.uid for g in a.guides)
+
+
+def _at_least(f, e) -> bool:
+    """Whether the size ``f`` is surely at least ``e`` (every size is at least 1): their ratio
+    is a coefficient >= 1 times positive powers of sizes."""
+    coeff, rest = sympy.sympify(f / e).as_coeff_Mul()
+    return coeff >= 1 and all(s.is_Symbol and p.is_positive
+                              for s, p in rest.as_powers_dict().items() if s != 1)
+
+
 def _widest(exprs: list) -> tuple:
-    """The expressions not surely below another (ratio a number <= 1), sorted."""
-    keep = []
-    for e in sorted(set(exprs), key=sympy.default_sort_key):
-        if any(e != f and (f / e).is_number and (f / e) >= 1 for f in exprs) \
-                or (e.is_number and len(set(exprs)) > 1 and e <= 1):
-            continue  # sizes are at least 1
-        keep.append(e)
-    return tuple(keep)
+    """The expressions no other is surely at least as large as, sorted."""
+    uniq = sorted(set(exprs), key=sympy.default_sort_key)
+    return tuple(e for i, e in enumerate(uniq)
+                 if not any(_at_least(f, e) and (j < i or not _at_least(e, f))
+                            for j, f in enumerate(uniq) if j != i))
 
 
 def _grows(block, axis) -> tuple[tuple, tuple]:
     """(the widths, elements per position of ``axis``, of ``block``'s intermediates that hold
-    ``axis``; the axes among theirs that an operand brings and no result keeps)."""
+    ``axis``; the windows over ``axis`` among their axes that an operand brings and no result
+    keeps)."""
     kept = {a.uid for arr in block.cod for a in arr.shape}
     brought = {a.uid: a for arr in block.dom for a in arr.shape
-               if a.uid not in kept and a.uid != axis.uid}
+               if a.uid not in kept and _window_over(a, axis)}
     widths, grows = [], {}
     for axes in _results(block.body):
         others = {a.uid: a for a in axes if a.uid != axis.uid}
