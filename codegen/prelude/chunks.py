@@ -6,7 +6,8 @@ spec, ``codegen/chunks.py``), run over chunks of that axis so that its intermedi
 exist for the whole axis at once. A chunk's rows come from :data:`CHUNK_BYTES`: its widest
 intermediate (``width`` elements per position of the axis, at every position of the dims in
 front of the axis) holds at most that much. The chunks are slices (views) of the arguments;
-the results are written into tensors allocated once.
+the results are written into tensors allocated once. A length traced as symbolic (dynamic
+shapes under ``torch.export`` or ``torch.compile``) runs in one call.
 """
 
 import math
@@ -26,8 +27,8 @@ def chunked(fn, *args, dims, out_dims, width):
     holding the axis (None: not carried; a size-1 dim broadcasts and is passed whole),
     ``out_dims[j]`` that of result ``j`` (None, or size 1 in every chunk: the same in each)."""
     held = [(a, d) for a, d in zip(args, dims) if _carries(a, d)]
-    if not held:
-        return fn(*args)
+    if not held or isinstance(held[0][0].shape[held[0][1]], torch.SymInt):
+        return fn(*args)  # nothing to cut, or a symbolic length (the loop needs a number)
     n = held[0][0].shape[held[0][1]]
     lead = torch.broadcast_shapes(*(a.shape[:a.dim() + d] for a, d in held))
     row_bytes = width * math.prod(lead) * max(a.element_size() for a, _ in held)
