@@ -26,7 +26,6 @@ import dataclasses
 from dataclasses import dataclass
 
 import sympy
-from ncdc.ir.arrays import TILED
 from ncdc.ir.axes import AffineSparseAxis
 from ncdc.ir.morphisms import (
     Block,
@@ -193,29 +192,36 @@ def _grows(block, axis) -> tuple[tuple, tuple]:
     return _widest(widths), tuple(grows[u] for u in sorted(grows))
 
 
-def plan(cb, block, wires: list, info) -> Chunking | None:
-    """The chunking of a call of ``block`` (class ``info``) on ``wires``, or None: along the
-    first axis (in operand order) whose length the data fixes (the token count), that the
-    block is pointwise in and along which it grows."""
-    gen = cb.gen
-    if info.uses_tape or info.kw_symbols or any(w.pairs is not None for w in wires):
-        return None
+def chunk_axis(gen, block):
+    """(axis, widths, grown axes) for the first axis of ``block``'s operands (in order) whose
+    length the data fixes (the token count), that a result keeps, that ``block`` is pointwise
+    in and along which it grows; None when there is none."""
     seen = set()
     for arr in block.dom:
         for axis in arr.shape:
-            if axis is TILED or axis.uid in seen:
+            if axis.uid in seen or not _free(axis.size) & gen.data_symbols:
                 continue
             seen.add(axis.uid)
-            if not _free(axis.size) & gen.data_symbols:
-                continue
             if not any(axis.uid in axis_uids(a) for a in block.cod):
                 continue
             width, grows = _grows(block, axis)
-            if not grows or not pointwise(gen, block, axis):
-                continue
-            return Chunking(axis, _dims([w.array for w in wires], axis),
-                            _out_dims(info, axis), width, grows)
+            if grows and pointwise(gen, block, axis):
+                return axis, width, grows
     return None
+
+
+def plan(cb, block, wires: list, info) -> Chunking | None:
+    """How a call of ``block`` (class ``info``) on ``wires`` runs over chunks
+    (:func:`chunk_axis`), or None: also when it touches the tape, takes forward sizes or
+    passes pairs arrays."""
+    if info.uses_tape or info.kw_symbols or any(w.pairs is not None for w in wires):
+        return None
+    found = chunk_axis(cb.gen, block)
+    if found is None:
+        return None
+    axis, width, grows = found
+    return Chunking(axis, _dims([w.array for w in wires], axis), _out_dims(info, axis),
+                    width, grows)
 
 
 def _dims(arrays, axis) -> tuple:

@@ -3,9 +3,9 @@
 ``chunked(fn, *args, dims, out_dims, width)`` is ``fn(*args)`` for a ``fn`` that computes every
 position of one axis from the same position of its arguments alone (ncdc decides this from the
 spec, ``codegen/chunks.py``), run over chunks of that axis so that its intermediates never
-exist for the whole axis at once. A chunk's rows come from :data:`CHUNK_BYTES`: its widest
-intermediate (``width`` elements per position of the axis, at every position of the dims in
-front of the axis) holds at most that much. The chunks are slices (views) of the arguments;
+exist for the whole axis at once. The number of chunks comes from :data:`CHUNK_BYTES`: a
+chunk's widest intermediate (``width`` elements per position of the axis, at every position of
+the dims in front of the axis) holds at most that much; the chunks are of even sizes. The chunks are slices (views) of the arguments;
 the results are written into tensors allocated once. A length traced as symbolic (dynamic
 shapes under ``torch.export`` or ``torch.compile``) runs in one call.
 """
@@ -35,9 +35,10 @@ def chunked(fn, *args, dims, out_dims, width):
     rows = max(1, CHUNK_BYTES // max(row_bytes, 1))
     if rows >= n:
         return fn(*args)
+    count = -(-n // rows)
     outs = joined = None
-    for start in range(0, n, rows):
-        size = min(rows, n - start)
+    for i in range(count):  # chunks of even sizes (the first n % count one row longer)
+        start, size = i * (n // count) + min(i, n % count), n // count + (i < n % count)
         part = [a.narrow(d, start, size) if _carries(a, d) else a for a, d in zip(args, dims)]
         got = fn(*part)
         got = got if isinstance(got, tuple) else (got,)
