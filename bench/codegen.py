@@ -11,7 +11,7 @@ default thread count (second column). Compared runs are interleaved (one call of
    eager, float32 (goal: >= 2x), and the compile time;
 4. peak memory of a forward of the generated Sliding Window Attention at 2048 tokens for
    w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events,
-   and how much of its growth with w is the [h, x, w] scores;
+   chunked and not, and the submodule that holds the peak;
 5. generated eager torch against the reference interpreter, whole salvaged prefix (goal: >= 20x);
 6. code generation time for the whole salvaged spec (goal: <= 2 s).
 
@@ -257,10 +257,44 @@ def peak_forward_bytes(module, args) -> int:
     return peak
 
 
+def _peak_site(module, args) -> str:
+    """The submodule whose forward holds the peak of one forward's allocations."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    hooks, open_ = [], {}
+    for name, sub in module.named_modules():
+        def pre(_, __, name=name):
+            open_[name] = record_function(f"module {name or 'forward'}")
+            open_[name].__enter__()
+
+        def post(_, __, ___, name=name):
+            open_.pop(name).__exit__(None, None, None)
+
+        hooks += [sub.register_forward_pre_hook(pre), sub.register_forward_hook(post)]
+    try:
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CPU],
+                                      profile_memory=True) as p:
+            module(*args)
+    finally:
+        for h in hooks:
+            h.remove()
+    events = list(p.profiler.kineto_results.events())
+    cur = peak = at = 0
+    for t, n in sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]"):
+        cur += n
+        if cur > peak:
+            peak, at = cur, t
+    spans = [(e.start_ns(), e.name()[len("module "):]) for e in events
+             if e.name().startswith("module ")
+             and e.start_ns() <= at <= e.start_ns() + e.duration_ns()]
+    return max(spans)[1] if spans else "?"
+
+
 def section_memory(spec, preset: str, tokens: int = 2048) -> None:
     print(f"\n4. peak memory of a forward of the generated Sliding Window Attention, {tokens} "
           "tokens, float64 (goal: independent of w within 10%); peak of the running sum of the "
-          "profiler's allocation events (inputs and weights not counted)")
+          "profiler's allocation events (inputs and weights not counted); the Attention Core "
+          "runs over chunks of tokens (prelude chunks, CHUNK_BYTES budget)")
     block = spec.block("Sliding Window Attention")
     peaks, scores = {}, {}
 
@@ -271,17 +305,32 @@ def section_memory(spec, preset: str, tokens: int = 2048) -> None:
         env = spec.bind(preset, sizes={"w": w}).env
         run = interpreter.interpret(block, env, stand_in=True)
         _, module = build(block, env, run.params, "float64")
+        ns = sys.modules[type(module).__module__]
         m = env.size(block.dom[0].shape[-1].size)
         x = torch.randn(tokens, m, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
-        peaks[w] = peak_forward_bytes(module, [x])
-        window = tokens * w * size("c", env) * x.element_size()
         scores[w] = size("h", env) * tokens * w * x.element_size()
-        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:8.1f} MiB; one [h, x, w] score array "
-              f"{scores[w] / 2**20:5.1f} MiB; a tokens x w x c window copy would be "
-              f"{window / 2**20:6.1f} MiB")
+        budget = ns.CHUNK_BYTES
+        ns.CHUNK_BYTES = 1 << 50
+        unchunked = peak_forward_bytes(module, [x])
+        ns.CHUNK_BYTES = budget
+        peaks[w] = peak_forward_bytes(module, [x])
+        print(f"   w = {w:3d}: peak {peaks[w] / 2**20:7.1f} MiB (unchunked {unchunked / 2**20:6.1f}"
+              f" MiB), held in {_peak_site(module, [x])}; one [h, x, w] score array "
+              f"{scores[w] / 2**20:5.1f} MiB")
+    def run(limit):
+        ns.CHUNK_BYTES = limit
+        with torch.no_grad():
+            module(x)
+
+    one, default = both_threads({"chunked": lambda: run(budget),
+                                 "unchunked": lambda: run(1 << 50)}, 5)
+    ns.CHUNK_BYTES = budget
+    for label, t in (("1 thread", one), (f"{DEFAULT_THREADS} threads", default)):
+        print(f"   time at w = 128, {label}: chunked {ms(t['chunked'])}, unchunked "
+              f"{ms(t['unchunked'])}: {ratio(t['chunked'], t['unchunked'])}")
     grown = (peaks[128] - peaks[16]) / (scores[128] - scores[16])
-    print(f"   w = 128 over w = 16: {peaks[128] / peaks[16]:.2f}x; the growth is {grown:.1f} "
-          "score arrays' worth (the [h, x, w] scores, exponentials and weights alive at once)")
+    print(f"   w = 128 over w = 16: {peaks[128] / peaks[16]:.2f}x; the growth is {grown:.2f} "
+          "score arrays' worth")
 
 
 def section_interpreter(spec, env, repeat: int) -> None:
