@@ -1,6 +1,7 @@
 """Calling a submodule for a block occurrence: one instance, or an ``nn.ModuleList`` loop for a
 repeated block (its input liveness widened to a fixpoint); in pairs mode where the callee's
-outputs hold a selected sparse axis first (``codegen/pairs.py``)."""
+outputs hold a selected sparse axis first (``codegen/pairs.py``); over chunks of the token
+axis where the block computes each token alone and grows along a window (``codegen/chunks.py``)."""
 from __future__ import annotations
 
 from ncdc.ir.arrays import Array

@@ -15,10 +15,11 @@ A call is *chunked* along X (:func:`plan`) when X's length is fixed by the data 
 count), the block is pointwise in X and it *grows*: an intermediate holds X together with a
 window over X (an affine sparse axis X guides) that an operand brings in and no result keeps.
 Such an operand costs the caller only the rows it views, while the intermediates grow with
-the window (a window attention's ``[x, w|x]`` scores; its result does not). The caller then runs the block over chunks of X (the
-prelude ``chunks``: ``chunked``) whose rows come from a byte budget on the block's widest
-intermediate per position of X (:attr:`Chunking.width`), into one preallocated result.
-Chunking changes no value: each position is computed from the same operands by the same code.
+the window (a window attention's ``[x, w|x]`` scores; its result does not). The caller then
+runs the block over chunks of X (the prelude ``chunks``: ``chunked``) whose rows come from a
+byte budget on the block's widest intermediate per position of X (:attr:`Chunking.width`),
+into one preallocated result. Each position is computed from the same operands by the same
+code, chunked or not.
 """
 from __future__ import annotations
 
