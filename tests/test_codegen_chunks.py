@@ -223,10 +223,9 @@ def _core_with_dead_rows(bundled):
         (sink, q, k)
 
 
-@pytest.mark.parametrize("quant", ["exact", "emulate"])
-def test_dead_slots_and_rows_with_no_live_slot(bundled, monkeypatch, quant):
-    """Chunked to one row at a time, the caller agrees with the interpreter (values and
-    liveness; bit for bit in emulate mode)."""
+@pytest.fixture
+def one_row_chunks(monkeypatch):
+    """Generated files chunk one row at a time (``CHUNK_BYTES = 1``)."""
     gen_mod = importlib.import_module("ncdc.codegen.generate")
     prelude = gen_mod._prelude
 
@@ -235,6 +234,12 @@ def test_dead_slots_and_rows_with_no_live_slot(bundled, monkeypatch, quant):
         return imports, body.replace("CHUNK_BYTES = 4 << 20", "CHUNK_BYTES = 1")
 
     monkeypatch.setattr(gen_mod, "_prelude", one_row)
+
+
+@pytest.mark.parametrize("quant", ["exact", "emulate"])
+def test_dead_slots_and_rows_with_no_live_slot(bundled, one_row_chunks, quant):
+    """Chunked to one row at a time, the caller agrees with the interpreter (values and
+    liveness; bit for bit in emulate mode)."""
     from ncdc.codegen.check import check_morphism
 
     caller, _ = _core_with_dead_rows(bundled)
@@ -242,6 +247,18 @@ def test_dead_slots_and_rows_with_no_live_slot(bundled, monkeypatch, quant):
     g = codegen.generate(caller, env, quant=quant)
     assert "chunked(" in g.source and "CHUNK_BYTES = 1\n" in g.source
     res = check_morphism(caller, env, quant=quant, seeds=2)
+    assert res.ok, res.problem
+
+
+def test_decoding_a_few_tokens_at_a_time_when_chunked(bundled, one_row_chunks):
+    """``prefill`` and ``step`` (prelude decoding) with one-row chunks: every position as the
+    interpreter gives it on the whole sequence."""
+    from ncdc.codegen.decoder_check import check_incremental
+
+    blk = bundled.block("Sliding Window Attention")
+    env = bundled.bind("tiny").env
+    assert "CHUNK_BYTES = 1\n" in codegen.generate(blk, env).source
+    res = check_incremental(blk, env, prefill=3, chunks=(1, 4))
     assert res.ok, res.problem
 
 
