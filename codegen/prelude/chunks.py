@@ -5,9 +5,10 @@ position of one axis from the same position of its arguments alone (ncdc decides
 spec, ``codegen/chunks.py``), run over chunks of that axis so that its intermediates never
 exist for the whole axis at once. The number of chunks comes from :data:`CHUNK_BYTES`: a
 chunk's widest intermediate (``width`` elements per position of the axis, at every position of
-the dims in front of the axis) holds at most that much; the chunks are of even sizes. The chunks are slices (views) of the arguments;
-the results are written into tensors allocated once. A length traced as symbolic (dynamic
-shapes under ``torch.export`` or ``torch.compile``) runs in one call.
+the dims in front of the axis) holds at most that much; the chunks are of even sizes. They are
+slices (views) of the arguments; the results are written into tensors allocated once. A length
+traced as symbolic (dynamic shapes under ``torch.export`` or ``torch.compile``) runs in one
+call.
 """
 
 import math
