@@ -157,13 +157,17 @@ def _swa(bundled, quant="exact", w=None, dtype=torch.float64, seed=3):
     return env, params, g, ns, module
 
 
-def _counting(module):
+def _counting(module, windows=None):
+    """The token count of every call of the Attention Core (``windows``: the bytes of the
+    storage under each call's window argument)."""
     calls = []
     core = module.attention_core
     forward = core.forward
 
     def counted(*args):
         calls.append(args[1].shape[-2])
+        if windows is not None:
+            windows.append(args[2].untyped_storage().nbytes())
         return forward(*args)
 
     core.forward = counted
@@ -177,10 +181,13 @@ def test_chunked_attention_matches_the_oracle_and_itself_unchunked(bundled):
     u = torch.randn(2, 14, _size(env, "m"), dtype=torch.float64,
                     generator=torch.Generator().manual_seed(0))
     whole = module(u)
-    calls = _counting(module)
+    windows = []
+    calls = _counting(module, windows)
     ns.CHUNK_BYTES = 4 * 2 * h * max(c, _size(env, "w")) * 8  # 4 rows of both sequences
     got = module(u)
     assert calls == [4, 4, 3, 3]  # 14 tokens in chunks of even sizes
+    # every chunk's window: a view of the latents padded by w - 1 tokens, not a copy
+    assert set(windows) == {2 * (14 + _size(env, "w") - 1) * c * 8}
     assert torch.equal(got, whole)
     k = "Sliding Window Attention/"
     names = {"sink": "sink.weight", "WQa": "W^{Qa}.weight", "gq": "RMSNorm.gain",
