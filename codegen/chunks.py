@@ -205,7 +205,10 @@ def chunk_axis(gen, block):
             seen.add(axis.uid)
             if not any(axis.uid in axis_uids(a) for a in block.cod):
                 continue
-            width, grows = _grows(block, axis)
+            try:
+                width, grows = _grows(block, axis)
+            except Exception:  # noqa: BLE001 - an ill-typed result: not chunked
+                continue
             if grows and pointwise(gen, block, axis):
                 return axis, width, grows
     return None
