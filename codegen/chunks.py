@@ -207,7 +207,7 @@ def chunk_axis(gen, block):
                 continue
             try:
                 width, grows = _grows(block, axis)
-            except Exception:  # noqa: BLE001 - an ill-typed result: not chunked
+            except Exception:  # noqa: BLE001, S112 - an ill-typed result: not chunked
                 continue
             if grows and pointwise(gen, block, axis):
                 return axis, width, grows
