@@ -17,7 +17,9 @@ depend on the data:
   runs it on the plain arrays when every input is live and read as it is (no ``Value``
   plumbing, no masks), its rule otherwise;
 * the bank ``Linear`` + diagonal ``View`` fusion (:mod:`interpreter.fusion`), and demand on
-  sparse axes (:mod:`interpreter.plan_demand`: routed experts compute only routed rows);
+  sparse axes (:mod:`interpreter.plan_demand`: routed experts compute only routed rows;
+  over leading batch dims in ``exact`` mode experts first, :mod:`interpreter.plan_experts`:
+  each routed expert once, over its rows, so its weights are read once a call);
 * register lifetimes: a register is cleared after its last reader, so peak memory is that of
   the recursive evaluator.
 
@@ -87,7 +89,9 @@ class Plan:
 CHUNK_BYTES = 4 << 20
 """The budget of a gated part's chunk (:meth:`_Builder.chunked`): its widest array
 (:func:`~interpreter.plan_demand.widest_site`, 8 bytes an element) holds at most this much, so
-the part's peak is bounded whatever the token count (rows from this budget, at least one)."""
+the part's peak is bounded whatever the token count (rows from this budget, at least one).
+Experts first, the widest array is one expert's (``A`` of size 1): an expert's rows run in
+one piece unless they exceed it."""
 CHUNK_ROWS: int | None = None
 """Rows per chunk, overriding :data:`CHUNK_BYTES` (tests)."""
 
@@ -335,9 +339,11 @@ class _Builder(SiteSteps):
 
     def by_expert(self, part, contraction, kg, A, scope, batch, counts):
         """``ins -> [result]`` running ``part ; contraction`` experts first
-        (:func:`~interpreter.plan_experts.run_by_position`), or None where a parameter of
-        another kind than ``Linear`` carries ``A``. Its parameter occurrences are counted from
-        ``counts`` (as the row plan's)."""
+        (:func:`~interpreter.plan_experts.run_by_position`): compiled once more with ``A``
+        of size 1 (:func:`~interpreter.plan_experts.narrowed`), its rows the lifted positions
+        flattened, its parameter occurrences counted from ``counts`` (as the row plan's), the
+        parameters carrying ``A`` sliced at the expert run. None where a parameter of another
+        kind than ``Linear`` carries ``A``, or the narrowed part does not compile."""
         ev = self.ev
         (n_part, n_con), origin = plan_experts.narrowed((part, contraction), A)
         params = plan_experts.SlicedParams(ev.params, {})
@@ -350,6 +356,8 @@ class _Builder(SiteSteps):
         try:
             plan, _, taken = self.subplan(n_part, n_con, kg, None, Scope(scope.titles, segs),
                                           (math.prod(batch),), sub_ev, origin)
+        except SpecError:           # compiled whole (the row plan) it did not fail: keep that
+            return None
         finally:
             self.counts = after
         for site, keys in taken:
