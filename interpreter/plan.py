@@ -365,6 +365,7 @@ class _Builder(SiteSteps):
             if pos is None:
                 return None
             params.slices.update({key: pos[role] for role, key in keys if role in pos})
+        params.keys = tuple(dict.fromkeys(key for _site, keys in taken for _role, key in keys))
         rows = _budget((n_part, n_con), sub_ev, 1)
         self.expert_rows.append(rows)
         shape = ev.env.sizes(contraction.cod[0].shape)

@@ -80,14 +80,20 @@ def param_slices(site, A: Axis) -> dict[str, tuple[int, ...]] | None:
 
 class SlicedParams:
     """The parameters as the narrowed plan reads them: ``params[key]`` with every position of
-    ``A`` (``slices[key]``) cut to ``at:at + 1``; other keys as they are."""
+    ``A`` (``slices[key]``) cut to ``at:at + 1``; other keys as they are. :meth:`fetch` reads
+    each of ``keys`` from ``params`` once a call, in order (as the row plan would), and the
+    runs read those arrays."""
 
-    def __init__(self, params, slices: dict[str, tuple[int, ...]]):
-        self.params, self.slices = params, slices
+    def __init__(self, params, slices: dict[str, tuple[int, ...]], keys=()):
+        self.params, self.slices, self.keys = params, slices, tuple(keys)
+        self.arrays: dict = {}
         self.at = 0
 
+    def fetch(self) -> None:
+        self.arrays = {key: self.params[key] for key in self.keys}
+
     def __getitem__(self, key):
-        arr = self.params[key]
+        arr = self.arrays[key] if key in self.arrays else self.params[key]
         pos = self.slices.get(key)
         if not pos:
             return arr
@@ -131,6 +137,7 @@ def run_by_position(plan, params: SlicedParams, operands: list[Value], gate: Val
         return None
     ops = [_flat(v, batch, n) for v in operands]
     out, hit, live = None, np.zeros(n, bool), None
+    params.fetch()
     for a in np.flatnonzero(L.any(0)):
         params.at = int(a)
         idx = np.flatnonzero(L[:, a])
@@ -149,6 +156,7 @@ def run_by_position(plan, params: SlicedParams, operands: list[Value], gate: Val
             if live is not None:
                 live[r] |= True if y.live is None else np.broadcast_to(y.live, vals.shape)
             hit[r] = True
+    params.arrays = {}
     if live is None and not hit.all():
         live = np.broadcast_to(hit.reshape((n,) + (1,) * len(out_shape)),
                                (n,) + out_shape).copy()
