@@ -280,13 +280,15 @@ class _Builder(SiteSteps):
         return out, 1
 
     def chunked(self, part, contraction, operands, gate, kg, A, scope, batch) -> list[int]:
-        """The gated ``part`` (demand on ``A``) and its ``contraction`` as one step. In
-        ``exact`` mode it runs experts first (:mod:`interpreter.plan_experts`): per position
-        of ``A`` live in some row, over those rows, in runs of at most :func:`_budget` rows.
-        Otherwise (``emulate``, or while an observer watches: it sees whole blocks, the part
-        then run whole) over chunks of rows of the first batch dim: lifted values are
+        """The gated ``part`` (demand on ``A``) and its ``contraction`` as one step, over
+        chunks of rows of the first batch dim (:func:`_budget` rows): lifted values are
         independent along batch dims, and only a chunk of the part's arrays (the experts'
-        ``[x, e, m]`` output) is alive at a time."""
+        ``[x, e, m]`` output) is alive at a time; whole while an observer watches (it sees
+        whole blocks). Where that takes more than one chunk, each of which would read every
+        routed expert's weights, ``exact`` mode runs experts first instead
+        (:meth:`by_expert`: per position of ``A`` live in some row, over those rows). In one
+        chunk the part reads each routed expert's weights once already, at less cost per
+        expert (one matmul each, not a narrowed plan's steps)."""
         ev = self.ev
         exact = ev.quant == "exact"
         counts = dict(self.counts)
@@ -302,7 +304,7 @@ class _Builder(SiteSteps):
         def run(R):
             ins = [boxed(R[r]) for r in src]
             outs = None
-            if by_expert is not None and ev.observer is None:
+            if by_expert is not None and ev.observer is None and n > rows:
                 outs = by_expert(ins)
             if outs is None and (ev.observer is not None or n <= rows):
                 outs = plan.run(ins)

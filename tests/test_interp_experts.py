@@ -75,6 +75,19 @@ def _routed(run, x) -> set[int]:
     return set(np.flatnonzero(live.reshape(-1, live.shape[-1]).any(0)).tolist())
 
 
+def _count_runs(monkeypatch) -> list:
+    """A list that gets one entry per experts-first call (``run_by_position``)."""
+    calls = []
+    real = plan_experts.run_by_position
+
+    def counted(*args):
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(plan_experts, "run_by_position", counted)
+    return calls
+
+
 def _moe(seed=2):
     moe = SPEC.block("Mixture of Experts")
     planned = interpreter.interpret(moe, ENV, seed=seed)
@@ -99,8 +112,10 @@ def test_each_routed_expert_weight_enters_one_product_per_call(monkeypatch):
     assert run.plan((64,)).chunk_rows == (4,)
     routed = _routed(run, x)
     assert routed and routed <= set(range(10))
+    calls = _count_runs(monkeypatch)
     Spy.log = []
     got = run.evaluate(x).outputs[0]
+    assert calls == [1]
     counts = {}
     for key, a in Spy.log:
         counts[key, a] = counts.get((key, a), 0) + 1
@@ -110,6 +125,23 @@ def test_each_routed_expert_weight_enters_one_product_per_call(monkeypatch):
     assert counts == want
     np.testing.assert_allclose(got.values, ref.evaluate(x).outputs[0].values, rtol=1e-12,
                                atol=1e-14)
+
+
+def test_rows_in_one_chunk_run_as_one_chunk(monkeypatch):
+    """Where the rows fit one chunk (the default budget, 7 tokens) the part runs as one
+    chunk, not experts first: it reads each routed expert's weights once already."""
+    calls = _count_runs(monkeypatch)
+    moe, params = _moe()
+    _f, e, d = params["Mixture of Experts/Routed Experts/W^{D}.weight"].shape
+    run = _spied(interpreter.interpret(moe, ENV, params=params), e)
+    x = np.random.default_rng(7).standard_normal((7, d))
+    routed = _routed(run, x)
+    Spy.log = []
+    run(x)
+    assert calls == []
+    assert sorted(Spy.log) == sorted((key, a) for key in {k for k, _ in Spy.log}
+                                     for a in routed)
+    assert len({k for k, _ in Spy.log}) == 3
 
 
 def test_an_expert_over_the_budget_runs_in_row_chunks(monkeypatch):
@@ -135,16 +167,19 @@ def test_an_expert_over_the_budget_runs_in_row_chunks(monkeypatch):
     np.testing.assert_allclose(got, whole, rtol=1e-13, atol=1e-15)
 
 
-@pytest.mark.parametrize("batch", [(3, 5), (1, 4), (6, 1)])
-def test_experts_first_over_several_batch_dims(batch):
-    """Leading batch dims (some broadcast in an input) are flattened into rows and restored:
-    the tree walk's result."""
+@pytest.mark.parametrize("batch", [(3, 5), (2, 3, 2), (6, 1)])
+def test_experts_first_over_several_batch_dims(batch, monkeypatch):
+    """Leading batch dims are flattened into rows and restored: the tree walk's result (one
+    row a chunk: the row chunks would be several, so the experts run first, one row a run)."""
+    monkeypatch.setattr(plan_module, "CHUNK_ROWS", 1)
+    calls = _count_runs(monkeypatch)
     moe, params = _moe()
     d = params["Mixture of Experts/Routed Experts/W^{D}.weight"].shape[2]
     run = interpreter.interpret(moe, ENV, params=params)
     ref = interpreter.interpret(moe, ENV, params=params, plan=False)
     x = np.random.default_rng(6).standard_normal(batch + (d,))
     got, want = run.evaluate(x).outputs[0], ref.evaluate(x).outputs[0]
+    assert calls == [1]
     assert got.values.shape == batch + (d,)
     np.testing.assert_allclose(got.values, want.values, rtol=1e-12, atol=1e-14)
     assert got.live is None and want.live is None

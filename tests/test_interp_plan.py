@@ -106,9 +106,7 @@ def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, reading, quan
             for (vg, lg), (vw, lw) in zip(og, ow):
                 np.testing.assert_array_equal(vg, vw)
                 assert (lg is None) == (lw is None)
-    # a second call runs the same plan (compiled once) to the same result; unobserved, a
-    # gated part over batch dims runs experts first (interpreter.plan_experts): the tree
-    # walk's values too
+    # a second call runs the same plan (compiled once) to the same result, the tree walk's
     again = planned.evaluate(*inputs, tape=tape)
     for a, b, w in zip(again.outputs, res_g.outputs, res_w.outputs):
         _same_value(a, b)
