@@ -18,8 +18,9 @@ depend on the data:
   plumbing, no masks), its rule otherwise;
 * the bank ``Linear`` + diagonal ``View`` fusion (:mod:`interpreter.fusion`), and demand on
   sparse axes (:mod:`interpreter.plan_demand`: routed experts compute only routed rows;
-  over leading batch dims in ``exact`` mode experts first, :mod:`interpreter.plan_experts`:
-  each routed expert once, over its rows, so its weights are read once a call);
+  over leading batch dims in row chunks, or, in ``exact`` mode where the rows take more
+  than one chunk, experts first, :mod:`interpreter.plan_experts`: each routed expert once,
+  over its rows, so its weights are read once a call);
 * register lifetimes: a register is cleared after its last reader, so peak memory is that of
   the recursive evaluator.
 

@@ -1,5 +1,6 @@
 """Experts first: a gated part run once per routed position of its sparse axis, over the rows
-routed there, so that each position's parameters are read once per call.
+routed there, so that each position's parameters are read once per call (used by
+``plan._Builder.chunked`` where row chunks would read them once per chunk).
 
 The pattern is :mod:`interpreter.plan_demand`'s: ``sum_A g[A] * Y[A, ...]`` over a sparse
 axis ``A`` (``k/e``), the part computing ``Y`` position-wise in ``A``. Then ``Y[.., a, ..]``
