@@ -374,7 +374,8 @@ class _Builder(SiteSteps):
         shape = ev.env.sizes(contraction.cod[0].shape)
         batch = tuple(batch)
 
-        def run(ins):
+        # the narrowed terms live as long as the step: the sub-evaluator's caches key by id
+        def run(ins, terms=(n_part, n_con)):
             out = plan_experts.run_by_position(plan, params, ins[:-1], ins[-1], batch,
                                                shape, rows)
             return None if out is None else [out]
