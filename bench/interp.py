@@ -9,8 +9,8 @@
 3. the sliding-window read (View<win> then the score contraction of the attention core) vs a
    strided view (``sliding_window_view``) + einsum: time and tracemalloc peak;
 4. layer 0 ("Sliding Window Layer", exact and emulate) and its Mixture of Experts (exact, 256
-   tokens as a leading batch dim) at the ``medium`` preset, 256 tokens: CPU time and
-   tracemalloc peak;
+   tokens as a leading batch dim: its experts run experts first) at the ``medium`` preset,
+   256 tokens: CPU and wall time, first call, tracemalloc peak;
 5. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at ``tiny`` (goal <= 1 s)
    and ``medium``, exact and emulate.
 
