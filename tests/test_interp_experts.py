@@ -238,3 +238,23 @@ def test_narrowing_replaces_the_axis_everywhere_and_shares_the_rest():
     params.at = 3
     np.testing.assert_array_equal(params["w"], W[:, 3:4])
     assert params["u"] is W
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("poison", [np.nan, np.inf])
+def test_unrouted_experts_poisoned_do_not_reach_the_mixture_experts_first(poison,
+                                                                          monkeypatch):
+    """The dead-terms test (``test_interp_dead_terms``) with the experts run first: NaN or
+    inf in every unrouted expert's weights leaves the result unchanged."""
+    monkeypatch.setattr(plan_module, "CHUNK_ROWS", 2)
+    calls = _count_runs(monkeypatch)
+    moe, params = _moe()
+    d = params["Mixture of Experts/Routed Experts/W^{D}.weight"].shape[2]
+    x = np.random.default_rng(9).standard_normal((9, d))
+    clean = interpreter.interpret(moe, ENV, params=params)(x)[0]
+    for name in BANKS:
+        params[f"Mixture of Experts/Routed Experts/{name}.weight"][:, 10:] = poison
+    poisoned = interpreter.interpret(moe, ENV, params=params)(x)[0]
+    assert calls == [1, 1]
+    assert np.isfinite(clean).all()
+    assert np.array_equal(poisoned, clean)
