@@ -57,12 +57,24 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
             result = {"value": fn(rank, world, *args)}
         finally:
             dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - reported to the parent, which raises
-        result = {"error": traceback.format_exc()}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
+        result = {"error": traceback.format_exc(), "message": _one_line(exc)}
     with open(out, "wb") as f:
         pickle.dump(result, f)
     if "error" in result:  # the launcher stops every rank at once
         raise SystemExit(1)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A rank's error as one line: a typed ncdc error's message, else the exception's type and
+    the first line of its message."""
+    from ncdc.ir.errors import SpecError
+
+    text = str(exc).strip()
+    if isinstance(exc, SpecError):
+        return " ".join(text.split("\n"))
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None,
@@ -70,8 +82,9 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
     """``[fn(rank, nproc, *args) for every rank]``, each run in its own spawned process inside
     an initialised default process group, with ``threads`` torch threads (default: the cores
     shared out, at least one). ``fn`` and ``args`` must pickle (``fn`` a module-level
-    function). Raises RuntimeError with the first rank's traceback if a rank fails, and
-    TimeoutError (every rank killed) past ``timeout`` seconds."""
+    function). Raises DistributedError naming the first failing rank and its error in one line
+    (its traceback in ``rank_traceback``) if a rank fails, and DistributedTimeout (a
+    TimeoutError; every rank killed) past ``timeout`` seconds."""
     import torch
 
     if nproc < 1:
@@ -113,12 +126,17 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
                 continue
             with open(path, "rb") as f:
                 results.append(pickle.load(f))
-    errors = [(r, res["error"]) for r, res in enumerate(results) if "error" in res]
+    errors = [(r, res) for r, res in enumerate(results) if "error" in res]
     if errors:
-        first = next(((r, e) for r, e in errors if "without a result" not in e), errors[0])
-        if time.monotonic() > deadline and "without a result" in first[1]:
-            raise TimeoutError(f"{nproc} ranks did not finish within {timeout:g} s")
-        raise RuntimeError(f"rank {first[0]} failed:\n{first[1]}")
+        from ncdc.ir.errors import DistributedError, DistributedTimeout
+
+        r, first = next(((r, e) for r, e in errors if "message" in e), errors[0])
+        if time.monotonic() > deadline and "message" not in first:
+            raise DistributedTimeout(f"{nproc} ranks did not finish within {timeout:g} s "
+                                     "(every rank stopped)")
+        raise DistributedError(f"rank {r} of {nproc} failed: "
+                               f"{first.get('message', first['error'])}", rank=r,
+                               rank_traceback=first["error"])
     return [res["value"] for res in results]
 
 
