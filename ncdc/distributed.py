@@ -146,11 +146,13 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     ``job``: ``source`` (the generated file), ``class_name``, ``kwargs`` (constructor),
     ``dtype`` (a torch dtype name), ``params`` (interpreter key -> array, or a weights file
     path), ``inputs`` (arrays sharing a leading batch dim that is split over the ranks),
-    optional ``probes`` (one array per output, shaped like it) and ``count_exchange`` (count
-    the bytes the expert exchange sends). Rank 0's result holds ``outputs`` (whole) and, with
-    probes, ``grads`` (state_dict key -> whole gradient); every rank's holds
-    ``param_bytes`` (what it allocated for parameters; ``expert_bytes`` of them in expert
-    slices), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
+    optional ``probes`` (one array per output, shaped like it), ``count_exchange`` (count
+    the bytes the expert exchange sends) and ``values`` (gather every parameter whole). Rank 0's
+    result holds ``outputs`` (whole), with probes ``grads`` (state_dict key -> whole gradient)
+    and with ``values`` ``values`` (state_dict key -> whole tensor; 8- and 16-bit floats as
+    integers of their width); every rank's holds ``param_bytes`` (what it allocated for
+    parameters; ``expert_bytes`` of them in expert slices, ``stored_bytes`` in weights held in
+    storage formats), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
     exchange; ``exchange_bytes_remote`` of them bound for other ranks) and ``seconds`` per
     phase.
     """
@@ -209,8 +211,9 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     from torch.distributed.tensor import DTensor
     param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
                       for p in model.parameters())
-    expert_bytes = sum(getattr(m, attr).nbytes for m in model.modules() if hasattr(m, "experts")
-                       for attr, _ in type(m).EXPERT_DIMS)
+    expert_bytes = sum(_nbytes(getattr(m, attr)) for m in model.modules()
+                       if hasattr(m, "experts") for attr, _ in type(m).EXPERT_DIMS)
+    stored_bytes = sum(_nbytes(m) for m in model.modules() if hasattr(m, "encode_"))
     inputs = [np.asarray(x) for x in job["inputs"]]
     bounds = batch_bounds(inputs[0].shape[0], world) if inputs else [0] * (world + 1)
     lo, hi = bounds[rank], bounds[rank + 1]
@@ -221,7 +224,8 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         outs = model(*mine)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     lap("forward")
-    result = {"param_bytes": param_bytes, "expert_bytes": expert_bytes, "rows": hi - lo,
+    result = {"param_bytes": param_bytes, "expert_bytes": expert_bytes,
+              "stored_bytes": stored_bytes, "rows": hi - lo,
               "exchange_bytes": sent[0], "exchange_bytes_remote": sent[1], "seconds": seconds}
     if probes:
         loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
@@ -232,6 +236,10 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         if rank == 0:
             result["grads"] = {k: None if g is None else g.detach().cpu().numpy()
                                for k, g in grads.items()}
+    if job.get("values"):
+        values = mod.gather_full(model)
+        if rank == 0:
+            result["values"] = {k: _numpy_bits(v) for k, v in values.items()}
     local = [y.detach().cpu().numpy() for y in outs]
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(local, gathered, dst=0)
@@ -239,6 +247,24 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         result["outputs"] = [np.concatenate([g[k] for g in gathered]) for k in range(len(local))]
     lap("gather")
     return result
+
+
+def _nbytes(member) -> int:
+    """Bytes of a tensor, or of a module's parameters (a StoredWeight: codes and scales)."""
+    if hasattr(member, "parameters"):
+        return sum(p.nbytes for p in member.parameters())
+    return member.nbytes
+
+
+def _numpy_bits(t):
+    """``t`` as a numpy array; dtypes numpy lacks (8- and 16-bit floats) as integers of their
+    width, bit for bit."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.is_floating_point() and t.element_size() < 4:
+        t = t.view(torch.uint8 if t.element_size() == 1 else torch.int16)
+    return t.numpy()
 
 
 def _load_source(source: str):
