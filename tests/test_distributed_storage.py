@@ -113,6 +113,10 @@ def _plans(spec, tmp):
                          inputs=str(inputs), seed=5)
         run_rank(first, save_params=str(params))
         plans[name] = dataclasses.replace(first, source=str(params), nproc=2)
+    # the command of the bug report: ncdc run --params synthetic --nproc 2 --weights mxfp4
+    # (--stand-in: the Engram's user data), the whole salvaged prefix
+    plans["synthetic"] = RankPlan(spec.model(), env, "synthetic", weights=("mxfp4",),
+                                  stand_in=True, nproc=2)
     return plans
 
 
@@ -185,6 +189,19 @@ def test_exchange_bytes_unchanged_by_storage(two_ranks):
     ranks = two_ranks[0]["moe experts mxfp4 grads"][0]
     tokens, m, k = 4, 64, 2  # tiny: m = 64, k = 2
     assert sum(r["exchange_bytes"] for r in ranks) == 2 * tokens * k * m * 8
+
+
+def test_ncdc_run_nproc_synthetic_stored_weights(two_ranks):
+    """Synthetic weights are drawn per shard (values differ from one process): the run
+    completes with finite outputs of the one-process shapes."""
+    from ncdc.commands.run import run_rank
+
+    plan, sharded = two_ranks[1]["synthetic"]
+    single = run_rank(dataclasses.replace(plan, nproc=1))
+    assert [tuple(y.shape) for y in sharded.outputs] == \
+        [tuple(y.shape) for y in single.outputs]
+    for y in sharded.outputs:
+        assert torch.isfinite(y.to(torch.float64)).all()
 
 
 @pytest.mark.parametrize("name", ["mixed", "mxfp8"])
