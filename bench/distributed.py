@@ -132,13 +132,15 @@ def main() -> None:
             experts, total = single[fmt]
             for r, res in enumerate(x[i] for x in results):
                 dense = res["param_bytes"] - res["expert_bytes"]
-                whole = res["stored_bytes"] - res["expert_bytes"]
+                whole = res["stored_bytes"]
                 print(f"  {fmt:>6}  {r:>4}  {res['rows']:>4}  {res['expert_bytes']:>13,} "
                       f"({res['expert_bytes'] * n / max(experts, 1):5.3f})  {dense:>11,} "
                       f"({dense * n / max(total - experts, 1):5.3f})  {whole:>12,}")
             _, m_experts, m_dense = model[fmt]
+            dense_model = f"{m_dense / n:,.0f} (FSDP2 shards)" if fmt == "float" else \
+                f"{m_dense:,} (stored: whole on every rank)"
             print(f"  {fmt:>6}  cost model per rank: experts {m_experts / n:,.0f}, dense "
-                  f"{m_dense / n:,.0f} if sharded")
+                  f"{dense_model}")
         res = [x[0] for x in results]
         moved = sum(x["exchange_bytes"] for x in res)
         remote = sum(x["exchange_bytes_remote"] for x in res)

@@ -151,8 +151,8 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     result holds ``outputs`` (whole), with probes ``grads`` (state_dict key -> whole gradient)
     and with ``values`` ``values`` (state_dict key -> whole tensor; 8- and 16-bit floats as
     integers of their width); every rank's holds ``param_bytes`` (what it allocated for
-    parameters; ``expert_bytes`` of them in expert slices, ``stored_bytes`` in weights held in
-    storage formats), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
+    parameters; ``expert_bytes`` of them in expert slices, ``stored_bytes`` in the other weights
+    held in storage formats, whole on every rank), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
     exchange; ``exchange_bytes_remote`` of them bound for other ranks) and ``seconds`` per
     phase.
     """
@@ -211,9 +211,11 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     from torch.distributed.tensor import DTensor
     param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
                       for p in model.parameters())
-    expert_bytes = sum(_nbytes(getattr(m, attr)) for m in model.modules()
-                       if hasattr(m, "experts") for attr, _ in type(m).EXPERT_DIMS)
-    stored_bytes = sum(_nbytes(m) for m in model.modules() if hasattr(m, "encode_"))
+    experts = [getattr(m, attr) for m in model.modules() if hasattr(m, "experts")
+               for attr, _ in type(m).EXPERT_DIMS]
+    expert_bytes = sum(_nbytes(x) for x in experts)
+    stored_bytes = sum(_nbytes(m) for m in model.modules()
+                       if hasattr(m, "encode_") and not any(m is x for x in experts))
     inputs = [np.asarray(x) for x in job["inputs"]]
     bounds = batch_bounds(inputs[0].shape[0], world) if inputs else [0] * (world + 1)
     lo, hi = bounds[rank], bounds[rank + 1]
