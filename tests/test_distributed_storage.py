@@ -113,6 +113,18 @@ def _plans(spec, tmp):
                          inputs=str(inputs), seed=5)
         run_rank(first, save_params=str(params))
         plans[name] = dataclasses.replace(first, source=str(params), nproc=2)
+    # a DeepSeek-V3-named FP8 checkpoint through the example map (tests/test_checkpoint_map.py)
+    from ncdc.ir.params import param_specs
+    from test_checkpoint_map import MAP, deepseek_moe, write_sharded
+
+    from ncdc.distributed import _Given
+
+    m, e, f = (env.size(d) for d in spec.params(site.node, spec.bind("tiny"))[2].shape)
+    index = write_sharded(deepseek_moe(m, f, e)[0], tmp / "ckpt")
+    plans["mapped"] = RankPlan(site.node, run.env, str(index), map=str(MAP),
+                               weights=("*/Routed Experts/*=mxfp4", "mxfp8"), dtype="float64",
+                               inputs=str(inputs), nproc=2,
+                               model_specs=_Given(param_specs(spec.model(), env)))
     # the command of the bug report: ncdc run --params synthetic --nproc 2 --weights mxfp4
     # (--stand-in: the Engram's user data), the whole salvaged prefix
     plans["synthetic"] = RankPlan(spec.model(), env, "synthetic", weights=("mxfp4",),
@@ -204,10 +216,11 @@ def test_ncdc_run_nproc_synthetic_stored_weights(two_ranks):
         assert torch.isfinite(y.to(torch.float64)).all()
 
 
-@pytest.mark.parametrize("name", ["mixed", "mxfp8"])
+@pytest.mark.parametrize("name", ["mixed", "mxfp8", "mapped"])
 def test_ncdc_run_nproc_stored_matches_one_process(two_ranks, name):
     """``ncdc run --nproc 2 --weights ... --params FILE`` (each rank cuts its part of every
-    whole encoded weight) gives the one-process outputs on the same file."""
+    whole encoded weight) gives the one-process outputs on the same file (mapped: a sharded
+    FP8 checkpoint through a map, ``--map``)."""
     from ncdc.commands.run import run_rank
 
     plan, sharded = two_ranks[1][name]
