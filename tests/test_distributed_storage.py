@@ -56,14 +56,18 @@ def _stored_bytes(module):
     return expert_bytes, sum(p.nbytes for w in stored for p in w.parameters()) - expert_bytes
 
 
-def _case(spec, block, weights, *, quant="exact", batch=3, grads=False):
+def _case(spec, block, weights, *, quant="exact", batch=3, grads=False, sizes=None,
+          static=False):
     """(job for the ranks, reference outputs, reference gradients or None, reference
     parameters as bits, reference expert and dense stored bytes)."""
-    run = ncdc.interpret(spec.block(block), preset="tiny", quant=quant, stand_in=True)
+    run = ncdc.interpret(spec.block(block), preset="tiny", sizes=sizes, quant=quant,
+                         stand_in=True)
     g = generate(run.morphism, run.env, quant=quant, weights=StoragePolicy.parse(weights))
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:
         kwargs["stand_in"] = True
+    if static:
+        kwargs["static_shapes"] = True
     pymod = load_module(g.source)
     module = instantiate(pymod, g.class_name, torch.float64, **kwargs)
     pymod.load_interpreter_params(module, run.params)
@@ -92,6 +96,9 @@ def _cases(spec):
         "layer0 mixed": _case(spec, "Sliding Window Layer", MIXED, batch=2),
         "moe experts mxfp4 grads": _case(spec, "Mixture of Experts", (EXPERTS_MXFP4,),
                                          batch=4, grads=True),
+        # 3 experts over 2 ranks (1, 2); static-shape pairs (the weights dequantized whole)
+        "moe mxfp8 uneven static": _case(spec, "Mixture of Experts", ("mxfp8",), batch=3,
+                                         sizes={"e": 3}, static=True),
     }
 
 
@@ -154,7 +161,7 @@ def two_ranks(bundled, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["layer0 mxfp4", "layer0 mxfp8 emulate", "layer0 mixed",
-                                  "moe experts mxfp4 grads"])
+                                  "moe experts mxfp4 grads", "moe mxfp8 uneven static"])
 def test_stored_sharded_matches_one_process(two_ranks, name):
     ranks, ref_outs, _, ref_values, (expert_bytes, dense_bytes) = two_ranks[0][name]
     got = ranks[0]["outputs"]
@@ -171,10 +178,11 @@ def test_stored_sharded_matches_one_process(two_ranks, name):
     for k, ref in ref_values.items():
         assert values[k].dtype == ref.dtype, k
         np.testing.assert_array_equal(values[k], ref, err_msg=k)
-    # experts: 8 over 2 ranks, half each (codes and scales); dense stored weights: whole on
-    # every rank (left out of FSDP2)
+    # experts: 8 over 2 ranks, half each (3: one and two), codes and scales; dense stored
+    # weights: whole on every rank (left out of FSDP2)
     assert expert_bytes > 0
-    assert [r["expert_bytes"] for r in ranks] == [expert_bytes // 2] * 2
+    share = [1, 2] if "uneven" in name else [4, 4]
+    assert [r["expert_bytes"] for r in ranks] == [expert_bytes * n // sum(share) for n in share]
     assert [r["stored_bytes"] for r in ranks] == [dense_bytes] * 2
 
 
