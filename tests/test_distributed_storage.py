@@ -96,9 +96,11 @@ def _cases(spec):
         "layer0 mixed": _case(spec, "Sliding Window Layer", MIXED, batch=2),
         "moe experts mxfp4 grads": _case(spec, "Mixture of Experts", (EXPERTS_MXFP4,),
                                          batch=4, grads=True),
-        # 3 experts over 2 ranks (1, 2); static-shape pairs (the weights dequantized whole)
-        "moe mxfp8 uneven static": _case(spec, "Mixture of Experts", ("mxfp8",), batch=3,
-                                         sizes={"e": 3}, static=True),
+        # 3 experts over 2 ranks (1, 2) in bfloat16, the rest in mxfp8; static-shape pairs
+        # (the weights dequantized whole)
+        "moe bf16 experts uneven static": _case(
+            spec, "Mixture of Experts", ("*Routed Experts*=bfloat16", "mxfp8"), batch=3,
+            sizes={"e": 3}, static=True),
     }
 
 
@@ -161,7 +163,8 @@ def two_ranks(bundled, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", ["layer0 mxfp4", "layer0 mxfp8 emulate", "layer0 mixed",
-                                  "moe experts mxfp4 grads", "moe mxfp8 uneven static"])
+                                  "moe experts mxfp4 grads",
+                                  "moe bf16 experts uneven static"])
 def test_stored_sharded_matches_one_process(two_ranks, name):
     ranks, ref_outs, _, ref_values, (expert_bytes, dense_bytes) = two_ranks[0][name]
     got = ranks[0]["outputs"]
@@ -263,16 +266,16 @@ def test_narrow_keeps_codes_scales_and_values():
     assert on_meta.codes.shape == (0, 20) and on_meta.scales.shape == (0, 2)
 
 
-def _fails(rank, world):
-    if rank == 1:
-        raise RuntimeError("boom on one rank\nsecond line")
+def test_a_rank_error_in_one_line():
+    """What the launcher reports of a rank's error (no launch: the CLI test below runs one)."""
+    from ncdc.checkpoint.errors import CheckpointError
+    from ncdc.distributed import _one_line
 
-
-def test_a_failing_rank_is_one_typed_line():
-    with pytest.raises(DistributedError) as info:
-        launch(_fails, 2, timeout=LAUNCH_TIMEOUT)
-    assert str(info.value) == "rank 1 of 2 failed: RuntimeError: boom on one rank"
-    assert info.value.rank == 1 and "Traceback" in info.value.rank_traceback
+    assert _one_line(RuntimeError("boom on one rank\nsecond line")) == \
+        "RuntimeError: boom on one rank"
+    assert _one_line(KeyError()) == "KeyError"
+    assert _one_line(CheckpointError("3 learned array(s) not in the weights")) == \
+        "3 learned array(s) not in the weights"
 
 
 def test_cli_rank_failure_exit_1_one_line(tmp_path, capsys, bundled):
@@ -292,6 +295,12 @@ def test_cli_rank_failure_exit_1_one_line(tmp_path, capsys, bundled):
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith("error: rank ") and " of 2 failed: " in lines[0]
     assert "not in the weights" in lines[0] and dropped in lines[0]
+
+
+def test_save_params_needs_one_process(capsys):
+    assert main(["run", "--block", "Mixture of Experts", "--params", "synthetic", "--nproc", "2",
+                 "--save-params", "never.npz"]) == 2
+    assert "--save-params writes the weights of a one-process run" in capsys.readouterr().err
 
 
 def test_cli_debug_prints_the_rank_traceback(monkeypatch, capsys):

@@ -291,11 +291,10 @@ def _expert_stored(module, path):
 
 
 def _gather_slices(value, dim, experts):
-    """The whole expert axis from every rank's slice of it (uneven slices allowed; 8- and
-    16-bit floats, such as stored codes and scales, travel as integers of their width)."""
-    if value.is_floating_point() and value.element_size() < 4:
-        bits = torch.uint8 if value.element_size() == 1 else torch.int16
-        return _gather_slices(value.view(bits), dim, experts).view(value.dtype)
+    """The whole expert axis from every rank's slice of it (uneven slices allowed; 8-bit
+    floats, such as stored codes and scales, travel as bytes: gloo has no FP8)."""
+    if value.is_floating_point() and value.element_size() == 1:
+        return _gather_slices(value.view(torch.uint8), dim, experts).view(value.dtype)
     bounds, group = experts["bounds"], experts["group"]
     sizes = [bounds[r + 1] - bounds[r] for r in range(experts["world"])]
     width = max(sizes)
