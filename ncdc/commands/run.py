@@ -79,7 +79,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--nproc", type=int, default=1, metavar="N",
                    help="run on N local processes (gloo on CPU, NCCL when each has a GPU): the "
                         "routed experts split over the ranks, the other weights sharded with "
-                        "FSDP2, each rank loading only its part; the inputs' leading batch dim "
+                        "FSDP2 (weights held in a storage format by --weights: whole on every "
+                        "rank, experts still split), each rank loading only its part; the "
+                        "inputs' leading batch dim "
                         "(if they have one) split over the ranks; rank 0 reports and writes the "
                         "outputs (default: 1)")
     p.add_argument("--debug", action="store_true",
