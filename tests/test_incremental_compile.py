@@ -92,9 +92,13 @@ def _decode(module, inputs, step):
 
 
 def _same(got, want, **tol):
-    for (go, gs), (wo, ws) in zip(zip(*got), zip(*want), strict=True):
+    """Every call's outputs and every step's state, ``got`` against ``want``."""
+    (got_outs, got_states), (want_outs, want_states) = got, want
+    assert len(got_outs) == len(want_outs) == 1 + STEPS and len(got_states) == STEPS
+    for go, wo in zip(got_outs, want_outs, strict=True):
         for a, b in zip(go, wo, strict=True):
             torch.testing.assert_close(a, b, **tol)
+    for gs, ws in zip(got_states, want_states, strict=True):
         assert list(gs) == list(ws)
         for k in ws:
             torch.testing.assert_close(gs[k], ws[k], **tol)
@@ -141,7 +145,9 @@ def test_step_compiles_once_and_agrees(label, backend):
 
 
 def test_step_has_no_graph_break():
-    module, inputs = _setup(MODEL)
+    """``torch._dynamo.explain``: one graph, no break (the window read, the rotary positions
+    from the counter; ``fullgraph=True`` above asserts the same of the whole prefix)."""
+    module, inputs = _setup(SWA)
     with torch.no_grad():
         _, state = module.prefill(*inputs(0, PREFILL))
         ex = torch._dynamo.explain(module.step)(*inputs(PREFILL, PREFILL + 1), state=state)
