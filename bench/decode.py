@@ -169,7 +169,8 @@ def main(argv=None) -> int:
             full.append(torch.from_numpy(rng.integers(0, int(np.max(base[k])) + 1, shape)))
         else:
             full.append(torch.from_numpy(rng.standard_normal(shape)).float())
-    dim = tin[1]
+    out = block.cod[0].shape  # the token dim of the first output, counted from the end
+    dim = next(i for i, a in enumerate(out) if is_token_axis(a)) - len(out)
 
     def upto(lo, hi):
         return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(full, dims)]
@@ -184,7 +185,7 @@ def main(argv=None) -> int:
             new = upto(c, c + 1)
             step_out, _ = module.step(*new, state=state)
             whole = _first(module(*upto(0, c + 1)))
-            last = whole.narrow(whole.dim() + dim, c, 1)
+            last = whole.narrow(dim, c, 1)
             err = float((_first(step_out) - last).abs().max() / last.abs().max())
             steps[c] = lambda new=new, state=state: module.step(*new, state=state)
             recomputes[c] = lambda c=c: module(*upto(0, c + 1))
