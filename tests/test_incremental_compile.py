@@ -67,7 +67,8 @@ def _setup(label):
     xs = [x.float() if x.is_floating_point() else x for x in xs]
     dims = [next((i for i, a in enumerate(arr.shape) if is_token_axis(a)), None)
             for arr in block.dom]
-    assert xs[token_input(block)[0]].shape[dims[0]] >= PREFILL + STEPS
+    k = token_input(block)[0]
+    assert xs[k].shape[dims[k]] >= PREFILL + STEPS
 
     def inputs(lo, hi):
         return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(xs, dims)]
