@@ -183,3 +183,40 @@ def test_check_draws_non_zero_biases_and_agrees(bundled, fmt):
                 assert np.count_nonzero(value) > value.size // 2, key
     assert not np.array_equal(seen[0][next(k for k in seen[0] if k.endswith("H_{2}.bias"))],
                               seen[1][next(k for k in seen[1] if k.endswith("H_{2}.bias"))])
+
+
+@pytest.mark.skipif(not torch.distributed.is_available()
+                    or not torch.distributed.is_gloo_available(),
+                    reason="torch.distributed with gloo is not available")
+def test_hold_rounds_fsdp_sharded_parameters(bundled, tmp_path):
+    """``hold`` on a float module whose weights are DTensors (a one-process gloo mesh): the
+    whole weight is rounded as the interpreter holds it, not the local shard alone."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from ncdc.checkpoint.module import hold
+
+    env = bundled.bind("tiny").env
+    m = bundled.block("Shared Expert")
+    built = build_meta(m, env, dtype="float64")
+    materialize(built, synthetic=True, seed=4)
+    before = interpreter_arrays(built)
+    assert not dist.is_initialized()
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)
+    try:
+        mesh = init_device_mesh("cpu", (1,))
+        for lin in (built.module.w_gs, built.module.w_ds):
+            lin.weight = torch.nn.Parameter(distribute_tensor(lin.weight.detach(), mesh,
+                                                              [Shard(0)]))
+        hold(built, StoragePolicy.parse(["mxfp4"]))
+        assert isinstance(built.module.w_gs.weight.data, torch.distributed.tensor.DTensor)
+        for lin in (built.module.w_gs, built.module.w_ds):
+            lin.weight = torch.nn.Parameter(lin.weight.full_tensor())
+    finally:
+        dist.destroy_process_group()
+    after = interpreter_arrays(built)
+    for s in param_specs(m, env):
+        np.testing.assert_array_equal(after[s.key], mx_values(before[s.key], "mxfp4",
+                                                              run_lead(s)))
