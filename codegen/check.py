@@ -5,10 +5,14 @@ inputs, tape and parameters (the interpreter's, loaded through ``PARAM_KEYS``); 
 their liveness must agree — within a relative tolerance in ``exact`` mode (1e-10 in float64;
 in a narrower dtype one derived per block from the dtype, :mod:`codegen.tolerance`), bit for bit
 in ``emulate`` mode. In a narrower dtype both sides get inputs and parameters rounded to it, and a
-block may be fed the inputs its context gives it (:mod:`codegen.recorded`).
+block may be fed the inputs its context gives it (:mod:`codegen.recorded`). Under a storage
+policy both sides hold the weights in its formats, and learned arrays that start as one value
+(zero biases, unit gains) are drawn non-constant first, so that scale groups cut differently
+would show.
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -176,11 +180,31 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
             res.problem = f"output {j}: relative error {rel:.3g} > {tol:g}"
 
 
-def _stored_params(morphism, env, params, weights):
+def _stored_params(morphism, env, params, weights, seed: int):
+    """``(held, given)`` under the storage policy ``weights``. ``given`` maps every learned real
+    array the policy names to its value in ``params``, or, where that is one value throughout
+    (a zero bias, a unit gain: equal values hide how scale groups are cut), to seeded values
+    around it over 20 binades (``0.5 * N(0, 1) * 2^-k``, ``k`` in 0..19: in mxfp8 a group's
+    small values then fall to E4M3 subnormals, the one place its rounding depends on the
+    group). ``held``: ``params`` with those values held in their formats as the interpreter
+    holds them. The module is given ``given`` and encodes it itself."""
     from ncdc.interpreter.storage_policy import apply_policy
     from ncdc.ir.params import param_specs
 
-    return apply_policy(params, param_specs(morphism, env), weights)[0]
+    specs = param_specs(morphism, env)
+    given = copy.copy(params)  # its stand-in and computed lists kept
+    rng = np.random.default_rng([seed, 0x5EED])
+    for spec in specs:
+        value = given.get(spec.key)
+        if (value is None or not spec.learned or weights.format_for(spec.key) is None
+                or kind(spec.datatype) != "real" or np.size(value) < 2):
+            continue
+        value = np.asarray(value)
+        if np.all(value == value.flat[0]):
+            spread = np.exp2(-rng.integers(0, 20, value.shape))
+            given[spec.key] = value + 0.5 * rng.standard_normal(value.shape) * spread
+    held, report = apply_policy(given, specs, weights)
+    return held, {key: given[key] for key, _, _ in report}
 
 
 def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
@@ -226,8 +250,9 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
         try:
             t0 = time.perf_counter()
             run = interpreter.interpret(morphism, env, quant=quant, stand_in=True, seed=seed)
+            given = None
             if weights is not None:  # the values the stored weights denote
-                params = _stored_params(morphism, env, run.params, weights)
+                params, given = _stored_params(morphism, env, run.params, weights, seed)
                 run = interpreter.interpret(morphism, env, params=params, quant=quant,
                                             stand_in=True, seed=seed)
             xs = interpreter.random_inputs(morphism, env, seed) if inputs is None or seed \
@@ -250,8 +275,10 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
             res.problem = f"interpreter failed: {type(exc).__name__}: {exc}"
             return res
         try:
-            g.load_params(module, run.params if module_params is None
-                          else module_params(dict(run.params)))
+            loaded = dict(run.params)
+            if given is not None:  # the module encodes the policy's arrays itself
+                loaded.update(given)
+            g.load_params(module, loaded if module_params is None else module_params(loaded))
             t0 = time.perf_counter()
             names = mask_names(module, morphism.dom)
             given = {names[k]: m for k, m in enumerate(lives) if m is not None and k in names}

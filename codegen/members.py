@@ -75,21 +75,27 @@ class Members:
         return p
 
     def add_linear(self, base: str, site: Broadcasted, in_features: str, out_features: str,
-                   bias: bool, n_in: int, n_out: int) -> str:
+                   bias: bool, n_in: int, out_shape: list[str]) -> str:
         """An ``nn.Linear`` (the prelude's, with the spec's initialisation) whose weight is the
         interpreter's ``[in..., out...]`` flattened to ``[out, in]`` (and its bias to
-        ``[out]``): the layout ``F.linear`` consumes, so no call copies it."""
+        ``[out]``): the layout ``F.linear`` consumes, so no call copies it. A bias held in a
+        storage format keeps the interpreter's ``[out...]`` (``out_shape``: size codes), whose
+        scale groups run along the last output dim as the interpreter's do."""
         attr = self.attrs.fresh(base)
+        n_out = len(out_shape)
         w_fmt = self.formats(site, "weight")
         b_fmt = self.formats(site, "bias") if bias else None
         stored = "".join(f", {k}_format={f!r}" for k, f in (("weight", w_fmt), ("bias", b_fmt))
                          if f is not None)
+        if b_fmt is not None and n_out > 1:
+            stored += f", bias_shape=({', '.join(out_shape)})"
         self.init_lines.append(INDENT * 2 + f"self.{attr} = {'StoredLinear' if stored else 'Linear'}"
                                f"({in_features}, {out_features}{'' if bias else ', bias=False'}"
                                f"{stored})")
         self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out), w_fmt))
         if bias:
-            self.items.append(Param(f"{attr}.bias", site, "bias", (0, n_out), b_fmt))
+            self.items.append(Param(f"{attr}.bias", site, "bias",
+                                    None if b_fmt is not None else (0, n_out), b_fmt))
         return f"self.{attr}"
 
     def add_table(self, base: str, shape: list[str], value: str) -> str:

@@ -99,7 +99,8 @@ def linear_module(ctx, in_labels: list, out_labels: list) -> str:
         return " * ".join(ctx.init_size(ctx.axis(lab).size) for lab in labels)
 
     return ctx.cb.members.add_linear(_weight_name(op), b, flat(in_labels), flat(out_labels),
-                                     bool(op.bias), len(in_labels), len(out_labels))
+                                     bool(op.bias), len(in_labels),
+                                     [ctx.init_size(ctx.axis(lab).size) for lab in out_labels])
 
 
 def _weight_name(op) -> str:

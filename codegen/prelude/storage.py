@@ -104,13 +104,19 @@ class StoredWeight(nn.Module):
     chunk by chunk, never holding it whole in float32.
 
     Layout (ncdc's ``ir/weight_formats.py``, as the reference interpreter encodes): an array of
-    ``shape`` is held as ``rows`` runs of ``run`` values. With ``lead`` > 0 (a Linear weight
-    ``[in..., out...]``: ``lead`` input dims) a run is the flattened input dims at one flattened
-    output index (``codes[r, i] ~ w.reshape(run, rows)[i, r]``); otherwise a run is the trailing
-    dim. An nn.Linear-style ``[out, in]`` weight has ``lead`` 0: its rows are its runs. Groups of 32
-    are cut from the start of each run; a run whose length is not a multiple of 32 ends in a
-    partial group. The scale of a group is ``2^ceil(log2(max(amax, 1e-4) / top))`` (top: 448 for
-    E4M3, 6 for E2M1), so no element saturates; elements round to nearest-even.
+    ``shape`` is held as ``rows`` runs of ``run`` values, and MX scale groups run along:
+
+    * a Linear weight: its input dims (the dims it contracts), flattened. Held as the
+      interpreter's ``[in..., out...]`` it has ``lead`` = the number of input dims, and a run is
+      the flattened input dims at one flattened output index (``codes[r, i] ~ w.reshape(run,
+      rows)[i, r]``); held as nn.Linear's ``[out, in]`` it has ``lead`` 0: its rows are its runs.
+    * every other array (a Linear's bias, a gain, a table, any N-dim parameter): its trailing
+      dim, with ``lead`` 0. Such an array keeps the interpreter's shape, so a bias over two
+      output dims ``[4, 4]`` is 4 runs of 4 (``StoredLinear``'s ``bias_shape``), not one of 16.
+
+    Groups of 32 are cut from the start of each run; a run whose length is not a multiple of 32
+    ends in a partial group. The scale of a group is ``2^ceil(log2(max(amax, 1e-4) / top))``
+    (top: 448 for E4M3, 6 for E2M1), so no element saturates; elements round to nearest-even.
     """
 
     def __init__(self, shape, format, lead=0):
@@ -307,16 +313,18 @@ def value_of(weight):
 
 class StoredLinear(nn.Module):
     """The spec's Linear (weight normal with std ``in_features ** -0.5``, bias 0) with its
-    weight ``[out, in]`` and/or bias held in storage formats, dequantized at each call."""
+    weight ``[out, in]`` and/or bias held in storage formats, dequantized at each call. The
+    bias has ``bias_shape`` (the output dims, default ``(out_features,)``), flattened at use:
+    a stored bias groups its scales along its last output dim (see StoredWeight)."""
 
     def __init__(self, in_features, out_features, bias=True, *, weight_format=None,
-                 bias_format=None):
+                 bias_format=None, bias_shape=None):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
         self.weight = stored_or_parameter((out_features, in_features), weight_format)
         if bias:
-            self.bias = stored_or_parameter((out_features,), bias_format)
+            self.bias = stored_or_parameter(tuple(bias_shape or (out_features,)), bias_format)
         else:
             self.register_parameter("bias", None)
         self.reset_parameters()
@@ -330,4 +338,5 @@ class StoredLinear(nn.Module):
             nn.init.zeros_(self.bias)
 
     def forward(self, x):
-        return F.linear(x, value_of(self.weight), value_of(self.bias))
+        bias = value_of(self.bias)
+        return F.linear(x, value_of(self.weight), None if bias is None else bias.reshape(-1))

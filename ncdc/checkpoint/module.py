@@ -210,7 +210,9 @@ def member_bytes(member) -> int:
 
 def hold(built, policy) -> None:
     """Round every learned floating tensor through its format under ``policy`` (as the
-    interpreter holds it; a float64 copy of one tensor at a time)."""
+    interpreter holds it; a float64 copy of one tensor at a time). A tensor sharded by FSDP (a
+    DTensor) is gathered whole, rounded, and each rank keeps its part: a collective, so every
+    rank calls ``hold`` (scale groups may cross shard boundaries)."""
     import numpy as np
     import torch
 
@@ -226,11 +228,28 @@ def hold(built, policy) -> None:
         target = state_tensor(built.module, name)
         if is_stored(target) or not target.is_floating_point():
             continue  # a member in its storage format holds exactly the encoded values
+        sharded = _is_dtensor(target)
+        whole = target.detach().full_tensor().clone() if sharded else target
         shape = tuple(built.env.size(d) for d in spec.shape)
-        view = interpreter_view(target, ns.PARAM_LAYOUT.get(name), shape)
+        view = interpreter_view(whole, ns.PARAM_LAYOUT.get(name), shape)
         arr = view.detach().to(torch.float64).numpy()
         held = decode(encode(arr, fmt, weight_lead(spec.site, spec.role)))
-        view.copy_(torch.from_numpy(np.ascontiguousarray(held)))
+        with torch.no_grad():
+            view.copy_(torch.from_numpy(np.ascontiguousarray(held)))
+            if sharded:
+                from torch.distributed.tensor import distribute_tensor
+
+                part = distribute_tensor(whole, target.device_mesh, target.placements,
+                                         src_data_rank=None).to_local()
+                target.to_local().copy_(part)
+
+
+def _is_dtensor(t) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # torch built without distributed
+        return False
+    return isinstance(t, DTensor)
 
 
 def interpreter_arrays(built) -> dict:
