@@ -56,7 +56,7 @@ class StoredWriter:
     def __init__(self, member, layout, shape, encode_runs):
         self.member, self.shape, self.encode = member, tuple(shape), encode_runs
         nd = len(shape)
-        if layout is not None:                      # StoredLinear: rows = out, run = in
+        if layout is not None and layout[0]:        # StoredLinear: rows = out, run = in
             run_dims = list(range(layout[0]))
         elif 0 < member.lead < nd:                  # runs over the leading (input) dims
             run_dims = list(range(member.lead))
