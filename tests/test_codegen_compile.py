@@ -91,6 +91,33 @@ def test_grouped_matmul_op_gradients_and_registration():
     torch.library.opcheck(p.grouped_matmul, (rows, weight, 1, slots))
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("shape", [(40, 16, 8, 4), (9, 3, 5, 4)])
+def test_grouped_products_against_per_pair_products(dtype, shape, monkeypatch):
+    """The static op's kernel: one ``torch._grouped_mm`` over the pairs sorted by slot where
+    its stride rules allow (float32/bfloat16, 16-byte strides), else one product per slot;
+    both give every pair's own product (against a loop over pairs, in float64), and the grouped
+    kernel the per-slot products bit for bit."""
+    p = _prelude()
+    pairs, inner, out, n = shape
+    gen = torch.Generator().manual_seed(3)
+    rows = torch.randn(pairs, inner, generator=gen, dtype=torch.float64).to(dtype)
+    weight = torch.randn(inner, n, out, generator=gen, dtype=torch.float64).to(dtype)
+    slots = torch.randint(0, n, (pairs,), generator=gen)
+    slots[:3] = 0  # a slot with several pairs; others may have none
+    calls = []
+    real = torch._grouped_mm
+    monkeypatch.setattr(torch, "_grouped_mm", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = p._grouped_products(rows, weight, 1, slots)
+    grouped = dtype != torch.float64 and inner * rows.element_size() % 16 == 0
+    assert bool(calls) == grouped
+    r64, w64 = rows.double().numpy(), weight.double().numpy()
+    want = np.stack([r64[i] @ w64[:, s] for i, s in enumerate(slots.tolist())])
+    tol = {torch.float64: 1e-13, torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
+    np.testing.assert_allclose(got.double().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+    assert torch.equal(got, p._slot_products(rows, weight, 1, slots))
+
+
 def _routed_params(run, e):
     """Routing pinned to experts 0-5 of ``e``; the idle experts' weights NaN."""
     params = {key: np.array(v, copy=True) for key, v in run.params.items()}
