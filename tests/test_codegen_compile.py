@@ -118,6 +118,85 @@ def test_grouped_products_against_per_pair_products(dtype, shape, monkeypatch):
     assert torch.equal(got, p._slot_products(rows, weight, 1, slots))
 
 
+ROTARY = ["Rotary Embedding", "Inverse Rotary Embedding"]
+
+
+def _rotary_modules(spec, title, quant, dtype, monkeypatch):
+    """The block generated with complex values as real parts and, forced off, as complex
+    tensors; both on the interpreter's weights."""
+    from ncdc.codegen import complex_parts
+
+    m = spec.block(title)
+    env = spec.bind("tiny").env
+    out = []
+    for parts in (True, False):
+        if not parts:
+            monkeypatch.setattr(complex_parts, "eligible", lambda *a, **k: False)
+        g = codegen.generate(m, env, quant=quant)
+        out.append((g, codegen.instantiate(codegen.load_module(g.source), g.class_name,
+                                           codegen.DTYPES[dtype])))
+    monkeypatch.undo()
+    return m, env, out
+
+
+@pytest.mark.parametrize("title", ROTARY)
+def test_rotary_as_real_parts_holds_no_complex_value(bundled, title, monkeypatch):
+    """The rotary embeddings hold their complex values as real parts: no op of a forward makes
+    a complex tensor (the complex form, forced, does); a block whose complex values leave it
+    keeps complex tensors."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Dtypes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.seen.add(t.dtype)
+            return out
+
+    m, env, [(g, parts), (g_c, complex_form)] = _rotary_modules(bundled, title, "exact",
+                                                               "float32", monkeypatch)
+    x = _tensor(interpreter.random_inputs(m, env, 0)[0], "float32")
+    seen = []
+    for module in (parts, complex_form):
+        with torch.no_grad(), Dtypes() as mode:
+            module(x)
+        seen.append({dt for dt in mode.seen if dt.is_complex})
+    assert not seen[0] and torch.complex64 in seen[1]
+    body, body_c = _class_source(g), _class_source(g_c)
+    assert "torch.polar" not in body and "torch.complex(" not in body and "_cos" in body
+    assert "torch.polar" in body_c
+    assert "torch.complex(" in _class_source(codegen.generate(
+        bundled.block("Inverse Rotary Embedding / Pairs as Complex Numbers"), env))
+
+
+def _class_source(g) -> str:
+    """The generated classes (the preludes left out)."""
+    return g.source[g.source.index("\nclass Module("):]
+
+
+@pytest.mark.parametrize("title", ROTARY)
+@pytest.mark.parametrize("quant", ["exact", "emulate"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_rotary_real_parts_match_the_complex_form(bundled, title, quant, dtype, monkeypatch):
+    """Real parts round where the complex form rounds: the same values bit for bit, in every
+    dtype and in emulate mode; in float64 both agree with the interpreter to 1e-15."""
+    m, env, [(_, parts), (_, complex_form)] = _rotary_modules(bundled, title, quant, dtype,
+                                                            monkeypatch)
+    ins = interpreter.random_inputs(m, env, 0)
+    x = _tensor(ins[0], dtype)
+    with torch.no_grad():
+        got, want = parts(x), complex_form(x)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    if dtype == "float64":
+        ref = interpreter.interpret(m, env, quant=quant)(*ins)[0]
+        np.testing.assert_allclose(got.numpy(), ref, rtol=0, atol=1e-15 * np.abs(ref).max())
+
+
 def _routed_params(run, e):
     """Routing pinned to experts 0-5 of ``e``; the idle experts' weights NaN."""
     params = {key: np.array(v, copy=True) for key, v in run.params.items()}
