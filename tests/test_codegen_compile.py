@@ -6,7 +6,12 @@ traces as one graph; the exported program, run again, agrees with the interprete
 Compiling is slow on small machines: CI exports a representative set (Mixing Coefficients,
 Attention Core, the MoE, layer 0 with a dynamic token count), counts graph breaks of layer 0 and compiles two blocks with
 ``fullgraph=True`` (Attention Core, the MoE). ``NCDC_SLOW_TESTS=1`` adds export and compile of every block of the
-bundled spec."""
+bundled spec.
+
+Also here: the static grouped product's kernel (one ``torch._grouped_mm`` where its stride rules
+allow) against per-pair products; the rotary embeddings on real parts (no complex tensor,
+bit-identical to the complex form); the README's recommended compile form (inductor's
+``freezing``) against eager and the interpreter."""
 from __future__ import annotations
 
 import importlib.util
@@ -342,6 +347,29 @@ def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     g, module, ins, tape, ref, _ = _setup(bundled, m)
     torch._dynamo.reset()
     res = _agrees(g, m, torch.compile(module, fullgraph=True), ins, tape, ref)
+    assert res.ok, res.problem
+
+
+@pytest.mark.parametrize("title", ["Rotary Embedding", "Mixture of Experts"])
+def test_recommended_compile_form_gives_the_eager_outputs(bundled, title):
+    """The README's recommended form (``torch.compile`` under ``torch.no_grad`` with inductor's
+    ``freezing``: weights folded in as constants) gives eager's outputs within float32 rounding,
+    and agrees with the interpreter at float32's tolerance."""
+    import torch._inductor.config
+
+    m = bundled.block(title)
+    g, module, ins, tape, ref, args = _setup(bundled, m, dtype="float32")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = module(*args)
+        with torch._inductor.config.patch(freezing=True):
+            fast = torch.compile(module, fullgraph=True)
+            got = fast(*args)
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        assert a.dtype == b.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max()))
+    res = _agrees(g, m, fast, ins, tape, ref, "float32")
     assert res.ok, res.problem
 
 
