@@ -8,8 +8,8 @@ default thread count (second column). Compared runs are interleaved (one call of
    the same weights, float32 and float64 (goal: <= 1.1x; the two are first checked to agree);
 2. generated layer 0 in bfloat16 against float32;
 3. ``torch.compile(fullgraph=True)`` of the generated layer 0 (``static_shapes=True``) against
-   eager, float32 (goal: >= 2x), plain and in the recommended form (``COMPILE_FORMS``), and
-   the compile times;
+   eager, float32 (goal: >= 2x), plain and with inductor's ``freezing`` (``COMPILE_FORMS``),
+   and the compile times;
 4. peak memory of a forward of the generated Sliding Window Attention at 2048 tokens for
    w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events,
    and how much of its growth with w is the [h, x, w] scores;
@@ -185,11 +185,11 @@ def section_bfloat16(l0: Layer0, repeat: int) -> None:
 
 COMPILE_FORMS = {
     "torch.compile": {},
-    "recommended (freezing)": {"freezing": True},
+    "with freezing": {"freezing": True},
 }
 """The compiled forms section 3 races against eager: inductor settings patched while each one
 compiles (its first call). ``freezing`` folds the weights in as constants (inference only, under
-``torch.no_grad``; README, *Compiling a generated module*)."""
+``torch.no_grad``; README, *Generated modules*, compile and export)."""
 
 
 def section_compile(l0: Layer0, repeat: int) -> None:

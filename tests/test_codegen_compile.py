@@ -10,7 +10,7 @@ bundled spec.
 
 Also here: the static grouped product's kernel (one ``torch._grouped_mm`` where its stride rules
 allow) against per-pair products; the rotary embeddings on real parts (no complex tensor,
-bit-identical to the complex form); the README's recommended compile form (inductor's
+bit-identical to the complex form); the README's compile form for inference (inductor's
 ``freezing``) against eager and the interpreter."""
 from __future__ import annotations
 
@@ -351,8 +351,8 @@ def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
 
 
 @pytest.mark.parametrize("title", ["Rotary Embedding", "Mixture of Experts"])
-def test_recommended_compile_form_gives_the_eager_outputs(bundled, title):
-    """The README's recommended form (``torch.compile`` under ``torch.no_grad`` with inductor's
+def test_frozen_compile_form_gives_the_eager_outputs(bundled, title):
+    """The README's form for inference (``torch.compile`` under ``torch.no_grad`` with inductor's
     ``freezing``: weights folded in as constants) gives eager's outputs within float32 rounding,
     and agrees with the interpreter at float32's tolerance."""
     import torch._inductor.config
