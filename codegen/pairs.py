@@ -252,10 +252,10 @@ def linear_on_pairs(ctx):
     if b.operator.bias and q != 0:
         escape(origins, "a bias whose sparse axis is not its first")
     weight, bias, base = linear_params(ctx, in_labels, out_labels)
+    weight = cb.members.stored.get(weight, weight)  # stored: dequantized a slot at a time
     note_expert_param(cb, sel, weight, len(in_labels) + q)
     if bias is not None:
-        note_expert_param(cb, sel, bias, 0)
-    weight = cb.members.stored.get(weight, weight)  # stored: dequantized a slot at a time
+        note_expert_param(cb, sel, cb.members.stored.get(bias, bias), 0)
     cb.gen.prelude.add("pairs")
     code = f"pairwise_matmul({x}, {weight}, {len(in_labels) + q}, {sel.pairs})"
     if bias is not None:

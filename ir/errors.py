@@ -64,6 +64,20 @@ class EvaluationError(SpecError):
     """A numerical evaluation failed on user data (bad input shape, index out of table, ...)."""
 
 
+class DistributedError(EvaluationError):
+    """A rank of a run on several processes failed: names the rank and its own error in one
+    line; ``rank`` and ``rank_traceback`` (the rank's traceback text) are kept for debugging."""
+
+    def __init__(self, message: str, rank: int | None = None, rank_traceback: str = ""):
+        self.rank = rank
+        self.rank_traceback = rank_traceback
+        super().__init__(message)
+
+
+class DistributedTimeout(DistributedError, TimeoutError):
+    """The ranks of a run on several processes did not finish in time (every rank killed)."""
+
+
 class NonCausalError(SpecError):
     """A block's output at a token reads a later token (:mod:`ir.incremental`): it cannot be
     decoded one token at a time."""

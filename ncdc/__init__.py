@@ -49,6 +49,8 @@ _EXPORTS = {
     "TruncatedError": "ncdc.ir.errors",
     "BindingError": "ncdc.ir.errors",
     "EvaluationError": "ncdc.ir.errors",
+    "DistributedError": "ncdc.ir.errors",
+    "DistributedTimeout": "ncdc.ir.errors",
     "BlockLookupError": "ncdc.naming",
 }
 
@@ -73,6 +75,8 @@ __all__ = [
     "BindingError",
     "BlockLookupError",
     "Diagnostic",
+    "DistributedError",
+    "DistributedTimeout",
     "Env",
     "Evaluation",
     "EvaluationError",

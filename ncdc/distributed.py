@@ -57,12 +57,24 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
             result = {"value": fn(rank, world, *args)}
         finally:
             dist.destroy_process_group()
-    except Exception:  # noqa: BLE001 - reported to the parent, which raises
-        result = {"error": traceback.format_exc()}
+    except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
+        result = {"error": traceback.format_exc(), "message": _one_line(exc)}
     with open(out, "wb") as f:
         pickle.dump(result, f)
     if "error" in result:  # the launcher stops every rank at once
         raise SystemExit(1)
+
+
+def _one_line(exc: BaseException) -> str:
+    """A rank's error as one line: a typed ncdc error's message, else the exception's type and
+    the first line of its message."""
+    from ncdc.ir.errors import SpecError
+
+    text = str(exc).strip()
+    if isinstance(exc, SpecError):
+        return " ".join(text.split("\n"))
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
 def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None,
@@ -70,8 +82,9 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
     """``[fn(rank, nproc, *args) for every rank]``, each run in its own spawned process inside
     an initialised default process group, with ``threads`` torch threads (default: the cores
     shared out, at least one). ``fn`` and ``args`` must pickle (``fn`` a module-level
-    function). Raises RuntimeError with the first rank's traceback if a rank fails, and
-    TimeoutError (every rank killed) past ``timeout`` seconds."""
+    function). Raises DistributedError naming the first failing rank and its error in one line
+    (its traceback in ``rank_traceback``) if a rank fails, and DistributedTimeout (a
+    TimeoutError; every rank killed) past ``timeout`` seconds."""
     import torch
 
     if nproc < 1:
@@ -113,12 +126,17 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
                 continue
             with open(path, "rb") as f:
                 results.append(pickle.load(f))
-    errors = [(r, res["error"]) for r, res in enumerate(results) if "error" in res]
+    errors = [(r, res) for r, res in enumerate(results) if "error" in res]
     if errors:
-        first = next(((r, e) for r, e in errors if "without a result" not in e), errors[0])
-        if time.monotonic() > deadline and "without a result" in first[1]:
-            raise TimeoutError(f"{nproc} ranks did not finish within {timeout:g} s")
-        raise RuntimeError(f"rank {first[0]} failed:\n{first[1]}")
+        from ncdc.ir.errors import DistributedError, DistributedTimeout
+
+        r, first = next(((r, e) for r, e in errors if "message" in e), errors[0])
+        if time.monotonic() > deadline and "message" not in first:
+            raise DistributedTimeout(f"{nproc} ranks did not finish within {timeout:g} s "
+                                     "(every rank stopped)")
+        raise DistributedError(f"rank {r} of {nproc} failed: "
+                               f"{first.get('message', first['error'])}", rank=r,
+                               rank_traceback=first["error"])
     return [res["value"] for res in results]
 
 
@@ -128,11 +146,13 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     ``job``: ``source`` (the generated file), ``class_name``, ``kwargs`` (constructor),
     ``dtype`` (a torch dtype name), ``params`` (interpreter key -> array, or a weights file
     path), ``inputs`` (arrays sharing a leading batch dim that is split over the ranks),
-    optional ``probes`` (one array per output, shaped like it) and ``count_exchange`` (count
-    the bytes the expert exchange sends). Rank 0's result holds ``outputs`` (whole) and, with
-    probes, ``grads`` (state_dict key -> whole gradient); every rank's holds
-    ``param_bytes`` (what it allocated for parameters; ``expert_bytes`` of them in expert
-    slices), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
+    optional ``probes`` (one array per output, shaped like it), ``count_exchange`` (count
+    the bytes the expert exchange sends) and ``values`` (gather every parameter whole). Rank 0's
+    result holds ``outputs`` (whole), with probes ``grads`` (state_dict key -> whole gradient)
+    and with ``values`` ``values`` (state_dict key -> whole tensor; 8- and 16-bit floats as
+    integers of their width); every rank's holds ``param_bytes`` (what it allocated for
+    parameters; ``expert_bytes`` of them in expert slices, ``stored_bytes`` in the other weights
+    held in storage formats, whole on every rank), ``rows`` (its part of the batch), ``exchange_bytes`` (handed to the expert
     exchange; ``exchange_bytes_remote`` of them bound for other ranks) and ``seconds`` per
     phase.
     """
@@ -191,8 +211,11 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
     from torch.distributed.tensor import DTensor
     param_bytes = sum((p.to_local() if isinstance(p, DTensor) else p).nbytes
                       for p in model.parameters())
-    expert_bytes = sum(getattr(m, attr).nbytes for m in model.modules() if hasattr(m, "experts")
-                       for attr, _ in type(m).EXPERT_DIMS)
+    experts = [getattr(m, attr) for m in model.modules() if hasattr(m, "experts")
+               for attr, _ in type(m).EXPERT_DIMS]
+    expert_bytes = sum(_nbytes(x) for x in experts)
+    stored_bytes = sum(_nbytes(m) for m in model.modules()
+                       if hasattr(m, "encode_") and not any(m is x for x in experts))
     inputs = [np.asarray(x) for x in job["inputs"]]
     bounds = batch_bounds(inputs[0].shape[0], world) if inputs else [0] * (world + 1)
     lo, hi = bounds[rank], bounds[rank + 1]
@@ -203,7 +226,8 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         outs = model(*mine)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     lap("forward")
-    result = {"param_bytes": param_bytes, "expert_bytes": expert_bytes, "rows": hi - lo,
+    result = {"param_bytes": param_bytes, "expert_bytes": expert_bytes,
+              "stored_bytes": stored_bytes, "rows": hi - lo,
               "exchange_bytes": sent[0], "exchange_bytes_remote": sent[1], "seconds": seconds}
     if probes:
         loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
@@ -214,6 +238,10 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         if rank == 0:
             result["grads"] = {k: None if g is None else g.detach().cpu().numpy()
                                for k, g in grads.items()}
+    if job.get("values"):
+        values = mod.gather_full(model)
+        if rank == 0:
+            result["values"] = {k: _numpy_bits(v) for k, v in values.items()}
     local = [y.detach().cpu().numpy() for y in outs]
     gathered = [None] * world if rank == 0 else None
     dist.gather_object(local, gathered, dst=0)
@@ -221,6 +249,24 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
         result["outputs"] = [np.concatenate([g[k] for g in gathered]) for k in range(len(local))]
     lap("gather")
     return result
+
+
+def _nbytes(member) -> int:
+    """Bytes of a tensor, or of a module's parameters (a StoredWeight: codes and scales)."""
+    if hasattr(member, "parameters"):
+        return sum(p.nbytes for p in member.parameters())
+    return member.nbytes
+
+
+def _numpy_bits(t):
+    """``t`` as a numpy array; dtypes numpy lacks (8- and 16-bit floats) as integers of their
+    width, bit for bit."""
+    import torch
+
+    t = t.detach().cpu()
+    if t.is_floating_point() and t.element_size() < 4:
+        t = t.view(torch.uint8 if t.element_size() == 1 else torch.int16)
+    return t.numpy()
 
 
 def _load_source(source: str):

@@ -20,6 +20,11 @@ Build on the meta device, shard, then allocate, so that no rank ever holds the w
   block, the expert parameters left out. Gradients are those of the *sum* of the ranks' losses:
   FSDP's division by the world size is switched off, so the dense gradients agree with the
   experts', which add up the pairs of every rank.
+* **Weights in storage formats** (``StoredWeight``: codes and, in MX formats, one scale per
+  group of 32 along a run): an expert weight is cut with ``StoredWeight.narrow`` along the
+  rows its expert axis indexes, codes and scales alike (the groups lie along the other dims,
+  the contracted input of a routed expert, so no group is cut). A dense stored weight is left
+  out of FSDP2 and held whole on every rank (frozen storage: no gradient, nothing to reduce).
 """
 
 import functools
@@ -121,11 +126,26 @@ def _on_owners(module, experts, *args, **kwargs):
     return tuple(results) if isinstance(outs, tuple) else results[0]
 
 
+def _is_stored(m):
+    """Whether ``m`` is a weight held in a storage format (a StoredWeight, duck-typed: this
+    code is pasted also into files without one)."""
+    return hasattr(m, "encode_") and hasattr(m, "codes")
+
+
+def _slice(p, dim, lo, hi):
+    """Rows ``[lo, hi)`` of dim ``dim`` of a parameter or a StoredWeight (no gradient)."""
+    if _is_stored(p):
+        return p.narrow(dim, lo, hi - lo)
+    return nn.Parameter(p.detach().narrow(dim, lo, hi - lo).clone(),
+                        requires_grad=p.requires_grad)
+
+
 def shard_experts(module, group=None):
     """Give every expert-parallel submodule of ``module`` (a class with ``INPUT_RANKS``, the
     outermost one on each path) this rank's slice of its expert axis: the parameters listed in
-    ``EXPERT_DIMS`` (attribute, dim) below it are replaced by their slice (on any device, meta included) and its
-    forward routes pairs to their owners. Returns the set of sliced parameters."""
+    ``EXPERT_DIMS`` (attribute, dim) below it are replaced by their slice (on any device, meta
+    included; a StoredWeight's codes and scales alike) and its forward routes pairs to their
+    owners. Returns the set of sliced parameters (a StoredWeight's: its codes and scales)."""
     sliced = set()
 
     def visit(m):
@@ -140,12 +160,10 @@ def shard_experts(module, group=None):
             raise ValueError(f"{type(m).__name__}: expert axis of sizes {sorted(sizes)}")
         experts = expert_slice(sizes.pop(), group)
         for sub, attr, dim in owners:
-            p = getattr(sub, attr)
-            part = nn.Parameter(p.detach().narrow(dim, experts["lo"], experts["hi"] - experts["lo"])
-                                .clone(), requires_grad=p.requires_grad)
+            part = _slice(getattr(sub, attr), dim, experts["lo"], experts["hi"])
             setattr(sub, attr, part)
             sub.experts = experts
-            sliced.add(part)
+            sliced.update(part.parameters() if _is_stored(part) else [part])
         m.forward = functools.partial(_on_owners, m, experts)
 
     visit(module)
@@ -156,14 +174,16 @@ def shard(module, mesh, group=None):
     """Shard ``module`` over the 1-d device mesh ``mesh`` (best built on the meta device, then
     ``to_empty``): experts by ``shard_experts`` over ``group`` (default: the mesh's), every other
     parameter by FSDP2 ``fully_shard``, one unit per generated block (innermost first) and the
-    root. Returns ``module``."""
+    root, except weights held in storage formats, whole on every rank. Returns ``module``."""
     from torch.distributed.fsdp import fully_shard
     experts = shard_experts(module, mesh.get_group() if group is None else group)
-    blocks = [m for m in module.modules() if not isinstance(m, (nn.Linear, nn.ModuleList))]
+    kept = experts | {p for m in module.modules() if _is_stored(m) for p in m.parameters()}
+    blocks = [m for m in module.modules()
+              if not isinstance(m, (nn.Linear, nn.ModuleList)) and not _is_stored(m)]
     for m in reversed(blocks):
-        dense = [p for p in m.parameters() if p not in experts]
+        dense = [p for p in m.parameters() if p not in kept]
         if dense or m is module:
-            fully_shard(m, mesh=mesh, ignored_params=experts & set(m.parameters()))
+            fully_shard(m, mesh=mesh, ignored_params=kept & set(m.parameters()))
             m.set_gradient_divide_factor(1.0)
     return module
 
@@ -183,7 +203,8 @@ def whole_shape(module, name):
 def copy_part(module, name, value):
     """Copy this rank's part of ``value`` (the whole tensor ``name``, laid out as the module
     holds it) into a module sharded by ``shard``: an expert slice takes its experts, an FSDP
-    shard its rows, any other tensor all of it."""
+    shard its rows, any other tensor all of it. A StoredWeight member takes a StoredWeight
+    (its codes and scales, bit for bit) or real values, which it encodes after the cut."""
     from torch.distributed.tensor import DTensor, distribute_tensor
     path, _, attr = name.rpartition(".")
     owner = module.get_submodule(path)
@@ -194,6 +215,17 @@ def copy_part(module, name, value):
     dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
     if dim is not None and hasattr(owner, "experts"):
         value = value.narrow(dim, owner.experts["lo"], owner.experts["hi"] - owner.experts["lo"])
+    if _is_stored(target):
+        with torch.no_grad():
+            if not _is_stored(value):
+                target.encode_(value)
+            elif value.format != target.format or value.lead != target.lead:
+                raise ValueError(f"{name}: {value.format} (lead {value.lead}) given for "
+                                 f"{target.format} (lead {target.lead})")
+            else:
+                for mine, given in zip(target.parameters(), value.parameters()):
+                    mine.copy_(given)
+        return
     if isinstance(target, DTensor):
         value = distribute_tensor(value.to(target.dtype), target.device_mesh,
                                   target.placements, src_data_rank=None).to_local()
@@ -224,8 +256,10 @@ def load_shard(module, params):
 
 def gather_full(module, grads=False):
     """``{parameter name: whole tensor}`` of a module sharded by ``shard``, of the values or
-    (``grads``) of the gradients (None where there is none): a collective, every rank calls it;
-    FSDP shards and expert slices are gathered whole. For checks and saving."""
+    (``grads``) of the gradients (None where there is none; always for the codes and scales of
+    a StoredWeight, frozen storage): a collective, every rank calls it; FSDP shards and expert
+    slices (a StoredWeight's codes and scales too) are gathered whole. For checks and
+    saving."""
     from torch.distributed.tensor import DTensor
     out = {}
     for name, p in module.named_parameters():
@@ -233,8 +267,13 @@ def gather_full(module, grads=False):
         path, _, attr = name.rpartition(".")
         owner = module.get_submodule(path)
         dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
+        stored_in = _expert_stored(module, path) if _is_stored(owner) else None
         if isinstance(p, DTensor):
             value = None if value is None else value.full_tensor()
+        elif stored_in is not None and value is not None:
+            axis = owner.row_axis(stored_in[0])
+            whole = _gather_slices(owner.rows_view(value), axis, stored_in[1])
+            value = whole if owner.scales is None else whole.reshape(-1, value.shape[-1])
         elif dim is not None and hasattr(owner, "experts"):
             value = _gather_slices(p.new_zeros(p.shape) if value is None else value, dim,
                                    owner.experts)
@@ -242,8 +281,20 @@ def gather_full(module, grads=False):
     return out
 
 
+def _expert_stored(module, path):
+    """(dim, expert slice) of the StoredWeight at ``path`` if it is an expert weight cut by
+    ``shard_experts``, else None."""
+    parent, _, attr = path.rpartition(".")
+    owner = module.get_submodule(parent)
+    dim = dict(getattr(type(owner), "EXPERT_DIMS", ())).get(attr)
+    return None if dim is None or not hasattr(owner, "experts") else (dim, owner.experts)
+
+
 def _gather_slices(value, dim, experts):
-    """The whole expert axis from every rank's slice of it (uneven slices allowed)."""
+    """The whole expert axis from every rank's slice of it (uneven slices allowed; 8-bit
+    floats, such as stored codes and scales, travel as bytes: gloo has no FP8)."""
+    if value.is_floating_point() and value.element_size() == 1:
+        return _gather_slices(value.view(torch.uint8), dim, experts).view(value.dtype)
     bounds, group = experts["bounds"], experts["group"]
     sizes = [bounds[r + 1] - bounds[r] for r in range(experts["world"])]
     width = max(sizes)

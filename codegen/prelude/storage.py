@@ -188,6 +188,50 @@ class StoredWeight(nn.Module):
         runs = decode_runs(codes, scales, self.format, run, dtype)
         return runs.t().reshape(shape) if transposed else runs.reshape(shape)
 
+    # -- slicing (expert parallel: codegen/prelude/distributed.py) ---------------------------
+    def row_axis(self, dim):
+        """Where dim ``dim`` of the array lies in ``rows_view`` of ``codes`` and ``scales``.
+        Only a dim that indexes runs has one in an MX format (a run and its scale groups lie
+        along the other dims): ValueError for a dim the runs lie along."""
+        dim = dim % len(self.shape)
+        if self.scales is None:
+            return dim
+        _rows, _run, transposed = run_layout(self.shape, self.lead)
+        first = self.lead if transposed else 0
+        last = len(self.shape) if transposed else len(self.shape) - 1
+        if not first <= dim < last:
+            raise ValueError(f"a {self.format} weight of shape {tuple(self.shape)} (lead "
+                             f"{self.lead}) holds its scale groups along dim {dim}: it cannot "
+                             "be cut there")
+        return dim - first
+
+    def rows_view(self, t):
+        """``codes`` or ``scales`` (``t``) with their rows unflattened to the array's row dims
+        (in a plain format ``codes`` has the array's shape already)."""
+        if self.scales is None:
+            return t
+        _rows, _run, transposed = run_layout(self.shape, self.lead)
+        row_dims = self.shape[self.lead:] if transposed else self.shape[:-1]
+        return t.unflatten(0, row_dims) if row_dims else t
+
+    def narrow(self, dim, start, length):
+        """A StoredWeight holding ``dequantize().narrow(dim, start, length)``: the slices of
+        ``codes`` and ``scales`` along the rows ``dim`` indexes, copied without decoding (any
+        device, meta included; the values and scales are the whole weight's, bit for bit)."""
+        axis = self.row_axis(dim)
+        dim = dim % len(self.shape)
+        shape = self.shape[:dim] + (length,) + self.shape[dim + 1:]
+        with torch.device("meta"):
+            part = StoredWeight(shape, self.format, self.lead)
+        for name in ("codes", "scales"):
+            t = self._parameters[name]
+            if t is not None:
+                cut = self.rows_view(t.detach()).narrow(axis, start, length).clone()
+                flat = cut if self.scales is None else cut.reshape(-1, t.shape[-1])
+                part._parameters[name] = nn.Parameter(flat, requires_grad=False)
+        part._buffers["compute"] = self._buffers["compute"]
+        return part
+
     # -- writing ----------------------------------------------------------------------------
     @torch.no_grad()
     def encode_(self, values):

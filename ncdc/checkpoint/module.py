@@ -168,10 +168,9 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
             shape = tuple(built.env.size(d) for d in built.specs[key].shape)
             dest = target
             if sharded:  # the whole tensor, then this rank's part (codegen/prelude/distributed.py)
-                if is_stored(target):
-                    raise CheckpointError(f"{key}: weights held in a storage format cannot be "
-                                          "loaded into a sharded module yet")
-                dest = torch.empty(ns.whole_shape(module, name), dtype=target.dtype)
+                whole = ns.whole_shape(module, name)
+                dest = ns.StoredWeight(whole, target.format, target.lead) if is_stored(target) \
+                    else torch.empty(whole, dtype=target.dtype)
             writer = writer_for(dest, layouts.get(name), shape, ns)
             src = key_map[key]
             for index, value in pieces(source, src, shape):

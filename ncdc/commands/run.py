@@ -79,9 +79,14 @@ def add_parser(subparsers) -> None:
     p.add_argument("--nproc", type=int, default=1, metavar="N",
                    help="run on N local processes (gloo on CPU, NCCL when each has a GPU): the "
                         "routed experts split over the ranks, the other weights sharded with "
-                        "FSDP2, each rank loading only its part; the inputs' leading batch dim "
+                        "FSDP2 (weights held in a storage format by --weights: whole on every "
+                        "rank, experts still split), each rank loading only its part; the "
+                        "inputs' leading batch dim "
                         "(if they have one) split over the ranks; rank 0 reports and writes the "
                         "outputs (default: 1)")
+    p.add_argument("--debug", action="store_true",
+                   help="with --nproc: when a rank fails, print its traceback before the "
+                        "one-line error")
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
                           "(default: exact)")
     add_reading_arg(p)
@@ -343,13 +348,23 @@ def run(args) -> int:
 
     if args.nproc < 1:
         raise UsageError(f"--nproc {args.nproc}: at least one process")
+    if args.nproc > 1 and args.save_params:
+        raise UsageError("--save-params writes the weights of a one-process run: drop --nproc "
+                         "(or --save-params); the file then serves --nproc N --params FILE")
     plan = RankPlan(morphism, env, args.source, args.map, args.key_prefix,
                     tuple(args.weights), args.dtype, args.quant, args.reading, args.seed,
                     args.stand_in, args.inputs, args.depth,
                     model_specs if args.block else None, args.nproc)
     if args.nproc > 1:
+        from ncdc.ir.errors import DistributedError
+
         from ncdc.distributed import run_sharded
-        res = run_sharded(plan)
+        try:
+            res = run_sharded(plan)
+        except DistributedError as exc:
+            if args.debug and exc.rank_traceback:
+                print(f"rank {exc.rank}'s traceback:\n{exc.rank_traceback}", file=sys.stderr)
+            raise
     else:
         res = run_rank(plan, save_params=args.save_params)
     if args.out:
