@@ -14,12 +14,20 @@ median printed, torch pinned to one thread and again at the default thread count
 the state holds at each C (goal: constant once C exceeds the window). The step's output is first
 checked against the recomputed last token.
 
-Run with ``python bench/decode.py [--block B] [--contexts 128,1024,8192] [--repeat 5]
-[--clock wall|cpu]``.
+Then the step compiled whole (``torch.compile(step, fullgraph=True)``, inductor, the experts'
+static-shape path) against the eager step (the default module, and the static-shape one), per
+token at the longest context, interleaved, at one thread and the default count (compiled anew
+for each: inductor's CPU kernels are specialised to the thread count), with the compile time
+(the first call, caches off) and the compilations over one step at every context (goal: 1, the state's
+shapes do not depend on the context).
+
+Run with ``python bench/decode.py [--block B|"(model)"] [--contexts 128,1024,8192] [--repeat 5]
+[--clock wall|cpu] [--no-compile]``.
 """
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import statistics
 import sys
@@ -74,6 +82,47 @@ def state_bytes(state: dict) -> int:
     return sum(t.numel() * t.element_size() for t in state.values())
 
 
+def compiled_steps(module, static, steps_at: dict, repeat: int) -> None:
+    """The compiled step against the eager ones (see the module docstring); ``steps_at``:
+    context -> (new inputs, state)."""
+    import torch._dynamo
+    import torch._inductor.config
+    from torch._dynamo.testing import CompileCounterWithBackend
+
+    torch._inductor.config.force_disable_caches = True  # a cold compile time at each count
+    last = max(steps_at)
+    new, state = steps_at[last]
+    rows = {}
+    for threads in (1, DEFAULT_THREADS):
+        torch.set_num_threads(threads)
+        torch._dynamo.reset()
+        counter = CompileCounterWithBackend("inductor")
+        step = torch.compile(static.step, fullgraph=True, backend=counter)
+        t0 = time.perf_counter()
+        got, _ = step(*new, state=state)
+        took = time.perf_counter() - t0
+        want = _first(module.step(*new, state=state)[0])
+        err = float((_first(got) - want).abs().max() / want.abs().max())
+        for n, st in steps_at.values():
+            step(*n, state=st)
+        times = race({"eager": lambda: module.step(*new, state=state),
+                      "eager static": lambda: static.step(*new, state=state),
+                      "compiled": lambda step=step: step(*new, state=state)}, repeat)
+        rows[threads] = (times, took, counter.frame_count, err)
+    torch.set_num_threads(1)
+    print(f"\nstep compiled whole (inductor, fullgraph, static-shape experts) at context {last}, "
+          f"1 thread | {DEFAULT_THREADS} threads")
+    for name in ("eager", "eager static", "compiled"):
+        print(f"  {name:<13} {ms(rows[1][0][name])} | {ms(rows[DEFAULT_THREADS][0][name])}")
+    for name in ("eager", "eager static"):
+        print(f"{name} / compiled: {ratio(rows[1][0][name], rows[1][0]['compiled'])} | "
+              f"{ratio(rows[DEFAULT_THREADS][0][name], rows[DEFAULT_THREADS][0]['compiled'])}")
+    print(f"compile time (first call, caches off): {rows[1][1]:.1f} s | {rows[DEFAULT_THREADS][1]:.1f} s; "
+          f"compilations over a step at each of {len(steps_at)} contexts (goal 1): "
+          f"{rows[1][2]} | {rows[DEFAULT_THREADS][2]}; compiled vs eager rel. diff "
+          f"{rows[1][3]:.1e} | {rows[DEFAULT_THREADS][3]:.1e}")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--block", default="Sliding Window Layer")
@@ -81,13 +130,14 @@ def main(argv=None) -> int:
     ap.add_argument("--contexts", default="128,1024,8192")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
+    ap.add_argument("--no-compile", action="store_true", help="skip the compiled step")
     args = ap.parse_args(argv)
     global CLOCK
     CLOCK = time.perf_counter if args.clock == "wall" else time.process_time
     contexts = [int(c) for c in args.contexts.split(",")]
     spec = ncdc.load()
     env = spec.bind(args.preset).env
-    block = spec.block(args.block)
+    block = spec.model() if args.block == "(model)" else spec.block(args.block)
     tin = token_input(block)
     if tin is None:
         raise SystemExit(f"{args.block} has no token axis")
@@ -97,6 +147,11 @@ def main(argv=None) -> int:
     kwargs = {"quant": "exact"} if g.root.needs_quant else {}
     module = codegen.instantiate(mod, g.class_name, torch.float32, **kwargs)
     g.load_params(module, run.params)
+    static = module
+    if "static_shapes" in inspect.signature(getattr(mod, g.class_name)).parameters:
+        static = codegen.instantiate(mod, g.class_name, torch.float32, static_shapes=True,
+                                     **kwargs)
+        g.load_params(static, run.params)
     if not hasattr(module, "prefill"):
         raise SystemExit(f"{args.block} has no prefill/step (not incremental or per token)")
     # inputs for the longest context: the seeded interpreter inputs' slices, tiled along tokens
@@ -110,8 +165,12 @@ def main(argv=None) -> int:
         for i in tok:
             shape[i] = longest
         dims.append(tok[0] if tok else None)
-        full.append(torch.from_numpy(rng.standard_normal(shape)).float())
-    dim = tin[1]
+        if np.issubdtype(np.asarray(base[k]).dtype, np.integer):  # token ids
+            full.append(torch.from_numpy(rng.integers(0, int(np.max(base[k])) + 1, shape)))
+        else:
+            full.append(torch.from_numpy(rng.standard_normal(shape)).float())
+    out = block.cod[0].shape  # the token dim of the first output, counted from the end
+    dim = next(i for i, a in enumerate(out) if is_token_axis(a)) - len(out)
 
     def upto(lo, hi):
         return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(full, dims)]
@@ -119,18 +178,19 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     print(f"{args.block}, preset {args.preset}, float32, torch {torch.__version__}; "
           f"min / median over {args.repeat} interleaved rounds, {args.clock} clock")
-    rows, steps, recomputes, states = {}, {}, {}, {}
+    rows, steps, recomputes, states, steps_at = {}, {}, {}, {}, {}
     with torch.no_grad():
         for c in contexts:
             _, state = module.prefill(*upto(0, c))
             new = upto(c, c + 1)
             step_out, _ = module.step(*new, state=state)
             whole = _first(module(*upto(0, c + 1)))
-            last = whole.narrow(whole.dim() + dim, c, 1)
+            last = whole.narrow(dim, c, 1)
             err = float((_first(step_out) - last).abs().max() / last.abs().max())
             steps[c] = lambda new=new, state=state: module.step(*new, state=state)
             recomputes[c] = lambda c=c: module(*upto(0, c + 1))
             states[c] = (state, err)
+            steps_at[c] = (new, state)
             print(f"  context {c:>5}: state {state_bytes(state):>8} B "
                   f"({', '.join(f'{k}{list(v.shape)}' for k, v in state.items())}); "
                   f"step vs recompute rel. diff {err:.1e}", flush=True)
@@ -159,6 +219,9 @@ def main(argv=None) -> int:
               f"{ratio(many['recompute'], many['step'])}")
     sizes = {c: r[2] for c, r in rows.items()}
     print(f"state bytes by context: {sizes} (goal: constant past the window)")
+    if not args.no_compile:
+        with torch.no_grad():
+            compiled_steps(module, static, steps_at, args.repeat)
     return 0
 
 

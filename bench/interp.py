@@ -9,8 +9,8 @@
 3. the sliding-window read (View<win> then the score contraction of the attention core) vs a
    strided view (``sliding_window_view``) + einsum: time and tracemalloc peak;
 4. layer 0 ("Sliding Window Layer", exact and emulate) and its Mixture of Experts (exact, 256
-   tokens as a leading batch dim) at the ``medium`` preset, 256 tokens: CPU time and
-   tracemalloc peak;
+   tokens as a leading batch dim: its experts run experts first) at the ``medium`` preset,
+   256 tokens: CPU and wall time, first call, tracemalloc peak;
 5. the salvaged prefix of the bundled spec (ids -> Engram of layer 1) at ``tiny`` (goal <= 1 s)
    and ``medium``, exact and emulate.
 
@@ -289,10 +289,10 @@ def window_bench(n_tok, n_win, width):
     return t_i, t_n, m_i, m_n, full
 
 
-def block_bench(title, preset="medium", rounds=3, batch=(), quant="exact"):
+def block_bench(title, preset="medium", rounds=5, batch=(), quant="exact"):
     """One block of the bundled spec at ``preset``, exact, stand-in weights, inputs with
-    leading ``batch`` dims: (first call, (min, median) of the following calls, tracemalloc
-    peak of one call) in seconds / bytes."""
+    leading ``batch`` dims: (first call, (min, median) CPU time, (min, median) wall time of
+    the following calls, tracemalloc peak of one call) in seconds / bytes."""
     spec = ncdc.load()
     env = spec.bind(preset).env
     blk = spec.block(title)
@@ -304,8 +304,14 @@ def block_bench(title, preset="medium", rounds=3, batch=(), quant="exact"):
     out = run(*xs)
     t_first = time.perf_counter() - t0
     assert all(np.isfinite(o).all() for o in out)
-    t = interleaved({"run": lambda: run(*xs)}, rounds=rounds, clock=time.process_time)["run"]
-    return t_first, t, peak(lambda: run(*xs))
+    cpu, wall = [], []
+    for _ in range(rounds):
+        t0, c0 = time.perf_counter(), time.process_time()
+        run(*xs)
+        wall.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    return (t_first, (min(cpu), float(np.median(cpu))), (min(wall), float(np.median(wall))),
+            peak(lambda: run(*xs)))
 
 
 def prefix_bench(preset, quant):
@@ -361,14 +367,14 @@ def run_bench(args, row):
         row(sec, f"x={n_tok} w={n_win} c={width}: peak (materialised window "
                  f"{full / 2**20:.0f} MiB)", f"{m_i / 2**20:.1f} vs {m_n / 2**20:.1f} MiB")
     if not args.quick:
-        sec = "medium preset, 256 tokens (CPU time; tracemalloc peak of one call)"
+        sec = "medium preset, 256 tokens (CPU time, wall time; tracemalloc peak of one call)"
         blocks = [("Sliding Window Layer", (), "exact"), ("Sliding Window Layer", (), "emulate")]
         if PLANS:                                   # leading batch dims: 256 tokens
             blocks.append(("Mixture of Experts", (256,), "exact"))
         for title, batch, quant in blocks:
-            t_first, t, mem = block_bench(title, batch=batch, quant=quant)
-            row(sec, f"{title} {quant}", f"{ms(t)}, first {t_first * 1e3:.0f} ms, "
-                                         f"{mem / 2**20:.1f} MiB")
+            t_first, cpu, wall, mem = block_bench(title, batch=batch, quant=quant)
+            row(sec, f"{title} {quant}", f"{ms(cpu)}, wall {ms(wall)}, first "
+                                         f"{t_first * 1e3:.0f} ms, {mem / 2**20:.1f} MiB")
     sec = "salvaged prefix (ids -> Engram of layer 1), CPU time"
     presets = ("tiny",) if args.quick else ("tiny", "medium")
     for preset in presets:

@@ -4,7 +4,9 @@ The one mechanism (:mod:`ir.incremental` decides where it applies): ``forward`` 
 tokens only; every look-back read along the token axis becomes a ``token_read`` (prelude
 ``decoding``) that puts the entries the state kept in front of the new ones and keeps the last
 ``keep`` for the next call; rotary positions start at ``tokens_before()``. ``prefill`` and
-``step`` wrap ``forward`` with that state. A block that works position by position needs neither
+``step`` wrap ``forward`` with that state, a dict of fixed-shape tensors (the counter a 0-d
+tensor, each read's ``keep`` entries dead before the first token), so a compiled ``step`` is one
+graph for every position. A block that works position by position needs neither
 (``forward`` on the new tokens is its step), nor does one that is not incremental (an unbounded
 read) get them; one that reads later tokens is not causal (``ir.incremental``).
 """
@@ -84,7 +86,9 @@ def decoder_methods(gen, root: Morphism, indent: str) -> str:
         "",
         f"{indent}def step(self, *inputs, state, **kwargs):",
         f'{i2}"""``forward`` on the next tokens of the sequence ``state`` continues, as the',
-        f"{i2}whole sequence at once would give them: ``(outputs, state)``.\"\"\"",
+        f"{i2}whole sequence at once would give them: ``(outputs, state)``. The state's shapes",
+        f"{i2}never change, so ``torch.compile(model.step, fullgraph=True)`` compiles once per",
+        f"{i2}token count.\"\"\"",
         f"{i2}return decode(self, state, inputs, kwargs, tokens={tokens!r})",
         "",
     ])

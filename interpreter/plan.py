@@ -17,7 +17,10 @@ depend on the data:
   runs it on the plain arrays when every input is live and read as it is (no ``Value``
   plumbing, no masks), its rule otherwise;
 * the bank ``Linear`` + diagonal ``View`` fusion (:mod:`interpreter.fusion`), and demand on
-  sparse axes (:mod:`interpreter.plan_demand`: routed experts compute only routed rows);
+  sparse axes (:mod:`interpreter.plan_demand`: routed experts compute only routed rows;
+  over leading batch dims in row chunks, or, in ``exact`` mode where the rows take more
+  than one chunk, experts first, :mod:`interpreter.plan_experts`: each routed expert once,
+  over its rows, so its weights are read once a call);
 * register lifetimes: a register is cleared after its last reader, so peak memory is that of
   the recursive evaluator.
 
@@ -47,8 +50,8 @@ from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
 from ncdc.ir.rewrites import softmax_pair, stable_composition
 
-from . import fusion
-from .evaluate import NUMPY_ERRORS, Scope, unevaluable
+from . import fusion, plan_experts
+from .evaluate import NUMPY_ERRORS, Evaluator, Scope, unevaluable
 from .plan_demand import gated_contraction, position_wise, widest_site
 from .plan_steps import SiteSteps, boxed, locate
 from .values import Value
@@ -59,11 +62,14 @@ class Plan:
     inputs are registers ``0..n-1``, its outputs ``outputs``."""
 
     def __init__(self, steps, n_regs: int, n_inputs: int, outputs: list[int],
-                 demand_sites: int = 0, chunk_rows: tuple[int, ...] = ()):
+                 demand_sites: int = 0, chunk_rows: tuple[int, ...] = (),
+                 expert_rows: tuple[int, ...] = ()):
         self.n_regs, self.n_inputs, self.outputs = n_regs, n_inputs, outputs
         self.demand_sites = demand_sites
         self.chunk_rows = chunk_rows
         """Rows per chunk of each chunked gated part (``_Builder.chunked``)."""
+        self.expert_rows = expert_rows
+        """Rows per run of each gated part run experts first (``_Builder.by_expert``)."""
         self.steps = _with_lifetimes(steps, n_inputs, outputs)
 
     def __len__(self) -> int:
@@ -84,9 +90,18 @@ class Plan:
 CHUNK_BYTES = 4 << 20
 """The budget of a gated part's chunk (:meth:`_Builder.chunked`): its widest array
 (:func:`~interpreter.plan_demand.widest_site`, 8 bytes an element) holds at most this much, so
-the part's peak is bounded whatever the token count (rows from this budget, at least one)."""
+the part's peak is bounded whatever the token count (rows from this budget, at least one).
+Experts first, the widest array is one expert's (``A`` of size 1): an expert's rows run in
+one piece unless they exceed it."""
 CHUNK_ROWS: int | None = None
 """Rows per chunk, overriding :data:`CHUNK_BYTES` (tests)."""
+
+
+def _budget(terms, ev, per_row: int) -> int:
+    """Rows per chunk of ``terms`` (:data:`CHUNK_ROWS`, else from :data:`CHUNK_BYTES` and their
+    widest array, ``per_row`` lifted positions a row)."""
+    row_bytes = 8 * per_row * max(max(widest_site(t, ev) for t in terms), 1)
+    return CHUNK_ROWS or max(1, CHUNK_BYTES // row_bytes)
 
 
 def _rows(v: Value, start: int, stop: int) -> Value:
@@ -136,7 +151,8 @@ def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
         outs = b.block_body(root, regs, (root.title,), batch)
     else:
         outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
-    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows))
+    return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows),
+                tuple(b.expert_rows))
 
 
 class _Builder(SiteSteps):
@@ -151,6 +167,12 @@ class _Builder(SiteSteps):
         self.demand_sites = 0
         self.chunk_rows: list[int] = []
         """Rows per chunk of each chunked gated part (:meth:`chunked`)."""
+        self.expert_rows: list[int] = []
+        """Rows per run of each gated part run experts first (:meth:`by_expert`)."""
+        self.origin: dict = {}
+        """``{id(site): site it was rebuilt from}`` (a narrowed part: :meth:`by_expert`)."""
+        self.taken: list = []
+        """``(site, keys)`` of every parameter occurrence taken (:meth:`take_keys`)."""
 
     def new(self, k: int = 1) -> list[int]:
         out = list(range(self.n, self.n + k))
@@ -259,39 +281,35 @@ class _Builder(SiteSteps):
         return out, 1
 
     def chunked(self, part, contraction, operands, gate, kg, A, scope, batch) -> list[int]:
-        """The gated ``part`` (demand on ``A``) and its ``contraction`` as one step that runs
-        them over chunks of :data:`CHUNK_ROWS` positions of the first batch dim: lifted
-        values are independent along batch dims, and only a chunk of the part's arrays (the
-        experts' ``[x, e, m]`` output) is alive at a time. Unchunked while an observer
-        watches (it sees whole blocks)."""
+        """The gated ``part`` (demand on ``A``) and its ``contraction`` as one step, over
+        chunks of rows of the first batch dim (:func:`_budget` rows): lifted values are
+        independent along batch dims, and only a chunk of the part's arrays (the experts'
+        ``[x, e, m]`` output) is alive at a time; whole while an observer watches (it sees
+        whole blocks). Where that takes more than one chunk, each of which would read every
+        routed expert's weights, ``exact`` mode runs experts first instead
+        (:meth:`by_expert`: per position of ``A`` live in some row, over those rows). In one
+        chunk the part reads each routed expert's weights once already, at less cost per
+        expert (one matmul each, not a narrowed plan's steps)."""
         ev = self.ev
-        sub = _Builder(ev)
-        sub.counts = self.counts                  # occurrences counted in evaluation order
-        k = len(operands)
-        sub.n = k + 1
-        if ev.quant == "exact":
-            sub.demand = (A, k, len(batch))
-        y = sub.emit(part, list(range(k)), scope, batch)
-        sub.demand = None
-        c_in = [k, k]
-        c_in[1 - kg] = y[0]
-        res = sub.emit(contraction, c_in, scope, batch)
-        plan = Plan(sub.steps, sub.n, k + 1, res, sub.demand_sites)
-        self.demand_sites += sub.demand_sites
-        self.chunk_rows += sub.chunk_rows
+        exact = ev.quant == "exact"
+        counts = dict(self.counts)
+        plan, res, _ = self.subplan(part, contraction, kg, A if exact else None, scope, batch)
         dst = self.new(len(res))
         src = tuple(operands) + (gate,)
         n = batch[0]
-        row_bytes = 8 * math.prod(batch[1:]) * max(widest_site(part, ev),
-                                                   widest_site(contraction, ev), 1)
-        rows = CHUNK_ROWS or max(1, CHUNK_BYTES // row_bytes)
+        rows = _budget((part, contraction), ev, math.prod(batch[1:]))
         self.chunk_rows.append(rows)
+        by_expert = self.by_expert(part, contraction, kg, A, scope, batch, counts) \
+            if exact else None
 
         def run(R):
             ins = [boxed(R[r]) for r in src]
-            if ev.observer is not None or n <= rows:
+            outs = None
+            if by_expert is not None and ev.observer is None and n > rows:
+                outs = by_expert(ins)
+            if outs is None and (ev.observer is not None or n <= rows):
                 outs = plan.run(ins)
-            else:
+            elif outs is None:
                 runs = [plan.run([_rows(v, s, s + rows) for v in ins])
                         for s in range(0, n, rows)]
                 outs = [_stacked([r[j] for r in runs], n, rows) for j in range(len(res))]
@@ -300,6 +318,69 @@ class _Builder(SiteSteps):
 
         self.step(run, src, dst)
         return dst
+
+    def subplan(self, part, contraction, kg, A, scope, batch, ev=None, origin=None):
+        """A plan of ``part`` then ``contraction`` (inputs: the part's operands, then the
+        gate), demand on ``A`` unless None; and its result registers."""
+        sub = _Builder(ev or self.ev)
+        sub.counts = self.counts                  # occurrences counted in evaluation order
+        sub.origin = origin or {}
+        k = len(part.dom)
+        sub.n = k + 1
+        if A is not None:
+            sub.demand = (A, k, len(batch))
+        y = sub.emit(part, list(range(k)), scope, batch)
+        sub.demand = None
+        c_in = [k, k]
+        c_in[1 - kg] = y[0]
+        res = sub.emit(contraction, c_in, scope, batch)
+        if origin is None:
+            self.demand_sites += sub.demand_sites
+            self.chunk_rows += sub.chunk_rows
+        self.expert_rows += sub.expert_rows
+        return Plan(sub.steps, sub.n, k + 1, res, sub.demand_sites), res, sub.taken
+
+    def by_expert(self, part, contraction, kg, A, scope, batch, counts):
+        """``ins -> [result]`` running ``part ; contraction`` experts first
+        (:func:`~interpreter.plan_experts.run_by_position`): compiled once more with ``A``
+        of size 1 (:func:`~interpreter.plan_experts.narrowed`), its rows the lifted positions
+        flattened, its parameter occurrences counted from ``counts`` (as the row plan's), the
+        parameters carrying ``A`` sliced at the expert run. None where a parameter of another
+        kind than ``Linear`` carries ``A``, or the narrowed part does not compile."""
+        ev = self.ev
+        (n_part, n_con), origin = plan_experts.narrowed((part, contraction), A)
+        params = plan_experts.SlicedParams(ev.params, {})
+        sub_ev = Evaluator(n_part, ev.env, quant="exact", table=ev.table, params=params,
+                           fuse=ev.fuse, seed=ev.seed)
+        segs = dict(scope.segs)
+        segs.update({new: scope.segs[id(old)] for new, old in origin.items()
+                     if id(old) in scope.segs})
+        after, self.counts = self.counts, dict(counts)
+        try:
+            plan, _, taken = self.subplan(n_part, n_con, kg, None, Scope(scope.titles, segs),
+                                          (math.prod(batch),), sub_ev, origin)
+        except SpecError:           # compiled whole (the row plan) it did not fail: keep that
+            return None
+        finally:
+            self.counts = after
+        for site, keys in taken:
+            pos = plan_experts.param_slices(site, A)
+            if pos is None:
+                return None
+            params.slices.update({key: pos[role] for role, key in keys if role in pos})
+        params.keys = tuple(dict.fromkeys(key for _site, keys in taken for _role, key in keys))
+        rows = _budget((n_part, n_con), sub_ev, 1)
+        self.expert_rows.append(rows)
+        shape = ev.env.sizes(contraction.cod[0].shape)
+        batch = tuple(batch)
+
+        # the narrowed terms live as long as the step: the sub-evaluator's caches key by id
+        def run(ins, terms=(n_part, n_con)):
+            out = plan_experts.run_by_position(plan, params, ins[:-1], ins[-1], batch,
+                                               shape, rows)
+            return None if out is None else [out]
+
+        return run
 
     def block_body(self, blk: Block, regs, titles, batch):
         ev = self.ev

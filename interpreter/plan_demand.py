@@ -16,7 +16,9 @@ one the dense evaluation gives: its dead terms are exactly the ones now not comp
 
 Applied in ``exact`` mode. An observer sees the part's blocks with the unread positions dead.
 Over leading batch dims the plan runs the part and the contraction in row chunks
-(``plan._Builder.chunked``), so the part's arrays (``[x, e, m]``) are never whole.
+(``plan._Builder.chunked``), or, in ``exact`` mode where the rows take more than one chunk,
+experts first (:mod:`interpreter.plan_experts`: one routed position of ``A`` at a time, over
+its rows), so the part's arrays (``[x, e, m]``) are never whole.
 """
 from __future__ import annotations
 

@@ -34,7 +34,8 @@ def locate(exc, b: Broadcasted, titles):
 
 class SiteSteps:
     """Step construction for ``Broadcasted`` sites; mixed into the plan builder, which
-    provides ``ev``, ``counts``, ``demand``, ``new``, ``step``, ``emit`` and ``box``."""
+    provides ``ev``, ``counts``, ``origin``, ``taken``, ``demand``, ``new``, ``step``, ``emit``
+    and ``box``."""
 
     def located(self, b, scope, fn):
         try:
@@ -43,14 +44,18 @@ class SiteSteps:
             raise locate(exc, b, scope.titles) from None
 
     def take_keys(self, b: Broadcasted, scope: Scope) -> tuple:
-        """(role, key) pairs of this occurrence's parameters, counted as the evaluator does."""
-        if not param_roles(b):
+        """(role, key) pairs of this occurrence's parameters, counted as the evaluator does
+        (a rebuilt site, ``origin``, as the site it was rebuilt from)."""
+        site = self.origin.get(id(b), b)
+        if not param_roles(site):
             return ()
-        key = (id(b), scope.titles)
+        key = (id(site), scope.titles)
         idx = self.counts.get(key, 0)
         self.counts[key] = idx + 1
-        group = self.ev.table.occurrence(b, scope.titles, idx)
-        return tuple((role, spec.key) for role, spec in group.items())
+        group = self.ev.table.occurrence(site, scope.titles, idx)
+        keys = tuple((role, spec.key) for role, spec in group.items())
+        self.taken.append((site, keys))
+        return keys
 
     def readers(self, b: Broadcasted, nb: int):
         """One function per input: ``Value -> lifted Value`` (the array itself when the read

@@ -106,10 +106,11 @@ def test_plan_agrees_with_the_recursive_evaluator(spec_name, path, reading, quan
             for (vg, lg), (vw, lw) in zip(og, ow):
                 np.testing.assert_array_equal(vg, vw)
                 assert (lg is None) == (lw is None)
-    # a second call runs the same plan (compiled once) to the same result
+    # a second call runs the same plan (compiled once) to the same result, the tree walk's
     again = planned.evaluate(*inputs, tape=tape)
-    for a, b in zip(again.outputs, res_g.outputs):
+    for a, b, w in zip(again.outputs, res_g.outputs, res_w.outputs):
         _same_value(a, b)
+        same(a, w)
     assert len(planned._plans) == 1
 
 

@@ -5,10 +5,12 @@ the next ones; both return ``(outputs, state)``. ``forward`` works on the new to
 read that reaches back along the token axis (``token_read``, found by ncdc's analysis in
 ``ir/incremental.py``) reads the last ``keep`` entries the state kept of its source in front of
 the new ones, and rotary positions start at the number of tokens already decoded
-(``tokens_before``). The state is a dict of tensors: ``"tokens"`` (that number) and, per read,
-``"<module path>.<read>"`` (its last ``keep`` entries along the token dim), so it never grows
-past what the reads need. Reads before the first token of the sequence are dead, as in
-``forward`` on the whole sequence.
+(``tokens_before``). The state is a dict of tensors of fixed shapes: ``"tokens"`` (that number,
+a 0-d int64 tensor) and, per read, ``"<module path>.<read>"`` (always exactly ``keep`` entries
+along the token dim). Entries before the first token of the sequence are dead, as reads before
+it are in ``forward`` on the whole sequence: they hold 0 and the counter marks them (the entry
+``keep - j`` places back from the new tokens is dead while ``tokens < j``), so every shape, and
+a compiled ``step``'s graph, is the same at every step.
 """
 
 import torch
@@ -27,7 +29,8 @@ def _site_key(d, module, site):
 
 
 def tokens_before():
-    """How many tokens of the sequence came before this call (0 outside prefill and step)."""
+    """How many tokens of the sequence came before this call: 0 outside prefill and step, else
+    the state's counter (a 0-d tensor, so a compiled step is not specialised to it)."""
     return 0 if _DECODING is None else _DECODING["start"]
 
 
@@ -39,8 +42,9 @@ def token_positions(n, device=None):
 def token_read(module, site, keep, source, rows, sizes, dim=None, flip=True):
     """``affine_read(source, rows, sizes, dim, flip)`` where the map's first row (row ``k`` for a
     site named ``"<name>@k"``) reads the token dim at or before its token; while decoding, the
-    source is first extended by the entries before the new tokens that the state kept, and its
-    last ``keep`` entries are kept for the next call."""
+    source is first extended by the ``keep`` entries before the new tokens that the state kept
+    (zeros at the start of a sequence), the reads of those before the first token are dead, and
+    the last ``keep`` entries are kept for the next call."""
     d = _DECODING
     if d is None:
         return affine_read(source, rows, sizes, dim, flip=flip)
@@ -48,13 +52,20 @@ def token_read(module, site, keep, source, rows, sizes, dim=None, flip=True):
     axis = dim % source.dim() if dim is not None else source.dim() - len(rows) + row
     key = _site_key(d, module, site)
     kept = d["state"].get(key)
-    if kept is not None and kept.shape[axis]:
-        strides, shift = rows[row]
-        rows = [*rows[:row], (strides, shift + kept.shape[axis]), *rows[row + 1:]]
-        source = torch.cat([kept.to(source.dtype), source], axis)
+    if kept is None:  # a new sequence: dead entries in front
+        kept = source.new_zeros(*source.shape[:axis], keep, *source.shape[axis + 1:])
+    strides, shift = rows[row]
+    rows = [*rows[:row], (strides, shift + keep), *rows[row + 1:]]
+    source = torch.cat([kept.to(source.dtype), source], axis)
     n = source.shape[axis]
-    d["kept"][key] = source.narrow(axis, n - min(n, keep), min(n, keep)).clone()
-    return affine_read(source, rows, sizes, dim, flip=flip)
+    d["kept"][key] = source.narrow(axis, n - keep, keep).clone()
+    values, live = affine_read(source, rows, sizes, dim, flip=flip)
+    # the token index each read lands on, laid out as the read's ``live``: dead before token 0
+    extent = [n] if dim is not None else list(source.shape[source.dim() - len(rows):])
+    at = torch.arange(n, device=source.device).view(
+        [n if i == (0 if dim is not None else row) else 1 for i in range(len(extent))])
+    index, _ = affine_read(at.expand(extent), rows, sizes, flip=flip)
+    return values, live & (index + (d["start"] - keep) >= 0)
 
 
 def decode(module, state, inputs, kwargs, tokens):
@@ -63,14 +74,16 @@ def decode(module, state, inputs, kwargs, tokens):
     global _DECODING
     if _DECODING is not None:
         raise RuntimeError("prefill and step do not nest")
+    k, dim = tokens
     state = dict(state or {})
+    start = state.get("tokens")
+    start = (torch.zeros((), dtype=torch.int64, device=inputs[k].device) if start is None
+             else torch.as_tensor(start, dtype=torch.int64))
     d = {"names": {id(m): name for name, m in module.named_modules()}, "state": state,
-         "start": int(state.get("tokens", 0)), "calls": {}, "kept": {}}
+         "start": start, "calls": {}, "kept": {}}
     _DECODING = d
     try:
         outputs = module(*inputs, **kwargs)
     finally:
         _DECODING = None
-    k, dim = tokens
-    n = inputs[k].shape[dim]
-    return outputs, {"tokens": torch.tensor(d["start"] + n), **d["kept"]}
+    return outputs, {"tokens": start + inputs[k].shape[dim], **d["kept"]}
