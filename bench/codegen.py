@@ -8,7 +8,8 @@ default thread count (second column). Compared runs are interleaved (one call of
    the same weights, float32 and float64 (goal: <= 1.1x; the two are first checked to agree);
 2. generated layer 0 in bfloat16 against float32;
 3. ``torch.compile(fullgraph=True)`` of the generated layer 0 (``static_shapes=True``) against
-   eager, float32 (goal: >= 2x), and the compile time;
+   eager, float32 (goal: >= 2x), plain and with inductor's ``freezing`` (``COMPILE_FORMS``),
+   and the compile times;
 4. peak memory of a forward of the generated Sliding Window Attention at 2048 tokens for
    w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events,
    chunked and not, and the submodule that holds the peak;
@@ -182,6 +183,15 @@ def section_bfloat16(l0: Layer0, repeat: int) -> None:
           f"(max rel diff to float32 {err:.1e})")
 
 
+COMPILE_FORMS = {
+    "torch.compile": {},
+    "with freezing": {"freezing": True},
+}
+"""The compiled forms section 3 races against eager: inductor settings patched while each one
+compiles (its first call). ``freezing`` folds the weights in as constants (inference only, under
+``torch.no_grad``; README, *Generated modules*, compile and export)."""
+
+
 def section_compile(l0: Layer0, repeat: int) -> None:
     print("\n3. torch.compile(fullgraph=True) of the generated layer 0, float32, "
           f"static_shapes=True (goal >= 2x); min / median, 1 thread | {DEFAULT_THREADS} threads")
@@ -196,26 +206,34 @@ def section_compile(l0: Layer0, repeat: int) -> None:
 
     torch._inductor.config.force_disable_caches = True  # a cold compile time
     torch._dynamo.reset()
+    fns = {"eager": lambda: eager(*args)}
     with torch.no_grad():
         ex = torch._dynamo.explain(eager)(*args)
         print(f"   dynamo: {ex.graph_count} graph(s), {ex.graph_break_count} break(s)")
-        torch._dynamo.reset()
         want = _outputs(eager(*args))
-        try:
-            fast = torch.compile(eager, fullgraph=True)
-            t0 = time.perf_counter()
-            got = _outputs(fast(*args))
-            t_compile = time.perf_counter() - t0
-        except Exception as exc:  # noqa: BLE001 - the report says why
-            print(f"   compile fails: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
-            return
-        err = max(rel_err(a, b) for a, b in zip(got, want) if a.is_floating_point())
-        one, many = both_threads({"eager": lambda: eager(*args),
-                                  "compiled": lambda: fast(*args)}, repeat)
+        notes = {}
+        for name, settings in COMPILE_FORMS.items():
+            torch._dynamo.reset()
+            try:
+                with torch._inductor.config.patch(settings):
+                    fast = torch.compile(eager, fullgraph=True)
+                    t0 = time.perf_counter()
+                    got = _outputs(fast(*args))
+                    t_compile = time.perf_counter() - t0
+            except Exception as exc:  # noqa: BLE001 - the report says why
+                print(f"   {name} fails: {type(exc).__name__}: "
+                      f"{str(exc).splitlines()[0][:120]}")
+                continue
+            err = max(rel_err(a, b) for a, b in zip(got, want) if a.is_floating_point())
+            notes[name] = f"compile time (first call, caches off) {t_compile:.1f} s; " \
+                          f"max rel diff {err:.1e}"
+            fns[name] = lambda f=fast: f(*args)
+        one, many = both_threads(fns, repeat)
     print(f"   eager    {ms(one['eager'])} | {ms(many['eager'])}")
-    print(f"   compiled {ms(one['compiled'])} | {ms(many['compiled'])}   speed-up "
-          f"{ratio(one['eager'], one['compiled'])} | {ratio(many['eager'], many['compiled'])}")
-    print(f"   compile time (first call, caches off) {t_compile:.1f} s; max rel diff {err:.1e}")
+    for name, note in notes.items():
+        print(f"   {name}: {ms(one[name])} | {ms(many[name])}   speed-up "
+              f"{ratio(one['eager'], one[name])} | {ratio(many['eager'], many[name])}")
+        print(f"      {note}")
 
 
 MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")

@@ -44,11 +44,20 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
     operands = [read_operand(cb, b, k, w, flips=keeps) for k, w in enumerate(wires)]
     operands = flips.settle_operands(cb, b, operands)
+    for k, w in enumerate(wires):  # a complex value held as real parts: read both alike
+        if w.imag is not None:
+            operands[k].imag = read_operand(cb, b, k, dataclasses.replace(w, var=w.imag)).expr
     start = len(cb.fw.bound)
     if then is None:
         ctx = Ctx(cb, b, operands)
         ctx.wires = list(wires)
-        outs = place(ctx, b, fn(ctx))
+        results = fn(ctx)
+        outs = place(ctx, b, results)
+        if any(r.imag is not None for r in results):
+            parts = place(ctx, b, [dataclasses.replace(r, expr=r.imag or r.expr)
+                                   for r in results])
+            outs = [dataclasses.replace(w, imag=p.var if r.imag is not None else None)
+                    for w, p, r in zip(outs, parts, results)]
         if isinstance(b.operator, View):
             outs = [flips.view_output(b, operands[0], w) for w in outs]
             outs = [flips.plain(cb, w) if flips.rounds_in_blocks(b, j, w) else w
@@ -58,7 +67,18 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         ctx.wires = list(wires)
         outs = place(ctx, then, fn(ctx), deg_tag="v")
     fresh = set(cb.fw.bound[start:])
-    return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
+    return [_round_parts(cb, b, j, w, fresh, wires) for j, w in enumerate(outs)]
+
+
+def _round_parts(cb, b: Broadcasted, j: int, w: Wire, fresh: set, inputs: list[Wire]) -> Wire:
+    """``round_output`` of a value, of both parts of one held as real parts."""
+    if w.imag is None:
+        return round_output(cb, b, j, w, w.var in fresh, inputs)
+    real = round_output(cb, b, j, dataclasses.replace(w, imag=None), w.var in fresh, inputs)
+    imag = round_output(cb, b, j, dataclasses.replace(w, var=w.imag, imag=None),
+                        w.imag in fresh, [dataclasses.replace(x, var=x.imag or x.var)
+                                          for x in inputs])
+    return dataclasses.replace(real, imag=imag.var)
 
 
 def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool,

@@ -29,7 +29,7 @@ from ncdc.ir.params import repetitions
 from ncdc.ir.rewrites import softmax_pair, stable_composition
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
-from . import calls, flips, tape
+from . import calls, complex_parts, flips, tape
 from .broadcast import fusible_view, lower_broadcasted
 from .class_source import class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
@@ -82,6 +82,7 @@ class ClassBuilder:
         self.selections: dict[int, Selection] = {}  # sparse axis uid -> pairs made here
         self.excluded_sites = frozenset(excluded)  # call sites kept dense
         self.call_sites = 0
+        self.real_parts = False  # complex values held as real parts (codegen/complex_parts.py)
 
     # -- sizes (codegen/sizes.py) -----------------------------------------------------------
     def _fwd_symbol(self, sym: FreeNumeric) -> str:
@@ -161,6 +162,7 @@ class ClassBuilder:
             self.all_pairs = self.fw.names.fresh("all_pairs")
         for w in self.inputs:
             self._note_mask(w)
+        self.real_parts = complex_parts.eligible(self, body, pairs_axis is not None)
         outs = self.lower(body, list(self.inputs))
         self._finish(outs, statics)
 

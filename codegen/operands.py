@@ -20,6 +20,7 @@ class Operand:
     full: bool
     datatype: object
     flipped: frozenset = frozenset()  # labels of dims held in reverse order (codegen/flips.py)
+    imag: str | None = None  # the imaginary part of a complex value held as real parts
 
 
 @dataclass
@@ -30,3 +31,4 @@ class OpResult:
     static: tuple | None = None
     full: bool | None = None
     slot: int | None = None  # the value is this tape slot's, unchanged
+    imag: str | None = None  # the imaginary part of a complex value held as real parts

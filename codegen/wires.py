@@ -27,7 +27,10 @@ class Wire:
 
     ``flipped`` names the dims (positions in ``array.shape``) held in reverse order: position
     ``n - 1 - i`` of the tensor holds index ``i`` (a window read backwards kept as a view,
-    ``codegen/flips.py``); ``live`` and ``static`` are laid out like the tensor."""
+    ``codegen/flips.py``); ``live`` and ``static`` are laid out like the tensor.
+
+    ``imag`` names the imaginary part of a complex value held as two real tensors (``var`` the
+    real part; ``codegen/complex_parts.py``)."""
 
     var: str
     array: Array
@@ -38,6 +41,7 @@ class Wire:
     pairs: object | None = field(default=None, compare=False)
     origins: frozenset = field(default=frozenset(), compare=False)
     flipped: tuple = ()
+    imag: str | None = field(default=None, compare=False)  # codegen/complex_parts.py
 
     @property
     def rank(self) -> int:

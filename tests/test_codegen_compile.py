@@ -6,7 +6,12 @@ traces as one graph; the exported program, run again, agrees with the interprete
 Compiling is slow on small machines: CI exports a representative set (Mixing Coefficients,
 Attention Core, the MoE, layer 0 with a dynamic token count), counts graph breaks of layer 0 and compiles two blocks with
 ``fullgraph=True`` (Attention Core, the MoE). ``NCDC_SLOW_TESTS=1`` adds export and compile of every block of the
-bundled spec."""
+bundled spec.
+
+Also here: the static grouped product's kernel (one ``torch._grouped_mm`` where its stride rules
+allow) against per-pair products; the rotary embeddings on real parts (no complex tensor,
+bit-identical to the complex form); the README's compile form for inference (inductor's
+``freezing``) against eager and the interpreter."""
 from __future__ import annotations
 
 import importlib.util
@@ -89,6 +94,112 @@ def test_grouped_matmul_op_gradients_and_registration():
     assert torch.autograd.gradcheck(lambda r, w: p.grouped_matmul(r, w, 1, slots),
                                     (rows, weight))
     torch.library.opcheck(p.grouped_matmul, (rows, weight, 1, slots))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("shape", [(40, 16, 8, 4), (9, 3, 5, 4)])
+def test_grouped_products_against_per_pair_products(dtype, shape, monkeypatch):
+    """The static op's kernel: one ``torch._grouped_mm`` over the pairs sorted by slot where
+    its stride rules allow (float32/bfloat16, 16-byte strides), else one product per slot;
+    both give every pair's own product (against a loop over pairs, in float64), and the grouped
+    kernel the per-slot products bit for bit."""
+    p = _prelude()
+    pairs, inner, out, n = shape
+    gen = torch.Generator().manual_seed(3)
+    rows = torch.randn(pairs, inner, generator=gen, dtype=torch.float64).to(dtype)
+    weight = torch.randn(inner, n, out, generator=gen, dtype=torch.float64).to(dtype)
+    slots = torch.randint(0, n, (pairs,), generator=gen)
+    slots[:3] = 0  # a slot with several pairs; others may have none
+    calls = []
+    real = torch._grouped_mm
+    monkeypatch.setattr(torch, "_grouped_mm", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = p._grouped_products(rows, weight, 1, slots)
+    grouped = dtype != torch.float64 and inner * rows.element_size() % 16 == 0
+    assert bool(calls) == grouped
+    r64, w64 = rows.double().numpy(), weight.double().numpy()
+    want = np.stack([r64[i] @ w64[:, s] for i, s in enumerate(slots.tolist())])
+    tol = {torch.float64: 1e-13, torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
+    np.testing.assert_allclose(got.double().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
+    assert torch.equal(got, p._slot_products(rows, weight, 1, slots))
+
+
+ROTARY = ["Rotary Embedding", "Inverse Rotary Embedding"]
+
+
+def _rotary_modules(spec, title, quant, dtype, monkeypatch):
+    """The block generated with complex values as real parts and, forced off, as complex
+    tensors; both on the interpreter's weights."""
+    from ncdc.codegen import complex_parts
+
+    m = spec.block(title)
+    env = spec.bind("tiny").env
+    out = []
+    for parts in (True, False):
+        if not parts:
+            monkeypatch.setattr(complex_parts, "eligible", lambda *a, **k: False)
+        g = codegen.generate(m, env, quant=quant)
+        out.append((g, codegen.instantiate(codegen.load_module(g.source), g.class_name,
+                                           codegen.DTYPES[dtype])))
+    monkeypatch.undo()
+    return m, env, out
+
+
+@pytest.mark.parametrize("title", ROTARY)
+def test_rotary_as_real_parts_holds_no_complex_value(bundled, title, monkeypatch):
+    """The rotary embeddings hold their complex values as real parts: no op of a forward makes
+    a complex tensor (the complex form, forced, does); a block whose complex values leave it
+    keeps complex tensors."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Dtypes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.seen.add(t.dtype)
+            return out
+
+    m, env, [(g, parts), (g_c, complex_form)] = _rotary_modules(bundled, title, "exact",
+                                                               "float32", monkeypatch)
+    x = _tensor(interpreter.random_inputs(m, env, 0)[0], "float32")
+    seen = []
+    for module in (parts, complex_form):
+        with torch.no_grad(), Dtypes() as mode:
+            module(x)
+        seen.append({dt for dt in mode.seen if dt.is_complex})
+    assert not seen[0] and torch.complex64 in seen[1]
+    body, body_c = _class_source(g), _class_source(g_c)
+    assert "torch.polar" not in body and "torch.complex(" not in body and "_cos" in body
+    assert "torch.polar" in body_c
+    assert "torch.complex(" in _class_source(codegen.generate(
+        bundled.block("Inverse Rotary Embedding / Pairs as Complex Numbers"), env))
+
+
+def _class_source(g) -> str:
+    """The generated classes (the preludes left out)."""
+    return g.source[g.source.index("\nclass Module("):]
+
+
+@pytest.mark.parametrize("title", ROTARY)
+@pytest.mark.parametrize("quant", ["exact", "emulate"])
+@pytest.mark.parametrize("dtype", ["float64", "float32", "bfloat16"])
+def test_rotary_real_parts_match_the_complex_form(bundled, title, quant, dtype, monkeypatch):
+    """Real parts round where the complex form rounds: the same values bit for bit, in every
+    dtype and in emulate mode; in float64 both agree with the interpreter to 1e-15."""
+    m, env, [(_, parts), (_, complex_form)] = _rotary_modules(bundled, title, quant, dtype,
+                                                            monkeypatch)
+    ins = interpreter.random_inputs(m, env, 0)
+    x = _tensor(ins[0], dtype)
+    with torch.no_grad():
+        got, want = parts(x), complex_form(x)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    if dtype == "float64":
+        ref = interpreter.interpret(m, env, quant=quant)(*ins)[0]
+        np.testing.assert_allclose(got.numpy(), ref, rtol=0, atol=1e-15 * np.abs(ref).max())
 
 
 def _routed_params(run, e):
@@ -236,6 +347,29 @@ def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     g, module, ins, tape, ref, _ = _setup(bundled, m)
     torch._dynamo.reset()
     res = _agrees(g, m, torch.compile(module, fullgraph=True), ins, tape, ref)
+    assert res.ok, res.problem
+
+
+@pytest.mark.parametrize("title", ["Rotary Embedding", "Mixture of Experts"])
+def test_frozen_compile_form_gives_the_eager_outputs(bundled, title):
+    """The README's form for inference (``torch.compile`` under ``torch.no_grad`` with inductor's
+    ``freezing``: weights folded in as constants) gives eager's outputs within float32 rounding,
+    and agrees with the interpreter at float32's tolerance."""
+    import torch._inductor.config
+
+    m = bundled.block(title)
+    g, module, ins, tape, ref, args = _setup(bundled, m, dtype="float32")
+    torch._dynamo.reset()
+    with torch.no_grad():
+        want = module(*args)
+        with torch._inductor.config.patch(freezing=True):
+            fast = torch.compile(module, fullgraph=True)
+            got = fast(*args)
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        assert a.dtype == b.dtype == torch.float32
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max()))
+    res = _agrees(g, m, fast, ins, tape, ref, "float32")
     assert res.ok, res.problem
 
 

@@ -10,6 +10,7 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 
 from .. import liveness
+from ..emit import align_code
 from ..operands import OpResult
 from ..registry import rule
 from ..wires import Wire
@@ -45,7 +46,13 @@ def _block_inputs(ctx, first: int, arrays) -> list[Wire]:
                               origins=ctx.pairs_origins))
             continue
         flipped = tuple(p for p in range(len(tl)) if ("t", k, p) in o.flipped)
-        wires.append(Wire(code, arrays[k - first], live, static, True, flipped=flipped))
+        imag = None
+        if o.imag is not None:  # codegen/complex_parts.py
+            imag = align_code(o.imag, o.labels, dst)
+            if imag != o.imag:
+                imag = ctx.bind("lifted" if deg else "operand", imag, dst)
+        wires.append(Wire(code, arrays[k - first], live, static, True, flipped=flipped,
+                          imag=imag))
     return wires
 
 
@@ -59,7 +66,7 @@ def _results(ctx, outs: list[Wire]) -> list[OpResult]:
             shape = (1,) * len(deg)
             static = (w.static.possible.reshape(shape + w.static.possible.shape),
                       w.static.sure.reshape(shape + w.static.sure.shape))
-        res.append(OpResult(w.var, labels, w.live, static, full=w.full))
+        res.append(OpResult(w.var, labels, w.live, static, full=w.full, imag=w.imag))
     return res
 
 

@@ -29,6 +29,8 @@ def einops(ctx):
     groups = [g for labs in relabelled for g in labs if g[0] == "g"]
     groups = list(dict.fromkeys(groups))
     out = ctx.spanned()
+    if not groups and not ctx.relabel and any(o.imag is not None for o in ctx.ops):
+        return [_product_of_parts(ctx, relabelled, out)]
     if not groups and not ctx.relabel:
         # pointwise product of the aligned operands
         terms = []
@@ -62,6 +64,36 @@ def einops(ctx):
     if live is not None:
         live = ctx.bind(var + "_live", live)
     return [OpResult(var, outl, live, static)]
+
+
+def _product_of_parts(ctx, relabelled, out) -> OpResult:
+    """A pointwise product with complex operands held as real parts
+    (``codegen/complex_parts.py``), term by term: ``(a + ib)(c + id) = (ac - bd) + i(ad + bc)``,
+    each product rounded, then the sum, as the complex product rounds."""
+    re, im = None, None
+    for k, o in enumerate(ctx.ops):
+        c = align_code(o.expr, relabelled[k], out)
+        d = align_code(o.imag, relabelled[k], out) if o.imag is not None else None
+        if re is None:
+            re, im = c, d
+        elif im is None and d is None:
+            re = f"{re} * {atom(c)}"
+        elif d is None:
+            re, im = f"{re} * {atom(c)}", f"{im} * {atom(c)}"
+        elif im is None:
+            re, im = f"{re} * {atom(c)}", f"{re} * {atom(d)}"
+        else:
+            re, im = f"{re} * {atom(c)} - {im} * {atom(d)}", f"{re} * {atom(d)} + {im} * {atom(c)}"
+        if 0 < k < len(ctx.ops) - 1 and im is not None:
+            re, im = ctx.bind("product_re", re, out), ctx.bind("product_im", im, out)
+    live, static = ctx.product_live(out)
+    re, im = ctx.bind("product_re", re, out), ctx.bind("product_im", im, out)
+    if live is None:
+        return OpResult(re, out, imag=im)
+    live_var = ctx.bind(re + "_live", live)
+    re = ctx.bind(re, ctx.where_live(live_var, re), out)
+    im = ctx.bind(im, ctx.where_live(live_var, im), out)
+    return OpResult(re, out, live_var, static, imag=im)
 
 
 @rule(Linear)

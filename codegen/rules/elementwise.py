@@ -1,6 +1,7 @@
 """Elementwise operators: formulas, named functions, format changes, complex pairs."""
 from __future__ import annotations
 
+import sympy
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 from ncdc.ir.numeric import FREE_INPUT
@@ -17,6 +18,7 @@ from ncdc.ir.operators import (
 from ncdc.ir.rewrites import stable
 
 from ..dtypes import DEFAULT
+from ..emit import atom
 from ..formula import FormulaPrinter
 from ..names import formula_name, identifier
 from ..operands import OpResult
@@ -55,6 +57,8 @@ def _as_float(ctx, o) -> str:
 @rule(Arithmetic)
 def arithmetic(ctx):
     o, labels = _single(ctx)
+    if o.imag is not None:
+        return _arithmetic_on_parts(ctx, o, labels)
     x = _as_float(ctx, o)
     code = FormulaPrinter(x, ctx.symbol)(stable(ctx.op.formula))
     if code == x:
@@ -70,6 +74,21 @@ def arithmetic(ctx):
         keeps_zero = False
     name = formula_name(ctx.op.formula, FREE_INPUT) or ctx.label_name or "value"
     return _pointwise(ctx, code, name, labels, keeps_zero)
+
+
+def _arithmetic_on_parts(ctx, o, labels) -> list[OpResult]:
+    """The conjugate (or ``x``, ``-x``) of a complex value held as real parts
+    (``codegen/complex_parts.py``): a part negated where the formula negates it."""
+    f = ctx.op.formula
+    if f not in (sympy.conjugate(FREE_INPUT), FREE_INPUT, -FREE_INPUT):
+        raise SpecError(f"the formula {f} has no form on real parts", ctx.b.path)
+    real, imag = o.expr, o.imag
+    name = formula_name(f, FREE_INPUT) or ctx.label_name or "value"
+    if f == -FREE_INPUT:
+        real = ctx.bind(name + "_re", f"-{atom(real)}", labels)
+    if f != FREE_INPUT:
+        imag = ctx.bind(name + "_im", f"-{atom(imag)}", labels)
+    return [OpResult(real, labels, o.live, o.static, imag=imag)]
 
 
 ELEMENTWISE = {
@@ -123,13 +142,13 @@ def type_convert(ctx):
     """Identity on values; the emulate-mode rounding to the target is emitted by the driver
     (it rounds every output held in a quantised format, QUANT_POLICY.md)."""
     o, labels = _single(ctx)
-    return [OpResult(o.expr, labels, o.live, o.static)]
+    return [OpResult(o.expr, labels, o.live, o.static, imag=o.imag)]
 
 
 @rule(Cast, Identity)
 def identity(ctx):
     o, labels = _single(ctx)
-    return [OpResult(o.expr, labels, o.live, o.static)]
+    return [OpResult(o.expr, labels, o.live, o.static, imag=o.imag)]
 
 
 @rule(PairsAsComplex)
@@ -141,15 +160,21 @@ def pairs_as_complex(ctx):
     src = o.expr
     if kind(o.datatype) == "real":  # complex arithmetic in float32 at least (PRECISION.md)
         src = ctx.bind("widened", f"{o.expr}.to({ctx.wide_real()})", labels)
-    code = f"torch.complex({src}[..., 0::2], {src}[..., 1::2])"
-    var = ctx.bind("pairs", code, out)
+    imag = None
+    if ctx.cb.real_parts:  # as (real, imaginary) parts (codegen/complex_parts.py)
+        var = ctx.bind("pairs_re", f"{src}[..., 0::2]", out)
+        imag = ctx.bind("pairs_im", f"{src}[..., 1::2]", out)
+    else:
+        var = ctx.bind("pairs", f"torch.complex({src}[..., 0::2], {src}[..., 1::2])", out)
     if o.live is None:
-        return [OpResult(var, out)]
+        return [OpResult(var, out, imag=imag)]
     live = ctx.bind(var + "_live", f"{o.live}[..., 0::2] & {o.live}[..., 1::2]")
     var = ctx.bind(var, ctx.where_live(live, var), out)
+    if imag is not None:
+        imag = ctx.bind(imag, ctx.where_live(live, imag), out)
     p, s = o.static
     st = (_pairs(p), _pairs(s))
-    return [OpResult(var, out, live, st)]
+    return [OpResult(var, out, live, st, imag=imag)]
 
 
 def _pairs(a):
@@ -164,7 +189,10 @@ def decomplex(ctx):
     if not labels or labels[-1][0] != "t":
         raise SpecError("Decomplex needs its complex axis as the target", ctx.b.path)
     out = labels[:-1] + [("o", 0, 0)]
-    code = f"torch.stack(({o.expr}.real, {o.expr}.imag), dim=-1).flatten(-2)"
+    if o.imag is not None:  # held as real parts (codegen/complex_parts.py)
+        code = f"torch.stack(({o.expr}, {o.imag}), dim=-1).flatten(-2)"
+    else:
+        code = f"torch.stack(({o.expr}.real, {o.expr}.imag), dim=-1).flatten(-2)"
     if ctx.real_dtype() != DEFAULT:  # back to the forward's dtype
         code = f"{code}.to({ctx.real_dtype()})"
     var = ctx.bind("unpaired", code, out)

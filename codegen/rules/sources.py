@@ -74,7 +74,13 @@ def rotary(ctx):
     out = [("o", 0, 0), ("o", 0, 1)]
     positions = ctx.bind("positions", positions, out[:1])
     angle = ctx.bind("angle", f"{positions}[:, None] * {name}", out)
+    base = identifier(op.label, "rotary") if op.label else "rotary"
+    if ctx.cb.real_parts:  # as (real, imaginary) parts (codegen/complex_parts.py)
+        dt = ctx.bind("table_dtype", ctx.wide_real())
+        cos = ctx.bind(base + "_cos", f"{angle}.cos().to({dt})", out)
+        sin = ctx.bind(base + "_sin", f"{angle}.sin().to({dt})", out)
+        return [OpResult(cos, out, full=False, imag=sin)]
     cdt = ctx.bind("complex_dtype", ctx.complex_dtype())
-    var = ctx.bind(identifier(op.label, "rotary") + "_table" if op.label else "rotary_table",
-                   f"torch.polar(torch.ones_like({angle}), {angle}).to({cdt})", out)
+    var = ctx.bind(base + "_table", f"torch.polar(torch.ones_like({angle}), {angle}).to({cdt})",
+                   out)
     return [OpResult(var, out, full=False)]
