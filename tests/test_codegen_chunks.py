@@ -37,6 +37,7 @@ from tests.oracles.ir_build import (
     stride,
     weave,
 )
+from tests.profiling import peak_forward_bytes
 
 _UIDS = itertools.count(960_000)
 
@@ -301,21 +302,6 @@ def test_compiles_as_one_graph_and_exports_when_chunked(bundled):
 
 
 # -- memory -----------------------------------------------------------------------------------
-def _peak_forward_bytes(module, args) -> int:
-    """Peak of the running sum of the profiler's allocation events during one forward."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
-        module(*args)
-    events = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
-    cur = peak = 0
-    for _, n in events:
-        cur += n
-        peak = max(peak, cur)
-    return peak
-
-
 def test_peak_memory_does_not_grow_with_the_window(bundled):
     """256 tokens, w = 8 and 128, a 64 KiB budget: chunked, the forward's peak grows by less
     than a quarter of one [h, x, w] score array; unchunked (budget unbounded) by more than
@@ -328,7 +314,7 @@ def test_peak_memory_does_not_grow_with_the_window(bundled):
                         generator=torch.Generator().manual_seed(0))
         for chunked in (True, False):
             ns.CHUNK_BYTES = budget if chunked else 1 << 50
-            peaks[w, chunked] = _peak_forward_bytes(module, [u])
+            peaks[w, chunked] = peak_forward_bytes(module, [u])
     scores = _size(env, "h") * tokens * (128 - 8) * 8
     grown = {on: peaks[128, on] - peaks[8, on] for on in (True, False)}
     assert grown[False] > 2 * scores, (peaks, scores)

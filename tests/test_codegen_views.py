@@ -6,6 +6,8 @@ from __future__ import annotations
 import torch
 from ncdc.codegen.prelude.views import affine_read, affine_write
 
+from tests.profiling import peak_forward_bytes
+
 
 def _same_storage(a, b) -> bool:
     return a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
@@ -82,21 +84,6 @@ def test_flipped_window_read_traces_as_one_graph():
     assert torch.equal(torch.compile(f, fullgraph=True)(x), f(x))
 
 
-def _peak_forward_bytes(module, args) -> int:
-    """Peak of the running sum of the profiler's allocation events during one forward."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
-        module(*args)
-    events = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
-    cur = peak = 0
-    for _, n in events:
-        cur += n
-        peak = max(peak, cur)
-    return peak
-
-
 def _window_attention(spec, w):
     from ncdc import codegen, interpreter
 
@@ -121,7 +108,7 @@ def test_sliding_window_attention_never_copies_its_window(bundled):
         c = env.size(next(s for s in bundled.symbols.values() if s.label == "c"))
         x = torch.randn(tokens, m, dtype=torch.float64,
                         generator=torch.Generator().manual_seed(0))
-        peaks[w] = _peak_forward_bytes(module, [x])
+        peaks[w] = peak_forward_bytes(module, [x])
     copy = tokens * big * c * 8
     assert peaks[big] - peaks[small] < copy / 2, (peaks, copy)
     swa = g.source[g.source.index("class SlidingWindowAttention"):]

@@ -1,0 +1,18 @@
+"""Memory measured the way ``bench/codegen.py`` measures it, for tests."""
+import torch
+
+
+def peak_forward_bytes(module, args) -> int:
+    """Peak of the running sum of the profiler's allocation events during one forward (inputs
+    and weights, allocated before, not counted)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        module(*args)
+    events = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events()
+                    if e.name() == "[memory]")
+    cur = peak = 0
+    for _, n in events:
+        cur += n
+        peak = max(peak, cur)
+    return peak
