@@ -80,6 +80,27 @@ def add_weights_arg(p) -> None:
                         "(first match wins; repeatable), or a .json/.toml file of rules")
 
 
+def add_checkpoint_args(p) -> None:
+    """``--map`` and ``--key-prefix``: how the weights' names become the block's keys."""
+    p.add_argument("--map", metavar="MAP",
+                   help="checkpoint map (.toml or .json) from the checkpoint's tensor names to "
+                        "ncdc's parameter keys")
+    p.add_argument("--key-prefix", metavar="PREFIX",
+                   help="where the block's keys start in the weights (default: found from the "
+                        "block's place in the model)")
+
+
+def add_io_args(p, inputs_default: str) -> None:
+    """``--inputs`` and ``--out``: arrays in dom order in, outputs and the final tape out."""
+    p.add_argument("--inputs", metavar="FILE",
+                   help="inputs in dom order, FILE.npz with arrays in0, in1, ... (or arr_0, "
+                        f"...) and optional bool masks live0, live1, ... (default: "
+                        f"{inputs_default})")
+    p.add_argument("--out", metavar="FILE",
+                   help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
+                        "FILE.npz")
+
+
 def add_quant_arg(p, help: str) -> None:
     p.add_argument("--quant", choices=("exact", "emulate"), default="exact", metavar="MODE",
                    help=help)

@@ -7,6 +7,8 @@ import time
 
 from .common import (
     add_block_arg,
+    add_checkpoint_args,
+    add_io_args,
     add_memory_arg,
     add_quant_arg,
     add_reading_arg,
@@ -43,16 +45,8 @@ def add_parser(subparsers) -> None:
                    help="parameters, .npz or .safetensors, keyed as ncdc params lists them, "
                         "from this block or any block around it (default: seeded "
                         "initialisation); with --map, an external checkpoint")
-    p.add_argument("--map", metavar="MAP",
-                   help="checkpoint map (.toml or .json) from the --params checkpoint's tensor "
-                        "names to ncdc's parameter keys")
-    p.add_argument("--key-prefix", metavar="PREFIX",
-                   help="where the block's keys start in the --params file (default: found "
-                        "from the block's place in the model)")
+    add_checkpoint_args(p)
     p.add_argument("--save-params", metavar="FILE", help="write the parameters used to FILE")
-    p.add_argument("--inputs", metavar="FILE",
-                   help="inputs in dom order, FILE.npz with arrays in0, in1, ... (or arr_0, "
-                        "...) and optional bool masks live0, live1, ...")
     p.add_argument("--tape", metavar="FILE",
                    help="tape slots read before written, FILE.npz keyed by slot label or uid")
     p.add_argument("--seed", type=int, default=0, metavar="N",
@@ -60,9 +54,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--stand-in", action="store_true",
                    help="use seeded stand-ins for data the spec leaves to the user (E_cmp, "
                         "alpha)")
-    p.add_argument("--out", metavar="FILE",
-                   help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
-                        "FILE.npz")
+    add_io_args(p, inputs_default="seeded random inputs")
     p.add_argument("--rms", action="store_true",
                    help="also print the activation RMS of every block's outputs")
     p.add_argument("--strict", action="store_true",

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 from .common import (
     add_block_arg,
+    add_checkpoint_args,
+    add_io_args,
     add_memory_arg,
     add_quant_arg,
     add_reading_arg,
@@ -50,21 +52,11 @@ def add_parser(subparsers) -> None:
                         "them; with --map, a checkpoint (a .safetensors file, its "
                         "model.safetensors.index.json, or their directory); or synthetic for "
                         "seeded synthetic weights")
-    p.add_argument("--map", metavar="MAP",
-                   help="checkpoint map (.toml or .json) from the checkpoint's tensor names to "
-                        "ncdc's parameter keys")
-    p.add_argument("--key-prefix", metavar="PREFIX",
-                   help="where the block's keys start in the weights (default: found from the "
-                        "block's place in the model)")
-    p.add_argument("--inputs", metavar="FILE",
-                   help="inputs in dom order, FILE.npz with arrays in0, in1, ... and optional "
-                        "bool masks live0, live1, ... (default: seeded random inputs)")
+    add_checkpoint_args(p)
     p.add_argument("--save-params", metavar="FILE",
                    help="write the weights the module ran with to FILE (.npz or .safetensors), "
                         "keyed and laid out as ncdc params lists them")
-    p.add_argument("--out", metavar="FILE",
-                   help="write outputs (out0, live0, ...) and the final tape (tape/LABEL) to "
-                        "FILE.npz")
+    add_io_args(p, inputs_default="seeded random inputs")
     p.add_argument("--seed", type=int, default=0, metavar="N",
                    help="seed of synthetic weights and random inputs (default: 0)")
     p.add_argument("--dtype", choices=("float32", "float64", "bfloat16"), default="float32",
