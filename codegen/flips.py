@@ -48,6 +48,7 @@ from . import liveness
 from .affine import affine_map
 from .emit import atom
 from .operands import Operand
+from .place import output_labels
 from .wires import Wire
 
 # operators that treat the positions of every axis they see alike (Einops: see _einops_ok)
@@ -108,15 +109,7 @@ def view_output(b: Broadcasted, o: Operand, w: Wire) -> Wire:
     """The output wire of a ``View`` of the flipped operand ``o``: the same dims flipped."""
     if not o.flipped:
         return w
-    dst = []
-    d = t = 0
-    for a in b.output_weaves[0].shape:
-        if a is TILED:
-            dst.append(("d", d))
-            d += 1
-        else:
-            dst.append(("t", 0, t))
-            t += 1
+    dst = output_labels(b, "t")
     return dataclasses.replace(w, flipped=tuple(p for p, lab in enumerate(dst)
                                                 if lab in o.flipped))
 

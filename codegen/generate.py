@@ -207,30 +207,27 @@ def instance_params(info: ClassInfo, prefix: str = ""):
                 yield from instance_params(m.info, f"{prefix}{m.attr}.")
 
 
+def params_by_key(info: ClassInfo, prefix: str = ""):
+    """(state_dict key, Param) of every parameter and buffer, in IR pre-order."""
+    for m in info.members:
+        if isinstance(m, Param):
+            yield prefix + m.attr, m
+        elif m.repeat is not None:
+            for i in range(m.repeat):
+                yield from params_by_key(m.info, f"{prefix}{m.attr}.{i}.")
+        else:
+            yield from params_by_key(m.info, f"{prefix}{m.attr}.")
+
+
 def member_formats(info: ClassInfo, prefix: str = ""):
     """(state_dict key, storage format or None) of every parameter and buffer, in IR
     pre-order."""
-    for m in info.members:
-        if isinstance(m, Param):
-            yield prefix + m.attr, m.format
-        elif m.repeat is not None:
-            for i in range(m.repeat):
-                yield from member_formats(m.info, f"{prefix}{m.attr}.{i}.")
-        else:
-            yield from member_formats(m.info, f"{prefix}{m.attr}.")
+    return ((key, p.format) for key, p in params_by_key(info, prefix))
 
 
 def param_layouts(info: ClassInfo, prefix: str = ""):
     """(state_dict key, layout) of every nn.Linear parameter."""
-    for m in info.members:
-        if isinstance(m, Param):
-            if m.layout is not None:
-                yield prefix + m.attr, m.layout
-        elif m.repeat is not None:
-            for i in range(m.repeat):
-                yield from param_layouts(m.info, f"{prefix}{m.attr}.{i}.")
-        else:
-            yield from param_layouts(m.info, f"{prefix}{m.attr}.")
+    return ((key, p.layout) for key, p in params_by_key(info, prefix) if p.layout is not None)
 
 
 def param_keys(gen: Generator, info: ClassInfo, root, env: Env) -> dict[str, str]:

@@ -75,18 +75,23 @@ def _place_pairs(ctx: Ctx, res: OpResult, dst: list, array) -> Wire:
     return Wire(res.expr, array, None, None, True, pairs=ctx.pairs, origins=ctx.pairs_origins)
 
 
-def fusion_relabel(b: Broadcasted, view: Broadcasted) -> dict:
-    """Labels of ``b``'s output dims -> degree labels of the following view."""
-    weave = b.output_weaves[0]
-    out_labels = []
-    d = t = 0
-    for a in weave.shape:
+def output_labels(b: Broadcasted, target: str) -> list:
+    """Labels of ``b``'s output dims in order: ``("d", k)`` for the k-th tiled (broadcast) dim,
+    ``(target, 0, k)`` for the k-th dim of the operator's own output."""
+    labels, d, t = [], 0, 0
+    for a in b.output_weaves[0].shape:
         if a is TILED:
-            out_labels.append(("d", d))
+            labels.append(("d", d))
             d += 1
         else:
-            out_labels.append(("o", 0, t))
+            labels.append((target, 0, t))
             t += 1
+    return labels
+
+
+def fusion_relabel(b: Broadcasted, view: Broadcasted) -> dict:
+    """Labels of ``b``'s output dims -> degree labels of the following view."""
+    out_labels = output_labels(b, "o")
     amap = affine_map(view.reindexings[0])
     rel = {}
     for j, lab in enumerate(out_labels):
