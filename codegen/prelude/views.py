@@ -73,7 +73,8 @@ def affine_read(source, rows, sizes, dim=None, flip=True):
         live = live.flip(backwards)
     values, order, flips = padded, [], []
     for (strides, _), offset in zip(rows, offsets):
-        values = values.movedim(lead, -1)
+        if lead != values.dim() - 1:  # no no-op views: inductor would copy the windows
+            values = values.movedim(lead, -1)
         box = sorted((i for i in range(r) if strides[i]), key=lambda i: -abs(strides[i]))
         for i in box:
             if strides[i] < 0:
@@ -85,7 +86,7 @@ def affine_read(source, rows, sizes, dim=None, flip=True):
             rest = 1 + sum(abs(strides[q]) * (sizes[q] - 1) for q in box[k + 1:])
             if k + 1 < len(box):
                 values = values.unfold(-1, rest, abs(strides[i]))
-            else:
+            elif abs(strides[i]) > 1:
                 values = values[..., ::abs(strides[i])]
         if not box:
             values = values.squeeze(-1)

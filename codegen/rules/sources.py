@@ -72,13 +72,17 @@ def rotary(ctx):
     if stride != "1":
         positions = f"{positions} * {stride}"
     out = [("o", 0, 0), ("o", 0, 1)]
-    positions = ctx.bind("positions", positions, out[:1])
-    angle = ctx.bind("angle", f"{positions}[:, None] * {name}", out)
+    angle = ctx.bind("angle", f"torch.outer({positions}, {name})", out)
     base = identifier(op.label, "rotary") if op.label else "rotary"
     if ctx.cb.real_parts:  # as (real, imaginary) parts (codegen/complex_parts.py)
         dt = ctx.bind("table_dtype", ctx.wide_real())
-        cos = ctx.bind(base + "_cos", f"{angle}.cos().to({dt})", out)
-        sin = ctx.bind(base + "_sin", f"{angle}.sin().to({dt})", out)
+        # cos and sin stacked into one tensor: inductor stores a concatenation, so a compiled
+        # forward computes the table once, not again for every element that reads it (a
+        # query's heads); eager values are those of the two tables alone
+        table = ctx.bind(base, f"torch.stack(({angle}.cos(), {angle}.sin())).to({dt})",
+                         note=f"cos, sin: 2 x {ctx.shape_comment(out)}")
+        cos = ctx.bind(base + "_cos", f"{table}[0]", out)
+        sin = ctx.bind(base + "_sin", f"{table}[1]", out)
         return [OpResult(cos, out, full=False, imag=sin)]
     cdt = ctx.bind("complex_dtype", ctx.complex_dtype())
     var = ctx.bind(base + "_table", f"torch.polar(torch.ones_like({angle}), {angle}).to({cdt})",
