@@ -125,7 +125,8 @@ def _grouped_products(rows, weight, dim, slots):
         out = _grouped_products(rows.index_select(0, order), weight, dim,
                                 slots.index_select(0, order))
         return torch.empty_like(out).index_copy_(0, order, out)
-    ends = torch.bincount(slots, minlength=n).cumsum(0).to(torch.int32)
+    ends = torch.searchsorted(slots, torch.arange(1, n + 1, device=slots.device),
+                              out_int32=True)  # where each slot's group ends
     return torch._grouped_mm(rows, grouped, offs=ends)
 
 
