@@ -9,7 +9,8 @@ default thread count (second column). Compared runs are interleaved (one call of
 2. generated layer 0 in bfloat16 against float32;
 3. ``torch.compile(fullgraph=True)`` of the generated layer 0 (``static_shapes=True``) against
    eager, float32 (goal: >= 2x), plain and with inductor's ``freezing`` (``COMPILE_FORMS``),
-   and the compile times;
+   and the compile times; raced with them, the matrix products of one eager forward replayed
+   alone (the floor of any compiled form that keeps those products);
 4. peak memory of a forward of the generated Sliding Window Attention at 2048 tokens for
    w = 16, 64, 128 (goal: independent of w within 10%), from the profiler's allocation events,
    chunked and not, and the submodule that holds the peak;
@@ -198,15 +199,15 @@ def section_compile(l0: Layer0, repeat: int) -> None:
     eager = l0.generated("float32", static_shapes=True)
     args = l0.args("float32")
     share, others = eager_profile(eager, args)
-    print(f"   matrix products (mm, bmm, addmm, also inside ncdc::grouped_matmul) are {share:.0%} "
-          f"of eager time: compiling can gain at most {1 / max(share, 1e-9):.2f}x (if every "
-          "other op vanished)")
-    print("   costliest other ops: " + ", ".join(f"{k} {v:.0%}" for v, k in others))
+    print(f"   profiler: matrix products (mm, bmm, addmm, also inside ncdc::grouped_matmul) are "
+          f"{share:.0%} of eager self time; costliest other ops: "
+          + ", ".join(f"{k} {v:.0%}" for v, k in others))
+    products = RecordedProducts(eager, args)
     import torch._inductor.config
 
     torch._inductor.config.force_disable_caches = True  # a cold compile time
     torch._dynamo.reset()
-    fns = {"eager": lambda: eager(*args)}
+    fns = {"eager": lambda: eager(*args), "products": products}
     with torch.no_grad():
         ex = torch._dynamo.explain(eager)(*args)
         print(f"   dynamo: {ex.graph_count} graph(s), {ex.graph_break_count} break(s)")
@@ -230,6 +231,10 @@ def section_compile(l0: Layer0, repeat: int) -> None:
             fns[name] = lambda f=fast: f(*args)
         one, many = both_threads(fns, repeat)
     print(f"   eager    {ms(one['eager'])} | {ms(many['eager'])}")
+    print(f"   its {products.count} matrix products alone, replayed: {ms(one['products'])} | "
+          f"{ms(many['products'])}   eager/products {ratio(one['eager'], one['products'])} | "
+          f"{ratio(many['eager'], many['products'])} (the most a compiled form that keeps "
+          "these products can gain)")
     for name, note in notes.items():
         print(f"   {name}: {ms(one[name])} | {ms(many[name])}   speed-up "
               f"{ratio(one['eager'], one[name])} | {ratio(many['eager'], many[name])}")
@@ -237,6 +242,37 @@ def section_compile(l0: Layer0, repeat: int) -> None:
 
 
 MATMULS = ("aten::mm", "aten::bmm", "aten::addmm", "aten::baddbmm")
+
+
+class RecordedProducts:
+    """The matrix products one eager forward of ``module`` calls (aten ``mm``, ``bmm``,
+    ``addmm``, ``baddbmm``, ``_grouped_mm`` and ``ncdc::grouped_matmul`` whole), recorded with
+    their very operands (same values, same strides) by a dispatch mode; calling the object
+    replays them in order and nothing else."""
+
+    def __init__(self, module, args):
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        aten = torch.ops.aten
+        ops = {aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+               aten._grouped_mm.default}
+        if hasattr(torch.ops, "ncdc") and hasattr(torch.ops.ncdc, "grouped_matmul"):
+            ops.add(torch.ops.ncdc.grouped_matmul.default)
+        calls = self.calls = []
+
+        class Record(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                if func in ops:  # the op runs with this mode off: inner products are not seen
+                    calls.append((func, args, kwargs or {}))
+                return func(*args, **(kwargs or {}))
+
+        with torch.no_grad(), Record():
+            module(*args)
+        self.count = len(calls)
+
+    def __call__(self):
+        for func, args, kwargs in self.calls:
+            func(*args, **kwargs)
 
 
 def eager_profile(module, args, calls: int = 3) -> tuple[float, list]:
