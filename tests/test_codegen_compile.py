@@ -39,8 +39,8 @@ def _prelude():
 
 
 def test_static_pairs_against_loops():
-    """The static form: exactly k pairs per row (its live slots in position order, then dead
-    pairs at slot 0); the grouped product, the row sums and the dense layout against plain
+    """The static form: exactly k pairs per row (its live slots, then dead pairs at slot 0),
+    grouped by slot, each group in row order; the grouped product, the row sums and the dense layout against plain
     loops; a dead pair's NaN reaches neither the sums nor the dense layout."""
     p = _prelude()
     gen = torch.Generator().manual_seed(1)
@@ -58,6 +58,9 @@ def test_static_pairs_against_loops():
             want_rows.append(r)
             want_slots.append(picked[j] if j < len(picked) else 0)
             want_live.append(j < len(picked))
+    by_slot = sorted(range(len(want_slots)), key=want_slots.__getitem__)  # stable: row order
+    want_rows, want_slots, want_live = ([want[i] for i in by_slot] for want in
+                                        (want_rows, want_slots, want_live))
     assert rows.tolist() == want_rows and slots.tolist() == want_slots
     assert pair_live.tolist() == want_live
     pairs = (rows, slots, pair_live)

@@ -7,12 +7,17 @@ array* holds one row per (row, slot) pair, ``[pairs, *rest]``. ``pairs = (rows, 
 the row of each pair in the flattened leading dims, its slot, and
 
 * in the sparse form, ``counts``: how many pairs each slot has (a list, so the per-slot loops
-  need no device sync); the pairs are exactly the live ones, grouped by slot (slot 0's rows
-  first, each group in row order);
+  need no device sync); the pairs are exactly the live ones;
 * in the static form (``static_shapes=True``), ``live``: a bool tensor, one entry per pair; every
-  row has exactly ``k`` pairs (its live slots in position order, then dead pairs at slot 0), so
-  every shape is fixed by the input shapes and ``k`` (``torch.compile(fullgraph=True)``,
-  ``torch.export``). The grouped product is then the custom op ``ncdc::grouped_matmul``.
+  row has exactly ``k`` pairs (its live slots, then dead pairs at slot 0), so every shape is
+  fixed by the input shapes and ``k`` (``torch.compile(fullgraph=True)``, ``torch.export``).
+
+In both forms ``live_pairs`` groups the pairs by slot (slot 0's first, each group in row
+order), so every grouped product (the custom op ``ncdc::grouped_matmul``: one
+``torch._grouped_mm`` where it takes the operands) reads and writes the pairs in place, with no
+sort or permutation of its own; the inputs are gathered at the rows once (``take_rows``) and the
+results stay in pair order until ``add_rows`` sums them into their rows. Pairs in another order
+(a caller's own) are still right: the products group them first and put them back.
 """
 
 import math
@@ -21,8 +26,8 @@ import torch
 
 
 def live_pairs(live, lead, k=None, static=False):
-    """The live positions of a mask ``[*lead, n]`` (broadcast to ``lead``) as pairs: grouped by
-    slot, or (``static``) ``k`` per row."""
+    """The live positions of a mask ``[*lead, n]`` (broadcast to ``lead``) as pairs grouped by
+    slot: exactly the live ones, or (``static``) ``k`` per row."""
     n = live.shape[-1]
     flat = live.expand(*lead, n).reshape(-1, n)
     if static:
@@ -30,10 +35,10 @@ def live_pairs(live, lead, k=None, static=False):
         picks = torch.where(flat, positions, n).sort(dim=-1).values[:, :k]
         if k > n:
             picks = torch.cat([picks, picks.new_full((picks.shape[0], k - n), n)], dim=-1)
-        pair_live = picks < n
-        rows = torch.arange(flat.shape[0], device=live.device)[:, None].expand(-1, k)
-        return rows.reshape(-1), torch.where(pair_live, picks, 0).reshape(-1), \
-            pair_live.reshape(-1)
+        pair_live = (picks < n).reshape(-1)
+        slots = torch.where(pair_live, picks.reshape(-1), 0)
+        order = torch.argsort(slots, stable=True)  # the one sort: products need none
+        return order // k, slots.index_select(0, order), pair_live.index_select(0, order)
     slots, rows = flat.t().nonzero(as_tuple=True)
     counts = torch.bincount(slots, minlength=n).tolist()
     return rows, slots, counts
@@ -63,63 +68,95 @@ def take_pairs(x, rank, lead, pairs):
     return flat.index_select(0, rows * tail[0] + slots)
 
 
+def _grouped_by_slot(slots):
+    """Whether the pairs are grouped by slot (``slots`` never decreases)."""
+    return slots.shape[0] < 2 or bool((slots[1:] >= slots[:-1]).all())
+
+
 def _slot_products(rows, weight, dim, slots, counts=None):
     """``rows[p] @ weight.select(dim, slots[p])`` (the slice flattened to a matrix) for every
-    pair ``p``: one matrix product per slot that has pairs. With ``counts`` the pairs are
-    grouped by slot already; else they are sorted by slot and the products put back."""
+    pair ``p``: one matrix product per slot that has pairs, written in place. With ``counts``
+    the pairs are grouped by slot already; else they are grouped first (sorted by slot, the
+    products put back) unless they are."""
     n = weight.shape[dim]
     width = math.prod(weight.shape[:dim] + weight.shape[dim + 1:]) // rows.shape[1]
     if counts is None:
-        order = torch.argsort(slots, stable=True)
+        if not _grouped_by_slot(slots):
+            order = torch.argsort(slots, stable=True)
+            grouped = _slot_products(rows.index_select(0, order), weight, dim,
+                                     slots.index_select(0, order))
+            return torch.empty_like(grouped).index_copy_(0, order, grouped)
         counts = torch.bincount(slots, minlength=n).tolist()
-        grouped = _slot_products(rows.index_select(0, order), weight, dim, None, counts)
-        return torch.empty_like(grouped).index_copy_(0, order, grouped)
-    parts = [group @ weight.select(dim, slot).reshape(rows.shape[1], width)
-             for slot, group in enumerate(rows.split(counts)) if group.shape[0]]
-    return torch.cat(parts) if parts else rows.new_zeros(0, width)
+    out, start = None, 0
+    for slot, count in enumerate(counts):
+        if count:
+            part = rows[start:start + count] @ weight.select(dim, slot).reshape(rows.shape[1],
+                                                                                width)
+            if out is None:
+                out = part.new_empty(rows.shape[0], width)
+            out[start:start + count] = part
+            start += count
+    return out if out is not None else rows.new_zeros(0, width)
+
+
+def _grouped_mm_takes(rows, grouped):
+    """Whether ``torch._grouped_mm`` takes ``rows [pairs, inner]`` and ``grouped [n, inner,
+    width]``: float32, bfloat16 or float16 alike, unit last strides, every other stride and the
+    weight's address a multiple of 16 bytes."""
+    size = rows.element_size()
+    return (rows.dtype in (torch.float32, torch.bfloat16, torch.float16) and rows.shape[0] > 0
+            and grouped.dim() == 3 and grouped.dtype == rows.dtype
+            and grouped.shape[1] == rows.shape[1] and rows.stride(1) == 1
+            and grouped.stride(2) == 1 and grouped.data_ptr() % 16 == 0
+            and all(s * size % 16 == 0 for s in (rows.stride(0), grouped.shape[2],
+                                                 *grouped.stride()[:2])))
 
 
 def _grouped_products(rows, weight, dim, slots):
-    """``_slot_products`` of unsorted pairs as one ``torch._grouped_mm`` over the pairs sorted
-    by slot, where that kernel takes the operands (float32, bfloat16 or float16, every stride a
-    multiple of 16 bytes; the same per-slot products, without a Python loop over slots); else
-    one matrix product per slot."""
+    """``_slot_products``, as one ``torch._grouped_mm`` where that kernel takes the operands
+    (the same per-slot products, without a Python loop over slots). Pairs grouped by slot (as
+    ``live_pairs`` makes them) are used in place; others are grouped first and put back."""
     n = weight.shape[dim]
     grouped = weight.movedim(dim, 0)
-    if rows.dtype in (torch.float32, torch.bfloat16, torch.float16) and rows.shape[0] and (
-            grouped.dim() == 3 and grouped.dtype == rows.dtype
-            and grouped.shape[1] == rows.shape[1]):
-        size = rows.element_size()
-        strides = (rows.shape[1], grouped.shape[2]) + grouped.stride()[:2]
-        if grouped.stride(2) == 1 and grouped.data_ptr() % 16 == 0 and all(
-                s * size % 16 == 0 for s in strides):
-            order = torch.argsort(slots, stable=True)
-            ends = torch.bincount(slots, minlength=n).cumsum(0).to(torch.int32)
-            out = torch._grouped_mm(rows.index_select(0, order), grouped, offs=ends)
-            return torch.empty_like(out).index_copy_(0, order, out)
-    return _slot_products(rows, weight, dim, slots)
+    if not _grouped_mm_takes(rows, grouped):
+        return _slot_products(rows, weight, dim, slots)
+    if not _grouped_by_slot(slots):
+        order = torch.argsort(slots, stable=True)
+        out = _grouped_products(rows.index_select(0, order), weight, dim,
+                                slots.index_select(0, order))
+        return torch.empty_like(out).index_copy_(0, order, out)
+    ends = torch.searchsorted(slots, torch.arange(1, n + 1, device=slots.device),
+                              out_int32=True)  # where each slot's group ends
+    return torch._grouped_mm(rows, grouped, offs=ends)
 
 
 def _slot_gradients(grad, rows, weight, dim, slots):
     """The gradients of ``_slot_products`` with respect to ``rows`` and ``weight``."""
-    n = weight.shape[dim]
+    if not _grouped_by_slot(slots):
+        order = torch.argsort(slots, stable=True)
+        grad_rows, grad_weight = _slot_gradients(grad.index_select(0, order),
+                                                 rows.index_select(0, order), weight, dim,
+                                                 slots.index_select(0, order))
+        return torch.empty_like(grad_rows).index_copy_(0, order, grad_rows), grad_weight
     grad_rows = torch.zeros_like(rows)
     grad_weight = torch.zeros_like(weight)
-    order = torch.argsort(slots, stable=True)
-    for slot, at in enumerate(order.split(torch.bincount(slots, minlength=n).tolist())):
-        if at.shape[0]:
+    start = 0
+    for slot, count in enumerate(torch.bincount(slots, minlength=weight.shape[dim]).tolist()):
+        if count:
             w = weight.select(dim, slot).reshape(rows.shape[1], -1)
-            g = grad.index_select(0, at)
-            grad_rows[at] = g @ w.t()
+            g = grad[start:start + count]
+            grad_rows[start:start + count] = g @ w.t()
             part = grad_weight.select(dim, slot)
-            part.copy_((rows.index_select(0, at).t() @ g).reshape(part.shape))
+            part.copy_((rows[start:start + count].t() @ g).reshape(part.shape))
+            start += count
     return grad_rows, grad_weight
 
 
 def _define_grouped_matmul():
     """The custom op ``ncdc::grouped_matmul(rows, weight, dim, slots)``: the per-slot products
-    with a fake kernel and a backward (itself the op ``ncdc::grouped_matmul_backward``), so a
-    compiled or exported graph holds it whole; defined once per process."""
+    with a fake kernel, a backward (itself the op ``ncdc::grouped_matmul_backward``) and FLOP
+    counts (``FlopCounterMode``), so a compiled or exported graph holds it whole; defined once
+    per process."""
     try:
         return torch.ops.ncdc.grouped_matmul
     except (AttributeError, RuntimeError):
@@ -156,6 +193,17 @@ def _define_grouped_matmul():
         return grad_rows, grad_weight, None, None
 
     grouped_matmul.register_autograd(backward, setup_context=setup_context)
+
+    from torch.utils.flop_counter import register_flop_formula
+
+    @register_flop_formula(torch.ops.ncdc.grouped_matmul)
+    def _(rows, weight, *args, out_shape=None, **kwargs):  # shapes: the products done
+        return 2 * rows[0] * rows[1] * out_shape[1]
+
+    @register_flop_formula(torch.ops.ncdc.grouped_matmul_backward)
+    def _(grad, rows, *args, out_shape=None, **kwargs):  # both gradients
+        return 4 * grad[0] * grad[1] * rows[1]
+
     return torch.ops.ncdc.grouped_matmul
 
 
@@ -166,13 +214,14 @@ def pairwise_matmul(x, weight, dim, pairs):
     """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``. ``x`` is
     ``[pairs, *inner]``; ``weight`` holds the inner dims first, then the output dims, the sparse
     axis at ``dim`` among them. A weight held in a storage format (``StoredWeight``) is
-    dequantized one slot at a time, or whole in the static form."""
+    dequantized one slot at a time in the sparse form, whole in the static form."""
     inner = x.shape[1:]
     out_shape = (weight.shape[:dim] + weight.shape[dim + 1:])[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
-    if isinstance(pairs[2], torch.Tensor):
-        dense = weight if isinstance(weight, torch.Tensor) else weight.dequantize()
-        out = grouped_matmul(rows, dense, dim, pairs[1])
+    if isinstance(weight, torch.Tensor):
+        out = grouped_matmul(rows, weight, dim, pairs[1])
+    elif isinstance(pairs[2], torch.Tensor):
+        out = grouped_matmul(rows, weight.dequantize(), dim, pairs[1])
     else:
         out = _slot_products(rows, weight, dim, pairs[1], pairs[2])
     return out.reshape(x.shape[0], *out_shape)
@@ -181,10 +230,12 @@ def pairwise_matmul(x, weight, dim, pairs):
 def add_rows(values, lead, pairs):
     """The sum of the pairs array ``values`` over the live pairs of each row: ``[*lead, *rest]``
     (0 at a row without pairs)."""
+    rows, _, third = pairs
     rest = values.shape[1:]
-    if isinstance(pairs[2], torch.Tensor):  # dead pairs add nothing, even where they are NaN
-        values = torch.where(pairs[2].view(-1, *[1] * len(rest)), values, 0)
-    out = values.new_zeros(math.prod(lead), *rest).index_add(0, pairs[0], values)
+    total = math.prod(lead)
+    if isinstance(third, torch.Tensor):  # dead pairs go to a spare row, even where they are NaN
+        rows = torch.where(third, rows, total)
+    out = values.new_zeros(total + 1, *rest).index_add_(0, rows, values)[:total]
     return out.reshape(*lead, *rest)
 
 

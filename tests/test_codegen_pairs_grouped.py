@@ -1,0 +1,123 @@
+"""The routed experts' pairs grouped by slot once (codegen/prelude/pairs.py): in both forms
+``live_pairs`` orders the pairs by slot, so the grouped products neither sort nor permute; the
+generated mixture at tiny against the routed experts written out in numpy from the block's
+description, with unrouted experts' weights NaN and (static form) rows with dead pairs."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from torch.profiler import profile
+
+from ncdc import codegen
+
+LAMBDA = 10.0
+
+
+def _module(bundled, dtype, static):
+    moe = bundled.block("Mixture of Experts")
+    env = bundled.bind("tiny").env
+    g = codegen.generate(moe, env)
+    mod = codegen.load_module(g.source)
+    module = codegen.instantiate(mod, g.class_name, codegen.DTYPES[dtype], static_shapes=static)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.normal_(0, p.shape[0] ** -0.5 if p.dim() > 1 else 1.0)
+    return mod, module
+
+
+class _FixedGate(nn.Module):
+    """A router that returns given gates and liveness (the part under test comes after it)."""
+
+    def __init__(self, gate, live):
+        super().__init__()
+        self.gate, self.live = gate, live
+
+    def forward(self, m):
+        return self.gate, self.live
+
+
+def _routing(tokens, e, k, seed):
+    """Gates ``[tokens, e]`` and liveness: k live experts per token among 1..e-1 (expert 0 is
+    never routed), except every third token, which has k - 1 (the static form then holds a dead
+    pair at slot 0)."""
+    gen = np.random.default_rng(seed)
+    live = np.zeros((tokens, e), dtype=bool)
+    for t in range(tokens):
+        live[t, 1 + gen.permutation(e - 1)[:k - (t % 3 == 0)]] = True
+    gate = np.where(live, gen.uniform(0.1, 1.0, (tokens, e)), 0.0)
+    return gate, live
+
+
+def _numpy_moe(x, gate, live, p):
+    """The mixture from its description: each live expert's SwiGLU (gate projection limited
+    above at lambda, SiLU; up projection limited to +-lambda; product; down projection) summed
+    under its gate, plus the shared expert (the same without routing)."""
+    def swiglu(x, wg, wu, wd):
+        g = np.minimum(x @ wg, LAMBDA)
+        return (g / (1 + np.exp(-g)) * np.clip(x @ wu, -LAMBDA, LAMBDA)) @ wd
+
+    out = swiglu(x, p["shared_expert.w_gs.weight"].T, p["shared_expert.w_us.weight"].T,
+                 p["shared_expert.w_ds.weight"].T)
+    wg, wu, wd = (p[f"routed_experts.{n}"] for n in ("w_g", "w_u", "w_d"))
+    for t in range(x.shape[0]):
+        for s in np.flatnonzero(live[t]):
+            out[t] += gate[t, s] * swiglu(x[t], wg[:, s], wu[:, s], wd[:, s])
+    return out
+
+
+@pytest.mark.parametrize("static", [False, True])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_routed_experts_against_numpy(bundled, dtype, static):
+    """Both forms, float64 and float32 (the grouped kernel), against numpy in float64; the
+    unrouted expert 0 holds NaN weights and static rows with fewer live experts than k hold a
+    dead pair at slot 0: neither reaches the output."""
+    mod, module = _module(bundled, dtype, static)
+    e, k = module.routed_experts.w_g.shape[1], module.k
+    tokens, m = 30, module.routed_experts.w_g.shape[0]
+    with torch.no_grad():
+        for name in ("w_g", "w_u", "w_d"):
+            getattr(module.routed_experts, name)[:, 0] = float("nan")
+    params = {key: v.double().numpy() for key, v in module.state_dict().items()}
+    gate, live = _routing(tokens, e, k, 1)
+    torch_dtype = codegen.DTYPES[dtype]
+    gate_t, x_t = (torch.from_numpy(a).to(torch_dtype) for a in
+                   (gate, np.random.default_rng(2).standard_normal((tokens, m))))
+    module.expert_gate = _FixedGate(gate_t, torch.from_numpy(live))
+    with torch.no_grad():
+        got = module(x_t).double().numpy()
+    want = _numpy_moe(x_t.double().numpy(), gate_t.double().numpy(), live, params)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())
+    if static:  # the dead pairs were there, at the NaN expert
+        _, slots, pair_live = mod.live_pairs(torch.from_numpy(live), (tokens,), k, True)
+        assert int((~pair_live).sum()) == tokens // 3 and not slots[~pair_live].any()
+
+
+def _count(fn, names):
+    with profile() as prof:
+        fn()
+    return {n: sum(ev.name == n for ev in prof.events()) for n in names}
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_products_neither_sort_nor_permute(bundled, static):
+    """One forward of the mixture sorts only where its router picks the top k and where
+    ``live_pairs`` groups the pairs; its three grouped products sort, gather and scatter
+    nothing (no ``index_copy``; the only row gather is the input's, once)."""
+    mod, module = _module(bundled, "float32", static)
+    x = torch.randn(16, module.routed_experts.w_g.shape[0])
+    names = ("aten::sort", "aten::index_copy_", "aten::index_copy", "aten::index_select")
+    with torch.no_grad():
+        _, live = module.expert_gate(x)
+        router = _count(lambda: module.expert_gate(x), names)
+        pairs = _count(lambda: mod.live_pairs(live, (16,), module.k, static), names)
+        forward = _count(lambda: module(x), names)
+    assert router["aten::sort"] >= 1 and pairs["aten::sort"] == (2 if static else 0)
+    assert forward["aten::sort"] == router["aten::sort"] + pairs["aten::sort"]
+    assert forward["aten::index_copy_"] == forward["aten::index_copy"] == 0
+    # the input at the pairs' rows, the gate at the pairs (and live_pairs' own reorderings)
+    assert forward["aten::index_select"] == pairs["aten::index_select"] + 2
