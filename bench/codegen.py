@@ -213,11 +213,14 @@ def section_compile(l0: Layer0, repeat: int) -> None:
         print(f"   dynamo: {ex.graph_count} graph(s), {ex.graph_break_count} break(s)")
         want = _outputs(eager(*args))
         notes = {}
+        torch._dynamo.reset()
         for name, settings in COMPILE_FORMS.items():
-            torch._dynamo.reset()
+            # a module of its own (its own class and code objects), so each form has its own
+            # graph: dynamo caches graphs on code objects and does not guard on inductor settings
+            fresh = l0.generated("float32", static_shapes=True)
             try:
                 with torch._inductor.config.patch(settings):
-                    fast = torch.compile(eager, fullgraph=True)
+                    fast = torch.compile(fresh, fullgraph=True)
                     t0 = time.perf_counter()
                     got = _outputs(fast(*args))
                     t_compile = time.perf_counter() - t0
