@@ -121,3 +121,24 @@ def test_products_neither_sort_nor_permute(bundled, static):
     assert forward["aten::index_copy_"] == forward["aten::index_copy"] == 0
     # the input at the pairs' rows, the gate at the pairs (and live_pairs' own reorderings)
     assert forward["aten::index_select"] == pairs["aten::index_select"] + 2
+
+
+@pytest.mark.parametrize("tokens, grouped", [(1, False), (16, True)])
+def test_sparse_products_visit_only_busy_slots(bundled, tokens, grouped):
+    """The sparse form knows how many pairs each slot has: with one token (a decoding step:
+    k of e slots busy) its three products are one matrix product per busy slot, not one per
+    slot as ``torch._grouped_mm`` runs them; with most slots busy it is the grouped kernel."""
+    mod, module = _module(bundled, "float32", False)
+    e, k = module.routed_experts.e, module.k
+    _, live = _routing(tokens, e, k, seed=1)
+    pairs = mod.live_pairs(torch.from_numpy(live), (tokens,), k, False)
+    busy = sum(map(bool, pairs[2]))
+    x = torch.randn(tokens, module.routed_experts.w_g.shape[0])
+    with torch.no_grad():
+        counted = _count(lambda: module.routed_experts(x, pairs),
+                         ("aten::mm", "aten::_grouped_mm"))
+    if grouped:
+        assert busy * 2 >= e and counted["aten::_grouped_mm"] == 3
+    else:
+        assert busy == int(live[0].sum()) and counted["aten::_grouped_mm"] == 0
+        assert counted["aten::mm"] == 3 * busy

@@ -214,13 +214,17 @@ def pairwise_matmul(x, weight, dim, pairs):
     """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``. ``x`` is
     ``[pairs, *inner]``; ``weight`` holds the inner dims first, then the output dims, the sparse
     axis at ``dim`` among them. A weight held in a storage format (``StoredWeight``) is
-    dequantized one slot at a time in the sparse form, whole in the static form."""
+    dequantized one slot at a time in the sparse form, whole in the static form. The sparse
+    form knows its counts: where fewer than half the slots have pairs (a few tokens: a decoding
+    step) it loops over those slots, since ``torch._grouped_mm`` visits every slot."""
     inner = x.shape[1:]
     out_shape = (weight.shape[:dim] + weight.shape[dim + 1:])[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
-    if isinstance(weight, torch.Tensor):
+    static = isinstance(pairs[2], torch.Tensor)
+    if isinstance(weight, torch.Tensor) and (
+            static or 2 * sum(map(bool, pairs[2])) >= len(pairs[2])):
         out = grouped_matmul(rows, weight, dim, pairs[1])
-    elif isinstance(pairs[2], torch.Tensor):
+    elif static:
         out = grouped_matmul(rows, weight.dequantize(), dim, pairs[1])
     else:
         out = _slot_products(rows, weight, dim, pairs[1], pairs[2])
