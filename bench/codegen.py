@@ -43,14 +43,25 @@ DEFAULT_THREADS = torch.get_num_threads()
 SECTIONS = ("handwritten", "bfloat16", "compile", "memory", "interpreter", "codegen")
 
 
-def _handwritten():
+def _load(path):
+    """The Python file at ``path`` (relative to this folder) as a module."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("handwritten_layer0",
-                                                  os.path.join(HERE, "handwritten_layer0.py"))
+    full = os.path.normpath(os.path.join(HERE, path))
+    spec = importlib.util.spec_from_file_location(os.path.basename(full)[:-3], full)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def _handwritten():
+    return _load("handwritten_layer0.py")
+
+
+def peak_forward_bytes(module, args) -> int:
+    """Peak of one forward's allocations (inputs and weights not counted), measured by the
+    helper the memory tests use (``tests/profiling.py``)."""
+    return _load("../tests/profiling.py").peak_forward_bytes(module, args)
 
 
 def race(fns: dict, repeat: int) -> dict:
@@ -296,22 +307,6 @@ def eager_profile(module, args, calls: int = 3) -> tuple[float, list]:
     others = sorted(((e.self_cpu_time_total / total, e.key) for e in events
                      if e.key not in MATMULS), reverse=True)[:5]
     return mat / total, others
-
-
-def peak_forward_bytes(module, args) -> int:
-    """Peak of the bytes the forward allocates (inputs and weights not counted): the running
-    sum of the profiler's allocation events in time order."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
-        module(*args)
-    events = sorted((e.start_ns(), e.nbytes()) for e in p.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
-    cur = peak = 0
-    for _, n in events:
-        cur += n
-        peak = max(peak, cur)
-    return peak
 
 
 def _peak_site(module, args) -> str:

@@ -1,4 +1,4 @@
-"""Memory measured the way ``bench/codegen.py`` measures it, for tests."""
+"""Peak memory of a forward, measured one way for the tests and `bench/codegen.py`."""
 import torch
 
 

@@ -23,15 +23,9 @@ from ncdc.interpreter.inputs import random_inputs
 
 import ncdc
 from ncdc.distributed import batch_bounds, launch, sharded_runs
+from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
 
-pytestmark = [
-    pytest.mark.skipif(not torch.distributed.is_available()
-                       or not torch.distributed.is_gloo_available(),
-                       reason="torch.distributed with gloo is not available"),
-    pytest.mark.filterwarnings("ignore:.*seeded stand-in values"),
-]
-
-LAUNCH_TIMEOUT = 600  # seconds per launch (generous: the machine may be shared)
+pytestmark = GLOO
 
 
 def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static=False,

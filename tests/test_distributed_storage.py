@@ -26,15 +26,10 @@ from ncdc.ir.errors import DistributedError
 import ncdc
 from ncdc.cli import main
 from ncdc.distributed import launch, sharded_runs
+from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
 
-pytestmark = [
-    pytest.mark.skipif(not torch.distributed.is_available()
-                       or not torch.distributed.is_gloo_available(),
-                       reason="torch.distributed with gloo is not available"),
-    pytest.mark.filterwarnings("ignore:.*seeded stand-in values"),
-]
+pytestmark = GLOO
 
-LAUNCH_TIMEOUT = 600  # seconds per launch (generous: the machine may be shared)
 EXPERTS_MXFP4 = "*Routed Experts*=mxfp4"
 MIXED = (EXPERTS_MXFP4, "*=bfloat16")
 
