@@ -17,12 +17,11 @@ from dataclasses import dataclass
 
 import sympy
 
-from .arrays import Weave
-from .datatypes import Datatype, Natural, Reals, kind, strip
+from .datatypes import Datatype, kind
 from .env import Env
 from .errors import SpecError
 from .morphisms import Block, Broadcasted, Morphism, Truncated
-from .operators import BlockOperator, Embedding, FixedArray, Linear, Normalize, ParaBlockOperator
+from .operators import BlockOperator, ParaBlockOperator
 
 MAX_REPETITION = 65536
 """Most iterations of one repeated block: parameters are kept per iteration (``title@i``), so
@@ -66,51 +65,9 @@ def _label(op) -> str:
 
 
 def param_roles(b: Broadcasted) -> list[tuple[str, tuple, tuple, Datatype, bool]]:
-    """(role, shape, axis labels, datatype, learned) for each array ``b``'s operator needs."""
-    op = b.operator
-    out = []
-    if isinstance(op, (Linear, Normalize, Embedding, FixedArray)):
-        need_in = not isinstance(op, (FixedArray, Linear))
-        need_out = not isinstance(op, Normalize)
-        if (need_in and not b.input_weaves) or (need_out and not b.output_weaves):
-            raise SpecError(f"a {type(op).__name__} needs an input and an output weave "
-                            f"(has {len(b.input_weaves)} and {len(b.output_weaves)})",
-                            b.path, node_type=type(op).__name__)
-    if isinstance(op, Linear):
-        w_axes = []
-        for w in b.input_weaves:
-            if isinstance(strip(w.datatype), Natural):
-                raise SpecError("a Linear with a natural (selecting) input is not supported",
-                                b.path, node_type="Linear")
-            w_axes.extend(w.target)
-        outw: Weave = b.output_weaves[0]
-        w_axes.extend(outw.target)
-        out.append(("weight", tuple(a.size for a in w_axes), tuple(a.label for a in w_axes),
-                    outw.datatype, True))
-        if op.bias:
-            out.append(("bias", tuple(a.size for a in outw.target),
-                        tuple(a.label for a in outw.target), outw.datatype, True))
-    elif isinstance(op, Normalize):
-        tgt = b.input_weaves[0].target
-        shape, labels = tuple(a.size for a in tgt), tuple(a.label for a in tgt)
-        if op.gain:
-            out.append(("gain", shape, labels, Reals(), True))
-        if op.bias:
-            out.append(("shift", shape, labels, Reals(), True))
-    elif isinstance(op, Embedding):
-        dt = strip(b.input_weaves[0].datatype)
-        if not isinstance(dt, Natural):
-            raise SpecError("an Embedding's input must be a natural index", b.path,
-                            node_type="Embedding")
-        tgt = b.output_weaves[0].target
-        out.append(("table", (dt.max_value,) + tuple(a.size for a in tgt),
-                    ("index",) + tuple(a.label for a in tgt), b.output_weaves[0].datatype,
-                    kind(b.output_weaves[0].datatype) != "natural"))
-    elif isinstance(op, FixedArray):
-        tgt = b.output_weaves[0].target
-        out.append(("fixed", tuple(a.size for a in tgt), tuple(a.label for a in tgt),
-                    b.output_weaves[0].datatype, False))
-    return out
+    """(role, shape, axis labels, datatype, learned) for each array ``b``'s operator needs (its
+    ``param_arrays``, by the roles its class declares)."""
+    return b.operator.param_arrays(b)
 
 
 def param_specs(root: Morphism, env: Env | None = None, collapse: int | None = None

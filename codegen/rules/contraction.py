@@ -99,12 +99,12 @@ def _product_of_parts(ctx, relabelled, out) -> OpResult:
 @rule(Linear)
 def linear(ctx):
     b = ctx.b
-    if len(ctx.ops) > 1:
-        raise SpecError("a Linear with more than one input is not supported", b.path)
     for w in b.input_weaves:
         if isinstance(strip(w.datatype), Natural):
             raise SpecError("a Linear with a natural (selecting) input is not supported",
                             b.path, node_type="Linear")
+    if len(ctx.ops) > 1:
+        return _linear_several(ctx)
     in_labels = [("t", 0, p) for p in range(len(b.input_weaves[0].target))] if ctx.ops else []
     out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
     o = ctx.ops[0] if ctx.ops else None
@@ -156,6 +156,45 @@ def linear(ctx):
     if bias is not None:
         code = f"{code} + {align_code(bias, [ctx.rel(lab) for lab in out_labels], labels)}"
     return _linear_live(ctx, o, in_labels, name, code, labels)
+
+
+def _linear_several(ctx):
+    """``y[o] = sum x_1[in_1] ... x_n[in_n] W[in_1, ..., in_n, o] (+ b[o])``: one einsum of
+    every operand with the weight; dead where some operand has no live entry (every term of
+    the sum is then dead), as the interpreter reads it."""
+    b = ctx.b
+    if ctx.pairs is not None:
+        raise SpecError("a Linear with several inputs in the pairs form is not supported",
+                        b.path, node_type="Linear")
+    in_labels = [("t", k, p) for k, w in enumerate(b.input_weaves) for p in range(len(w.target))]
+    out_labels = [("o", 0, p) for p in range(len(b.output_weaves[0].target))]
+    weight, bias, base = linear_params(ctx, in_labels, out_labels)
+    name = f"{base}_out"
+    terms = [(k, o.expr, o.labels) for k, o in enumerate(ctx.ops)]
+    code, labels = contract(ctx, terms + [(None, weight, in_labels + out_labels)],
+                            set(in_labels), name)
+    if bias is not None:
+        code = f"{code} + {align_code(bias, [ctx.rel(lab) for lab in out_labels], labels)}"
+    var = ctx.bind(name, code, labels)
+    lives, pos, sure = [], liveness.full(len(labels)), liveness.full(len(labels))
+    for o in ctx.ops:
+        if o.live is None:
+            continue
+        folded = [lab for lab in o.labels if lab in in_labels]
+        keep = [lab for lab in o.labels if lab not in in_labels]
+        fs = ctx.fold_static(o.static, o.labels, folded, keep)
+        if liveness.make(*fs) is None:
+            continue
+        dims = tuple(i - len(o.labels) for i, lab in enumerate(o.labels) if lab in in_labels)
+        lives.append(align_code(f"{o.live}.any(dim={dims if len(dims) > 1 else dims[0]})",
+                                keep, labels))
+        pos = pos & liveness.align(fs[0], keep, labels)
+        sure = sure & liveness.align(fs[1], keep, labels)
+    if not lives:
+        return [OpResult(var, labels)]
+    live = ctx.bind(var + "_live", " & ".join(lives))
+    var = ctx.bind(var, ctx.where_live(live, var), labels)
+    return [OpResult(var, labels, live, (pos, sure))]
 
 
 def _linear_live(ctx, o, in_labels, name, code, labels):

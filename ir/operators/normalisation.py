@@ -5,7 +5,14 @@ from dataclasses import dataclass
 
 import sympy
 
-from .base import Operator
+from ..datatypes import Reals
+from .base import Operator, need_weaves
+from .measure import in_work
+
+
+def _keeps_target(site) -> bool:
+    """One operand, one result on the same target axes."""
+    return site.arity(n_in=1, n_out=1) and site.same_target()
 
 
 @dataclass(frozen=True, eq=False)
@@ -20,6 +27,31 @@ class Normalize(Operator):
     epsilon: sympy.Expr | None = None
     centred: bool = False
 
+    glyph = "RMSNorm"
+    family = "norm"
+    roles = ("gain", "shift")
+
+    def check(self, site):
+        """One operand, one result on the same target axes."""
+        _keeps_target(site)
+
+    def flops(self, b):
+        """3 per element (square, accumulate, scale), +1 each for gain and bias, +3 per
+        normalised group (mean, epsilon, reciprocal root)."""
+        return (3 + int(self.gain) + int(self.bias)) * in_work(b) + 3
+
+    def param_arrays(self, b):
+        """``gain`` and ``shift`` over the input's target axes."""
+        need_weaves(self, b, need_out=False)
+        tgt = b.input_weaves[0].target
+        shape, labels = tuple(a.size for a in tgt), tuple(a.label for a in tgt)
+        out = []
+        if self.gain:
+            out.append(("gain", shape, labels, Reals(), True))
+        if self.bias:
+            out.append(("shift", shape, labels, Reals(), True))
+        return out
+
 
 @dataclass(frozen=True, eq=False)
 class L1Norm(Operator):
@@ -28,9 +60,35 @@ class L1Norm(Operator):
     contracted: bool = False
     epsilon: sympy.Expr = sympy.Integer(0)
 
+    glyph = "L¹"
+    family = "norm"
+
+    def check(self, site):
+        """One operand with one target axis, one result on the same axis."""
+        if site.arity(n_in=1, n_out=1) and site.rank("input", 0, 1, "one target axis"):
+            site.same_target()
+
+    def flops(self, b):
+        """2 per element (+1 per group for a non-zero epsilon)."""
+        return 2 * in_work(b) + (0 if self.epsilon == 0 else 1)
+
 
 @dataclass(frozen=True, eq=False)
 class SoftMax(Operator):
     """(older generation) softmax over the target axes."""
 
     contracted: bool = False
+
+    glyph = "softmax"
+    family = "norm"
+
+    def check(self, site):
+        """One operand, one result on the same target axes."""
+        _keeps_target(site)
+
+    def flops(self, b):
+        """5 per element."""
+        return 5 * in_work(b)
+
+
+__all__ = ["L1Norm", "Normalize", "SoftMax"]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import sympy
 
 from .base import Operator
+from .measure import ZERO, in_work, out_work
 
 
 class SelectionForm(enum.Enum):
@@ -24,12 +25,50 @@ class TopK(Operator):
     k: sympy.Expr = sympy.Integer(1)
     form: SelectionForm = SelectionForm.WEIGHTS
 
+    glyph = "top-k"
+    family = "topk"
+
+    def check(self, site):
+        """At least one operand; the first ranks along one target axis."""
+        if site.arity(min_in=1):
+            site.rank("input", 0, 1, "one target axis")
+
+    def flops(self, b):
+        """1 per input element."""
+        return in_work(b)
+
 
 @dataclass(frozen=True, eq=False)
 class Select(Operator):
     """WEIGHTS form: ``out[j] = w[j] * p[j]`` at the live positions of the selection ``w``."""
 
+    glyph = "select"
+    family = "topk"
+
+    def check(self, site):
+        """Two operands (weights and payload, or positions and payload) or three (weights,
+        positions, payload); one result."""
+        site.arity(min_in=2, max_in=3, n_out=1)
+
+    def flops(self, b):
+        """1 per element."""
+        return out_work(b)
+
 
 @dataclass(frozen=True, eq=False)
 class IndexSelect(Operator):
     """``payload[index]`` for a rank-0 natural index."""
+
+    glyph = "index"
+    family = "topk"
+
+    def check(self, site):
+        """A natural index and a payload, one result."""
+        site.arity(n_in=2, n_out=1)
+
+    def flops(self, b):
+        """A lookup: 0."""
+        return ZERO
+
+
+__all__ = ["IndexSelect", "Select", "SelectionForm", "TopK"]

@@ -5,20 +5,46 @@ from dataclasses import dataclass
 
 import sympy
 
-from .base import Operator
+from .base import Operator, need_weaves
+from .measure import ZERO
+
+
+class _Source(Operator):
+    """No operand, one result; computing it costs 0 (a table built once)."""
+
+    def check(self, site):
+        site.arity(n_in=0, n_out=1)
+
+    def flops(self, b):
+        return ZERO
 
 
 @dataclass(frozen=True, eq=False)
-class FixedArray(Operator):
+class FixedArray(_Source):
     """A constant array the spec defines by name; its values are not in the JSON."""
 
+    glyph = "const"
+    family = "source"
+    roles = ("fixed",)
+
+    def param_arrays(self, b):
+        """``fixed`` over the output's target axes (not learned)."""
+        need_weaves(self, b, need_in=False)
+        outw = b.output_weaves[0]
+        tgt = outw.target
+        return [("fixed", tuple(a.size for a in tgt), tuple(a.label for a in tgt),
+                 outw.datatype, False)]
+
 
 @dataclass(frozen=True, eq=False)
-class Rotary(Operator):
+class Rotary(_Source):
     """``F[x, t] = exp(i * position_stride * x * base^(-t/|t|))``."""
 
     base: sympy.Expr = sympy.Integer(10000)
     position_stride: sympy.Expr = sympy.Integer(1)
+
+    glyph = "RoPE"
+    family = "source"
 
 
 @dataclass(frozen=True, eq=False)
@@ -28,3 +54,8 @@ class YarnRotary(Rotary):
     factor: sympy.Expr = sympy.Integer(1)
     ramp_start: sympy.Expr = sympy.Integer(0)
     ramp_end: sympy.Expr = sympy.Integer(1)
+
+    glyph = "YaRN"
+
+
+__all__ = ["FixedArray", "Rotary", "YarnRotary"]

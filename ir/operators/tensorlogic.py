@@ -14,9 +14,12 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..arrays import TILED
 from ..axes import Axis
 from ..names import Name
 from .base import Operator
+from .elementwise import Identity
+from .measure import ZERO, out_work, prod, work
 
 COMPARISONS = ("<", "<=", ">", ">=", "==")
 BINARY_OPS = COMPARISONS + ("+", "-", "*", "&", "|")
@@ -116,3 +119,43 @@ class TensorEquation(Operator):
     def predicates(self) -> tuple:
         """The Iverson factors (computed from index values, not read)."""
         return tuple(f for f in self.rhs if isinstance(f, IVERSON_KINDS))
+
+    glyph = "Σ equation"
+    family = "contraction"
+
+    def check(self, site):
+        """One operand per ``TensorRef``, one all-TILED result; each left-hand index is a
+        degree axis; each input weave is its TensorRef's axes with the left-hand ones TILED
+        (FORMAT-external: pyncd's ``bc_signature``)."""
+        if not site.arity(n_in=len(self.refs), n_out=1):
+            return
+        site.rank("output", 0, 0, "only TILED slots")
+        degree = tuple(site.b.degree)
+        for i, a in enumerate(self.lhs_indices):
+            if a not in degree:
+                site.error("operator-rank", f"TensorEquation: left-hand index {a.label} is not "
+                           "an axis of the box's degree", f".operator.lhs_indices[{i}]")
+        kept = set(self.lhs_indices)
+        for k, (ref, w) in enumerate(zip(self.refs, site.b.input_weaves)):
+            want = tuple(TILED if a in kept else a for a in ref.axes)
+            if len(want) != len(w.shape) or any(
+                    (x is TILED) != (y is TILED) or (x is not TILED and x != y)
+                    for x, y in zip(want, w.shape)):
+                name = ref.name.text if ref.name is not None else "?"
+                slots = ", ".join("*" if a is TILED else a.label for a in want)
+                site.error("operator-rank", f"TensorEquation: input {k} ({name}"
+                           f"[{', '.join(a.label for a in ref.axes)}]) needs the weave "
+                           f"[{slots}] (left-hand axes TILED), not {w}", f".input_weaves[{k}]",
+                           tuple(a.label for a in w.target))
+
+    def flops(self, b):
+        """``n`` per term of the sum over every index its ``n`` factors (arrays and Iverson
+        predicates) and result name (``n - 1`` products and one accumulation), plus one per
+        result element for an elementwise operator after the sum."""
+        axes = distinct(tuple(self.lhs_indices) + tuple(a for r in self.refs for a in r.axes))
+        after = ZERO if self.operator is None or isinstance(self.operator, Identity) \
+            else out_work(b)
+        return prod(work(a) for a in axes) * len(self.rhs) + after
+
+
+__all__ = ["TensorEquation"]
