@@ -21,7 +21,7 @@ def _simple(cls):
 
 for _cls in (ops.Embedding, ops.Maximum, ops.BitwiseXor, ops.Modulo, ops.Cast, ops.FixedArray,
              ops.View, ops.Select, ops.IndexSelect, ops.PairsAsComplex, ops.Decomplex,
-             ops.GenericOperator, ops.WeightedTriangularLower):
+             ops.GenericOperator, ops.WeightedTriangularLower, ops.L2Norm):
     decoder(_cls.__name__)(_simple(_cls))
 
 

@@ -1,8 +1,8 @@
-"""Normalisations over the target axes: RMSNorm, L1 normalisation, (older) softmax."""
+"""Normalisations over the target axes: RMSNorm, L2 and L1 normalisation, (older) softmax."""
 from __future__ import annotations
 
 from ncdc.ir.errors import SpecError
-from ncdc.ir.operators import L1Norm, Normalize, SoftMax
+from ncdc.ir.operators import L1Norm, L2Norm, Normalize, SoftMax
 
 from .. import liveness
 from ..formula import FormulaPrinter
@@ -110,6 +110,17 @@ def _integral(expr) -> bool:
 
 def _constant(ctx, expr) -> str:
     return FormulaPrinter("x", ctx.symbol)(expr)
+
+
+@rule(L2Norm)
+def l2_norm(ctx):
+    """``x / sqrt(sum x^2)`` over the target dims, summed in float32 at least
+    (codegen/PRECISION.md); dead entries hold 0 and add nothing."""
+    o, keep, tl, labels, src, live, dim, out = _target(ctx, "L2Norm")
+    wide = ctx.bind("wide", f"{src}.to({ctx.wide_real()})", labels)
+    code = f"({wide} / torch.sqrt({wide}.pow(2).sum(dim={dim}, keepdim=True))).to({src}.dtype)"
+    var = ctx.bind("l2_normed", code, out)
+    return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
 
 
 @rule(L1Norm)

@@ -3,6 +3,7 @@
 * ``Normalize``: ``y = x (mean(x^2) + eps)^(-1/2)`` over **all target axes jointly**, the mean
   over live positions only (divided by the live count); then ``* gain``, ``+ shift``. The
   older field-less form (``epsilon`` None) is RMSNorm without gain, ``eps = 1e-5``.
+* ``L2Norm``: ``y = x / sqrt(sum x^2)`` over all target axes jointly (live terms; no epsilon).
 * ``L1Norm``: ``y = x / (sum x + eps)`` over its one target axis (live terms; dead stay dead).
 * ``SoftMax`` (older generation): stable softmax over all target axes jointly; dead positions
   stand for -inf before the exponential (0 after it).
@@ -14,7 +15,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from ncdc.ir.operators import L1Norm, Normalize, SoftMax
+from ncdc.ir.operators import L1Norm, L2Norm, Normalize, SoftMax
 
 from ..registry import kernel, rule
 from ..values import any_over, finished, land, live_count
@@ -56,6 +57,17 @@ def normalize(b, inputs, ctx):
         y = y * ctx.param("gain")
     if op.bias:
         y = y + ctx.param("shift")
+    return [finished(y, live)]
+
+
+@rule(L2Norm)
+def l2norm(b, inputs, ctx):
+    (v,) = inputs
+    x = np.asarray(v.values, dtype=np.float64)
+    axes = tuple(range(x.ndim - _ntarget(b), x.ndim))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = x / np.sqrt(np.sum(x * x, axis=axes, keepdims=True))
+    live = None if v.live is None else land(v.live, any_over(v.live, axes))
     return [finished(y, live)]
 
 

@@ -54,6 +54,24 @@ class Normalize(Operator):
 
 
 @dataclass(frozen=True, eq=False)
+class L2Norm(Operator):
+    """``y = x / sqrt(sum x^2)`` over all target axes jointly (live positions only; a slice
+    with no live position is dead): no epsilon, no learned gain. pyncd's ``L2Norm``."""
+
+    glyph = "L²"
+    family = "norm"
+
+    def check(self, site):
+        """One real operand, one result on the same target axes."""
+        if _keeps_target(site):
+            site.kind_is(0, "real")
+
+    def flops(self, b):
+        """3 per element (square, accumulate, divide), +1 per normalised group (the root)."""
+        return 3 * in_work(b) + 1
+
+
+@dataclass(frozen=True, eq=False)
 class L1Norm(Operator):
     """``y = x / (sum x + eps)`` over the single target axis."""
 
@@ -91,4 +109,4 @@ class SoftMax(Operator):
         return 5 * in_work(b)
 
 
-__all__ = ["L1Norm", "Normalize", "SoftMax"]
+__all__ = ["L1Norm", "L2Norm", "Normalize", "SoftMax"]
