@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import ncdc.codegen.rules  # noqa: F401  (registers the torch rules)
+import ncdc.interpreter  # noqa: F401  (registers the numpy rules)
+import ncdc.spec.loader  # noqa: F401  (registers the decoders)
 import pytest
 import sympy
 from ncdc.codegen.registry import RULES as TORCH_RULES
@@ -15,10 +18,6 @@ from ncdc.ir import operators as ops
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators.base import FAMILIES, Operator, missing_pieces
 from ncdc.spec.builder import DECODERS
-
-import ncdc.codegen.rules  # noqa: F401  (registers the torch rules)
-import ncdc.interpreter  # noqa: F401  (registers the numpy rules)
-import ncdc.spec.loader  # noqa: F401  (registers the decoders)
 
 PIECES = ("descriptor", "decoder", "numpy rule", "torch rule")
 
@@ -57,7 +56,7 @@ def test_the_operators_are_found():
     found = concrete_operators()
     assert set(ops.ALL_OPERATORS) <= set(found)
     assert {c.__name__ for c in found} - {c.__name__ for c in ops.ALL_OPERATORS} <= set(EXEMPT)
-    assert len(ops.ALL_OPERATORS) >= 33
+    assert len(ops.ALL_OPERATORS) >= 32  # a floor: adding a kind needs no edit here
 
 
 @pytest.mark.parametrize("cls", concrete_operators(), ids=lambda c: c.__name__)
@@ -101,8 +100,9 @@ def test_an_incomplete_operator_is_named():
 def test_parameter_roles_are_declared(bundled):
     """Every array an operator holds in the bundled file has a role its class declares, and
     the classes that hold arrays say so."""
-    from ncdc import ir
     from ncdc.ir.params import param_roles
+
+    from ncdc import ir
 
     seen: dict[type, set[str]] = {}
     for site in ir.walk(bundled.data):

@@ -51,8 +51,8 @@ class Einops(Operator):
         accumulation: ``2 * MACs`` for two), without groups ``n - 1`` per element."""
         mul, add = (6, 2) if has_complex(b) else (1, 1)
         groups: dict[int, Axis] = {}
-        for w, sig in zip(b.input_weaves, self.signature):
-            for g, a in zip(sig, w.target):
+        for w, sig in zip(b.input_weaves, self.signature, strict=False):
+            for g, a in zip(sig, w.target, strict=False):
                 groups.setdefault(g, a)
         n = len(b.input_weaves)
         if groups:
@@ -63,7 +63,7 @@ class Einops(Operator):
 def _group_sizes(site, sig) -> None:
     groups: dict[int, list[Axis]] = {}
     for k, entry in enumerate(sig):
-        for g, axis in zip(entry, site.b.input_weaves[k].target):
+        for g, axis in zip(entry, site.b.input_weaves[k].target, strict=True):
             groups.setdefault(g, []).append(axis)
     for g, axes in sorted(groups.items()):
         first = axes[0]

@@ -136,11 +136,11 @@ class TensorEquation(Operator):
                 site.error("operator-rank", f"TensorEquation: left-hand index {a.label} is not "
                            "an axis of the box's degree", f".operator.lhs_indices[{i}]")
         kept = set(self.lhs_indices)
-        for k, (ref, w) in enumerate(zip(self.refs, site.b.input_weaves)):
+        for k, (ref, w) in enumerate(zip(self.refs, site.b.input_weaves, strict=True)):
             want = tuple(TILED if a in kept else a for a in ref.axes)
             if len(want) != len(w.shape) or any(
                     (x is TILED) != (y is TILED) or (x is not TILED and x != y)
-                    for x, y in zip(want, w.shape)):
+                    for x, y in zip(want, w.shape, strict=True)):
                 name = ref.name.text if ref.name is not None else "?"
                 slots = ", ".join("*" if a is TILED else a.label for a in want)
                 site.error("operator-rank", f"TensorEquation: input {k} ({name}"
