@@ -13,9 +13,10 @@ Counting rules (per call of the morphism; a parent multiplies by its degree and 
   learned array counts whole.
 * **Weight bytes** of learned real arrays at each format of :mod:`ir.weight_formats`
   (naturals stay INT64, 8 bytes).
-* **FLOPs**: per degree index by the operator's rule in :mod:`ir.cost_rules` (contractions
-  exactly, ``2 * MACs``; elementwise maps, norms and casts by the rules stated there), times the
-  degree; work on a top-k ``SparseAxis`` counts its ``k`` live positions.
+* **FLOPs**: per degree index by the operator's own rule (its class's ``flops``, beside it in
+  ``ir/operators/``; contractions exactly, ``2 * MACs``; elementwise maps, norms and casts as
+  each rule's docstring states), times the degree; work on a top-k ``SparseAxis`` counts its
+  ``k`` live positions.
 * **Arrays**: every output of every operator, at its storage length, lifted over the degrees of
   the boxes around it (a bank ``Linear`` counts its diagonal, as the interpreter fuses it).
 * **Decoder state**: an input read through an affine index map that reaches back along the token
