@@ -19,12 +19,12 @@ from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators.base import FAMILIES, Operator, missing_pieces
 from ncdc.spec.builder import DECODERS
 
-PIECES = ("descriptor", "decoder", "numpy rule", "torch rule")
+PIECES = ("glyph", "validation", "cost rule", "decoder", "numpy rule", "torch rule")
 
 EXEMPT: dict[str, set[str]] = {
     # introduced by ir.rewrites after validation and costing, never decoded from a spec and
     # never drawn (the view shows the spec): only the two backends run it
-    "SinkShift": {"descriptor", "decoder"},
+    "SinkShift": {"glyph", "validation", "cost rule", "decoder"},
 }
 
 
@@ -41,8 +41,13 @@ def concrete_operators() -> list[type[Operator]]:
 def lacks(cls) -> dict[str, str]:
     """The pieces ``cls`` lacks -> what is missing, and where it goes."""
     out = {}
-    if missing_pieces(cls):
-        out["descriptor"] = f"{missing_pieces(cls)} (beside the class, ir/operators/)"
+    gone = missing_pieces(cls)
+    if any(m.startswith(("glyph", "family")) for m in gone):
+        out["glyph"] = "class attributes glyph and family (beside the class, ir/operators/)"
+    if "check" in gone:
+        out["validation"] = "a check(self, site) method (beside the class, ir/operators/)"
+    if "flops" in gone:
+        out["cost rule"] = "a flops(self, b) method (beside the class, ir/operators/)"
     if cls.__name__ not in DECODERS:
         out["decoder"] = f"a decoder for __type__ {cls.__name__!r} (spec/terms_operators.py)"
     if cls not in NUMPY_RULES:
@@ -64,7 +69,7 @@ def test_every_operator_is_complete(cls):
     exempt = EXEMPT.get(cls.__name__, set())
     missing = {k: v for k, v in lacks(cls).items() if k not in exempt}
     assert not missing, f"{cls.__name__} lacks: {missing}"
-    if "descriptor" not in exempt:
+    if "glyph" not in exempt:
         assert cls.family in FAMILIES
         assert cls.glyph.strip() == cls.glyph and 0 < len(cls.glyph) <= 12
 
