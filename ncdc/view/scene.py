@@ -41,11 +41,11 @@ from ncdc.ir.morphisms import (
     Truncated,
 )
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
-from ncdc.ir.params import param_roles, param_specs
+from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
 from ncdc.ir.walk import arity
 
-from .labels import plain_label
+from .labels import is_math, operator_label, plain_label
 
 # operator kind -> glyph family (what the picture draws for it)
 GLYPHS = {
@@ -102,6 +102,8 @@ class SceneBuilder:
         self.edges: dict[str, list[dict]] = {}
         self.tags: dict[str, list[str]] = {}
         self.tapes: dict[str, dict] = {}
+        self.block_nodes: dict[int, str] = {}  # id(Block) -> its node
+        self.segments: dict[int, str] = {}  # id(Block) -> its parameter-key segment (``~k``)
 
     # ------------------------------------------------------------------ nodes and wires
     def add_node(self, nid: str, parent: str | None, kind: str, label: str, **extra) -> str:
@@ -123,6 +125,8 @@ class SceneBuilder:
         if self.env is not None and obj is not None:
             edge["bound"] = array_text(obj, self.env)
         edge["shape"] = _shape_list(obj, None)
+        if self.env is not None:
+            edge["sizes"] = _shape_list(obj, self.env)
         edges.append(edge)
 
     def ports(self, nid: str, inputs: int, outputs: int) -> None:
@@ -180,11 +184,14 @@ class SceneBuilder:
         rep_text = size_text(rep, self.env) if self.env is not None else sympy.sstr(rep)
         degree = [a.label for a in getattr(site, "degree", ())] if site is not block else []
         nid = self.add_node(
-            path, cont, "block", plain_label(tag.title), latex=tag.title, tag=str(tag.uid),
+            path, cont, "block", plain_label(tag.title),
+            latex=tag.title if is_math(tag.title) else "", tag=str(tag.uid),
             rep=None if rep == 1 else rep_text, lifted=degree, path=path,
             description=tag.description or "", formula=tag.formula or "",
             color=tag.fill_color or "")
         self.tags.setdefault(str(tag.uid), []).append(nid)
+        self.block_nodes[id(block)] = nid
+        self.segments.update(block_segments(titled_children(block)))
         dom = _safe(lambda: tuple(site.dom), tuple(e.obj for e in inputs))
         cod = _safe(lambda: tuple(site.cod), None)
         for k, e in enumerate(inputs):
@@ -205,9 +212,15 @@ class SceneBuilder:
     def operator(self, b: Broadcasted, inputs, path: str, cont: str) -> list[_End]:
         op = b.operator
         kind = type(op).__name__
-        label = plain_label(op.name.latex) if op.name is not None and op.label else kind
+        meaning = operator_label(op)
+        name = plain_label(op.name.latex) if op.name is not None and op.label else ""
+        if name.lower().replace(" ", "") in (kind.lower(), meaning.lower().replace(" ", "")):
+            name = ""  # a name that only repeats the kind (``einops``)
+        label = name or meaning
         extra = {"op": kind, "glyph": GLYPHS.get(kind, "other"), "path": path,
-                 "latex": op.name.latex if op.name is not None else ""}
+                 "meaning": meaning, "named": bool(name),
+                 "latex": op.name.latex if op.name is not None and is_math(op.name.latex)
+                 else ""}
         formula = getattr(op, "formula", None)
         if formula is not None and not isinstance(formula, str):
             extra["formula"] = sympy.latex(formula)
@@ -230,7 +243,7 @@ class SceneBuilder:
         return [_End(nid, j, o) for j, o in enumerate(cod)]
 
     def tape_node(self, path: str, cont: str, slot, mode: str, size) -> str:
-        nid = self.add_node(path, cont, "tape", f"tape {mode}: {slot.label}", mode=mode,
+        nid = self.add_node(path, cont, "tape", plain_label(slot.label), mode=mode,
                             slot=str(slot.uid), path=path)
         self.ports(nid, 1 if mode == "write" else 0, 1 if mode == "read" else 0)
         entry = self.tapes.setdefault(str(slot.uid), {"label": slot.label, "reads": [],
@@ -318,6 +331,25 @@ def _label_unknown_wires(nodes: dict, edges: dict) -> None:
                 e["label"] = dom[e["dstPort"]]
 
 
+def _bracket(text: str) -> str:
+    """``R[x, m]`` -> ``x, m`` (the axes part of an array's text)."""
+    start = text.find("[")
+    return text[start + 1:-1] if start >= 0 and text.endswith("]") else text
+
+
+def _label_axes(edges: dict) -> None:
+    """Each wire's short label: its axes (``x, m``) and, bound, each with its size
+    (``x=4, m=7168``)."""
+    for es in edges.values():
+        for e in es:
+            e["axes"] = ", ".join(e["shape"]) if e["shape"] else _bracket(e["label"])
+            if "bound" in e:
+                sizes = e.get("sizes") or []
+                e["boundAxes"] = (", ".join(f"{a}={n}" for a, n in zip(e["shape"], sizes))
+                                  if e["shape"] and len(sizes) == len(e["shape"])
+                                  else _bracket(e["bound"]))
+
+
 def _cost_text(expr, env: Env | None) -> str:
     """A cost figure: the number at the binding, else the (expanded) formula."""
     return size_text(sympy.expand(expr), env)
@@ -377,6 +409,12 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
         b.ports(nid, 1, 0)
         b.wire(rid, e, nid, 0)
     _label_unknown_wires(b.nodes, b.edges)
+    _label_axes(b.edges)
+    b.segments.update(block_segments([root] if isinstance(root, Block)
+                                     else titled_children(root)))
+    for bid, nid in b.block_nodes.items():
+        if bid in b.segments:
+            b.nodes[nid]["seg"] = plain_label(b.segments[bid])
     _attach_params(b.nodes, root, env)
     _attach_costs(b.nodes, root, env)
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}
