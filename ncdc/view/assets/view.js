@@ -88,7 +88,7 @@
     const toggle = n.children.length ? 18 : 0;
     const rep = n.rep ? textWidth(`\u00d7${n.rep}`, 12, true) + 8 : 0;
     const sub = subtitle(n);
-    const w = Math.max(textWidth(n.label, 13, true) + rep, sub ? textWidth(sub, 10) : 0) + toggle + 20;
+    const w = Math.max(textWidth(keyLabel(n.id), 13, true) + rep, sub ? textWidth(sub, 10) : 0) + toggle + 20;
     const h = Math.max(sub ? 42 : 30, ports * 13 + 8);
     const extra = stacked(n) ? STACK : 0;
     return [Math.min(Math.max(w, 56), 360) + extra, h + extra];
@@ -292,7 +292,7 @@
     if (n.kind === "block") {
       const tx = open ? bx + (hasToggle ? 22 : 8) : bx + (hasToggle ? 18 : 0) / 2 + bw / 2 - (n.rep ? (textWidth(`\u00d7${n.rep}`, 12, true) + 8) / 2 : 0);
       const t = el("text", { x: tx, y: by + (open ? 19 : (subtitle(n) ? 18 : (h - st) / 2 + 5)), class: "title", "text-anchor": open ? "start" : "middle" }, g);
-      setText(t, n.label);
+      setText(t, keyLabel(n.id));
       if (n.rep) {
         const r = el("text", { x: bx + bw - 6, y: by + (open || subtitle(n) ? 18 : (h - st) / 2 + 5), class: "rep", "text-anchor": "end" }, g);
         r.textContent = `\u00d7${n.rep}`;
@@ -301,7 +301,7 @@
         const s = el("text", { x: bx + (hasToggle ? 9 : 0) + bw / 2, y: by + 33, class: "sub", "text-anchor": "middle" }, g);
         s.textContent = subtitle(n);
       } else if (open && n.lifted && n.lifted.length) {
-        const s = el("text", { x: tx + textWidth(n.label, 13, true) + 10, y: by + 19, class: "sub" }, g);
+        const s = el("text", { x: tx + textWidth(keyLabel(n.id), 13, true) + 10, y: by + 19, class: "sub" }, g);
         s.textContent = subtitle(n);
       }
       if (hasToggle) {
