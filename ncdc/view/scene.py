@@ -338,16 +338,19 @@ def _bracket(text: str) -> str:
 
 
 def _label_axes(edges: dict) -> None:
-    """Each wire's short label: its axes (``x, m``) and, bound, each with its size
-    (``x=4, m=7168``)."""
+    """Each wire's short label: its axes as text (``x, m``; ``\\bar{z}`` as ``z``) and, bound,
+    each with its size (``x=4, m=7168``)."""
+    def text(labels):
+        return ", ".join(plain_label(a) for a in labels)
+
     for es in edges.values():
         for e in es:
-            e["axes"] = ", ".join(e["shape"]) if e["shape"] else _bracket(e["label"])
+            shape = e["shape"] or [a for a in _bracket(e["label"]).split(", ") if a]
+            e["axes"] = text(shape)
             if "bound" in e:
-                sizes = e.get("sizes") or []
-                e["boundAxes"] = (", ".join(f"{a}={n}" for a, n in zip(e["shape"], sizes))
-                                  if e["shape"] and len(sizes) == len(e["shape"])
-                                  else _bracket(e["bound"]))
+                sizes = e.get("sizes") or _bracket(e["bound"]).split(", ")
+                e["boundAxes"] = (", ".join(f"{plain_label(a)}={n}" for a, n in zip(shape, sizes))
+                                  if len(sizes) == len(shape) else _bracket(e["bound"]))
 
 
 def _cost_text(expr, env: Env | None) -> str:

@@ -108,7 +108,7 @@
     const size = new Map();
     for (const c of kids) {
       if (nodes[c].kind === "block" && expanded.has(c)) {
-        const lv = layoutLevel(c, 2.4);
+        const lv = layoutLevel(c, 1.6);
         size.set(c, [lv.width, lv.height, lv]);
       } else {
         const [w, h] = leafSize(nodes[c]);
@@ -168,20 +168,28 @@
     const outLabels = labelW(edges.filter((e) => e.dst === id));
     const padR = isRoot ? 16 : Math.max(20, outLabels + 6);
     const padT = isRoot ? 16 : 30 + (stacked(n) ? STACK : 0), padB = isRoot ? 16 : 12;
-    // fold: rows of about sqrt(total / (aspect * height)) layers' width
+    // fold: the layers packed greedily into k rows of about total / k width each; the k whose
+    // drawing comes nearest the target aspect ratio wins
     const total = lw.reduce((a, b) => a + b, 0) + gap.slice(0, -1).reduce((a, b) => a + b, 0);
-    const tall = Math.max(1, ...lh);
-    const nrows = Math.max(1, Math.min(nl, Math.round(Math.sqrt(total / (aspect * (tall + ROW_GAP))))));
-    const target = total / nrows;
-    const rows = [];
-    let row = [], width = 0;
-    for (let i = 0; i < nl; i++) {
-      const add = lw[i] + (row.length ? gap[i - 1] : 0);
-      if (row.length && width + add > target * 1.08 && rows.length < nrows - 1) { rows.push(row); row = []; width = 0; }
-      width += lw[i] + (row.length ? gap[i - 1] : 0);
-      row.push(i);
+    const pack = (k) => {
+      const target = total / k, rows = [];
+      let row = [], width = 0, wmax = 0;
+      for (let i = 0; i < nl; i++) {
+        const add = lw[i] + (row.length ? gap[i - 1] : 0);
+        if (row.length && width + add > target * 1.08 && rows.length < k - 1) { rows.push(row); wmax = Math.max(wmax, width); row = []; width = 0; }
+        width += lw[i] + (row.length ? gap[i - 1] : 0);
+        row.push(i);
+      }
+      if (row.length) { rows.push(row); wmax = Math.max(wmax, width); }
+      const hsum = rows.reduce((h, r) => h + Math.max(...r.map((i) => lh[i])), 0) + ROW_GAP * (rows.length - 1);
+      return { rows, score: Math.abs(Math.log((wmax + padL + padR) / (hsum + padT + padB) / aspect)) };
+    };
+    let best = pack(1);
+    for (let k = 2; k <= Math.min(nl, 12); k++) {
+      const p = pack(k);
+      if (p.score < best.score) best = p;
     }
-    if (row.length) rows.push(row);
+    const rows = nl ? best.rows : [];
     const boxes = new Map();
     const rowOf = new Map();
     let y = padT, maxW = 0;
@@ -338,7 +346,7 @@
         labelled.add(key);  // a wire that fans out is labelled once, at its source
         const t = el("text", { x: ox + p.x + 5, y: oy + p.y - 3, class: "wire-label" }, g);
         t.textContent = text;
-        const tip = el("title", {}, t);
+        const tip = el("title", {}, g);  // the whole array (datatype, bound sizes) on hover
         tip.textContent = e.bound || e.label;
       }
     }
