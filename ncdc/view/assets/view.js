@@ -100,6 +100,12 @@
   // longest path, sources pulled next to their first consumer, order by barycentre sweeps;
   // layers are packed into rows of about the target width, rows stacked top to bottom.
   const GAP_Y = 14, ROW_GAP = 44;
+  // an open block's level, kept until something inside it opens or closes (see invalidate)
+  const levelCache = new Map();
+  function invalidate(id) {
+    for (let p = id; p; p = nodes[p].parent) levelCache.delete(p);
+  }
+  const ONE_ROW = 1250;  // a level at most this wide stays one row (it fits a screen as it is)
   function layoutLevel(id, aspect) {
     const n = nodes[id];
     const isRoot = id === scene.root;
@@ -108,7 +114,8 @@
     const size = new Map();
     for (const c of kids) {
       if (nodes[c].kind === "block" && expanded.has(c)) {
-        const lv = layoutLevel(c, 1.6);
+        let lv = levelCache.get(c);
+        if (!lv) { lv = layoutLevel(c, 1.6); levelCache.set(c, lv); }
         size.set(c, [lv.width, lv.height, lv]);
       } else {
         const [w, h] = leafSize(nodes[c]);
@@ -185,7 +192,7 @@
       return { rows, score: Math.abs(Math.log((wmax + padL + padR) / (hsum + padT + padB) / aspect)) };
     };
     let best = pack(1);
-    for (let k = 2; k <= Math.min(nl, 12); k++) {
+    for (let k = 2; (isRoot || total + padL + padR > ONE_ROW) && k <= Math.min(nl, 12); k++) {
       const p = pack(k);
       if (p.score < best.score) best = p;
     }
@@ -259,13 +266,31 @@
       const r0 = e.src === id ? 0 : rowOf.get(e.src);
       const r1 = e.dst === id ? rows.length - 1 : rowOf.get(e.dst);
       let d;
-      if (r1 > r0 && q.x < p.x + 30) {
-        const gy = rowBottoms[r0] + ROW_GAP / 2 + ((lane++ % 5) - 2) * 4;
-        const x1 = p.x + 10, x2 = q.x - 10;
+      if (r1 > r0) {
+        // down to the gap under the source's row, along it, down to the target's row
+        const off = ((lane++ % 7) - 3) * 4;
+        const gy = rowBottoms[r0] + ROW_GAP / 2 + off;
+        const x1 = p.x + 12 + off, x2 = q.x - 12 - off;
         d = `M${p.x},${p.y} L${x1},${p.y} L${x1},${gy} L${x2},${gy} L${x2},${q.y} L${q.x},${q.y}`;
       } else {
-        const dx = Math.max(10, (q.x - p.x) / 2);
-        d = `M${p.x},${p.y} C${p.x + dx},${p.y} ${q.x - dx},${q.y} ${q.x},${q.y}`;
+        // a wire past boxes between its ends goes round them (above or below, the nearer)
+        const lo = Math.min(p.y, q.y) - 6, hi = Math.max(p.y, q.y) + 6;
+        const between = [];
+        for (const [c, b] of boxes) {
+          if (c === e.src || c === e.dst) continue;
+          if (b.x < q.x - 4 && b.x + b.w > p.x + 4 && b.y < hi && b.y + b.h > lo) between.push(b);
+        }
+        if (between.length) {
+          const top = Math.min(...between.map((b) => b.y)) - 8 - (lane % 3) * 3;
+          const bottom = Math.max(...between.map((b) => b.y + b.h)) + 8 + (lane % 3) * 3;
+          lane++;
+          const yy = Math.abs(top - p.y) <= Math.abs(bottom - p.y) ? top : bottom;
+          const x1 = p.x + 10, x2 = q.x - 10;
+          d = `M${p.x},${p.y} C${x1},${p.y} ${x1},${yy} ${x1 + 10},${yy} L${x2 - 10},${yy} C${x2},${yy} ${x2},${q.y} ${q.x},${q.y}`;
+        } else {
+          const dx = Math.max(10, (q.x - p.x) / 2);
+          d = `M${p.x},${p.y} C${p.x + dx},${p.y} ${q.x - dx},${q.y} ${q.x},${q.y}`;
+        }
       }
       wires.push({ e, d, p });
     }
@@ -355,7 +380,8 @@
   function relayout() {
     const t0 = performance.now();
     const stage = document.getElementById("stage").getBoundingClientRect();
-    const top = layoutLevel(scene.root, Math.max(0.8, (stage.width || 1200) / Math.max(1, stage.height || 800)));
+    // the top level aims wider than the screen: rows of a diagram read better long than tall
+    const top = layoutLevel(scene.root, 1.6 * Math.max(0.8, (stage.width || 1200) / Math.max(1, stage.height || 800)));
     const t1 = performance.now();
     const world = document.getElementById("world");
     world.textContent = "";
@@ -504,14 +530,16 @@
   function opensAt(id) { return nodes[id] && nodes[id].kind === "block" && nodes[id].children.length; }
   function expand(id) {
     if (!opensAt(id) || expanded.has(id)) return Promise.resolve(0);
-    for (const a of ancestors(id)) expanded.add(a);
+    for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
     expanded.add(id);
+    invalidate(id);
     return Promise.resolve(redrawKeeping(id));
   }
   function collapse(id) {
     if (!expanded.has(id)) return Promise.resolve(0);
     expanded.delete(id);
-    for (const d of descendants(id)) expanded.delete(d);
+    invalidate(id);
+    for (const d of descendants(id)) if (expanded.has(d)) { expanded.delete(d); levelCache.delete(d); }
     return Promise.resolve(redrawKeeping(id));
   }
   function toggle(id) { return expanded.has(id) ? collapse(id) : expand(id); }
@@ -520,6 +548,7 @@
   function expandToDepth(d) {
     openDepth = Math.max(0, d);
     expanded.clear();
+    levelCache.clear();
     for (const id in nodes) if (opensAt(id) && depthOf(id) <= openDepth) expanded.add(id);
     relayout();
     fit();
@@ -528,7 +557,7 @@
   }
   const maxDepth = Object.keys(nodes).reduce((m, id) => (opensAt(id) ? Math.max(m, depthOf(id)) : m), 0);
   function reveal(id) {
-    for (const a of ancestors(id)) expanded.add(a);
+    for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
     selected = id;
     relayout();
     showDetails(id);
@@ -742,6 +771,7 @@
   api.done = Promise.resolve(0);
   api.ready = new Promise((res) => requestAnimationFrame(() => {
     stats.firstFrameMs = performance.now() - t0;
+    stats.firstFrameAt = performance.now();  // since navigation start
     res(stats);
   }));
 })();
