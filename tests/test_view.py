@@ -260,3 +260,18 @@ def test_transformer_labels_have_no_backslash(transformer):
     assert all("\\" not in t for t in titles)
     core = next(n for n in scene["nodes"].values() if n["label"] == "Attention Core")
     assert core["latex"] == ""  # plain text: the panel shows it as text, not mathematics
+
+
+def test_picture_without_chromium_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    monkeypatch.delenv("NCDC_CHROMIUM", raising=False)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert main(["view", "-o", str(tmp_path / "x.png")]) == 2
+    assert "needs Chromium" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_negative_depth_is_a_usage_error(tmp_path, capsys):
+    assert main(["view", "--depth", "-1", "-o", str(tmp_path / "x.html")]) == 2
+    assert "--depth" in capsys.readouterr().err

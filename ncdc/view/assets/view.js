@@ -278,7 +278,7 @@
         const between = [];
         for (const [c, b] of boxes) {
           if (c === e.src || c === e.dst) continue;
-          if (b.x < q.x - 4 && b.x + b.w > p.x + 4 && b.y < hi && b.y + b.h > lo) between.push(b);
+          if (b.x > p.x + 2 && b.x + b.w < q.x - 2 && b.y < hi && b.y + b.h > lo) between.push(b);
         }
         if (between.length) {
           const top = Math.min(...between.map((b) => b.y)) - 8 - (lane % 3) * 3;
