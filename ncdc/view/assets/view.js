@@ -271,7 +271,14 @@
         const off = ((lane++ % 7) - 3) * 4;
         const gy = rowBottoms[r0] + ROW_GAP / 2 + off;
         const x1 = p.x + 12 + off, x2 = q.x - 12 - off;
-        d = `M${p.x},${p.y} L${x1},${p.y} L${x1},${gy} L${x2},${gy} L${x2},${q.y} L${q.x},${q.y}`;
+        if (r1 === r0 + 1) {
+          d = `M${p.x},${p.y} L${x1},${p.y} L${x1},${gy} L${x2},${gy} L${x2},${q.y} L${q.x},${q.y}`;
+        } else {
+          // past the rows between: down the left margin, in along the gap over the target's row
+          const gx = Math.max(2, padL / 2 + off);
+          const gy2 = rowBottoms[r1 - 1] + ROW_GAP / 2 + off;
+          d = `M${p.x},${p.y} L${x1},${p.y} L${x1},${gy} L${gx},${gy} L${gx},${gy2} L${x2},${gy2} L${x2},${q.y} L${q.x},${q.y}`;
+        }
       } else {
         // a wire past boxes between its ends goes round them (above or below, the nearer)
         const lo = Math.min(p.y, q.y) - 6, hi = Math.max(p.y, q.y) + 6;
