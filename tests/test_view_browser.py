@@ -184,6 +184,19 @@ def test_wheel_zooms_about_the_cursor(page):
     assert page.evaluate("window.__ncdc.view.s") < s
 
 
+def test_two_finger_pinch_zooms(page):
+    s0 = page.evaluate("window.__ncdc.view.s")
+    page.evaluate("""() => {
+        const svg = document.getElementById('canvas');
+        const fire = (type, id, x, y) => svg.dispatchEvent(new PointerEvent(type, {
+            pointerId: id, pointerType: 'touch', clientX: x, clientY: y, bubbles: true }));
+        fire('pointerdown', 11, 400, 500); fire('pointerdown', 12, 600, 500);
+        for (let x = 620; x <= 800; x += 20) fire('pointermove', 12, x, 500);
+        fire('pointerup', 11, 400, 500); fire('pointerup', 12, 800, 500);
+    }""")
+    assert page.evaluate("window.__ncdc.view.s") == pytest.approx(2 * s0, rel=1e-6)
+
+
 def test_drag_pans_and_minimap_follows(page):
     assert page.evaluate("document.getElementById('minimap').classList.contains('hidden')")
     page.mouse.move(600, 500)

@@ -10,13 +10,20 @@ Rules:
 - ``Block`` and a ``Broadcasted`` whose operator is a block (``BlockOperator``,
   ``ParaBlockOperator``) make a *block* node; a block that repeats shows ``rep`` (×N); a lifted
   block shows the axes it is lifted over.
-- Every other ``Broadcasted`` is an *operator* node with a ``glyph`` by operator kind.
+- A block's ``label`` is its title as plain text (``labels.plain_label``), ``latex`` the title
+  only where it is mathematics (``labels.is_math``), ``seg`` its parameter-key segment
+  (``ir.params.block_segments``: ``Single-Pass mHC~1`` for a repeated title), ``color`` its
+  tag's ``fill_color``.
+- Every other ``Broadcasted`` is an *operator* node: ``meaning`` is its label by IR class
+  (``labels.OPERATOR_LABELS``), ``label`` its own name where it has one beyond the kind, else
+  the meaning; ``glyph`` the operator's family (box colour).
 - ``Rearrangement``, ``Composed`` and ``ProductOfMorphisms`` are pure wiring and make no node.
 - ``Grab``/``Drop`` (and a ``ParaWrap``'s grabs and drops) make tape read/write nodes.
 - A cut (``Truncated``) term makes a *cut* node; its complete parts are drawn.
-- A wire is labelled with the array it carries (symbolically and, given an environment, bound)
-  and marked ``dead`` when one of its axes can hold dead positions (affine sparse, top-k sparse
-  or concatenated axes).
+- A wire is labelled with the array it carries (``label``; ``bound`` given an environment),
+  its axes as text (``axes``: ``x, m``; ``boundAxes``: ``x=4, m=7168``), and marked ``dead``
+  when one of its axes can hold dead positions (affine sparse, top-k sparse or concatenated
+  axes).
 
 Node ids are the JSON paths of the terms they draw, so they are unique and stable.
 """

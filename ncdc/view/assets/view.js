@@ -446,6 +446,13 @@
     view.ty = vh / 2 - (b.y + b.h / 2) * view.s;
     apply();
   }
+  function keepInView(id) {
+    const b = boxOf(id);
+    if (!b) return;
+    const [vw, vh] = stageSize();
+    const x = b.x * view.s + view.tx, y = b.y * view.s + view.ty;
+    if (x < 0 || y < 0 || x + b.w * view.s > vw || y + b.h * view.s > vh) centerOn(id);
+  }
   svg.addEventListener("wheel", (ev) => {
     ev.preventDefault();
     const r = svg.getBoundingClientRect();
@@ -453,12 +460,31 @@
     zoomAt(ev.clientX - r.left, ev.clientY - r.top, Math.exp(-ev.deltaY * unit * (ev.ctrlKey ? 0.01 : 0.0015)));
   }, { passive: false });
   let drag = null, dragged = false;
+  const touches = new Map();  // two fingers pinch: zoom about their midpoint
+  let pinch = null;
   svg.addEventListener("pointerdown", (ev) => {
+    if (ev.pointerType === "touch") touches.set(ev.pointerId, [ev.clientX, ev.clientY]);
+    if (touches.size === 2) {
+      const [a, b] = [...touches.values()];
+      pinch = Math.hypot(a[0] - b[0], a[1] - b[1]);
+      drag = null;
+      return;
+    }
     if (ev.button !== 0) return;
     drag = { x: ev.clientX, y: ev.clientY, tx: view.tx, ty: view.ty, id: ev.pointerId };
     dragged = false;
   });
   svg.addEventListener("pointermove", (ev) => {
+    if (touches.has(ev.pointerId)) touches.set(ev.pointerId, [ev.clientX, ev.clientY]);
+    if (pinch && touches.size === 2) {
+      const [a, b] = [...touches.values()];
+      const d = Math.hypot(a[0] - b[0], a[1] - b[1]);
+      const r = svg.getBoundingClientRect();
+      zoomAt((a[0] + b[0]) / 2 - r.left, (a[1] + b[1]) / 2 - r.top, d / pinch);
+      pinch = d;
+      dragged = true;
+      return;
+    }
     if (!drag) return;
     const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
     if (!dragged && Math.abs(dx) + Math.abs(dy) < 4) return;
@@ -466,7 +492,12 @@
     view.tx = drag.tx + dx; view.ty = drag.ty + dy;
     apply();
   });
-  const endDrag = () => { drag = null; svg.classList.remove("panning"); };
+  const endDrag = (ev) => {
+    touches.delete(ev.pointerId);
+    if (touches.size < 2) pinch = null;
+    drag = null;
+    svg.classList.remove("panning");
+  };
   svg.addEventListener("pointerup", endDrag);
   svg.addEventListener("pointercancel", endDrag);
   window.addEventListener("resize", () => fit());
@@ -600,8 +631,8 @@
     const order = Array.from(svg.querySelectorAll("g.node")).map((g) => g.getAttribute("data-id"));
     if (!order.length) return;
     const at = selected ? order.indexOf(selected) : -1;
-    if (ev.key === "ArrowDown" || ev.key === "j") { ev.preventDefault(); select(order[Math.min(at + 1, order.length - 1)]); }
-    else if (ev.key === "ArrowUp" || ev.key === "k") { ev.preventDefault(); select(order[Math.max(at - 1, 0)]); }
+    if (ev.key === "ArrowDown" || ev.key === "j") { ev.preventDefault(); select(order[Math.min(at + 1, order.length - 1)]); keepInView(selected); }
+    else if (ev.key === "ArrowUp" || ev.key === "k") { ev.preventDefault(); select(order[Math.max(at - 1, 0)]); keepInView(selected); }
     else if ((ev.key === "ArrowRight" || ev.key === "Enter" || ev.key === "+") && selected) { ev.preventDefault(); expand(selected); }
     else if ((ev.key === "ArrowLeft" || ev.key === "-") && selected) {
       ev.preventDefault();
