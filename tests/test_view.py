@@ -275,3 +275,34 @@ def test_picture_without_chromium_is_a_usage_error(tmp_path, capsys, monkeypatch
 def test_negative_depth_is_a_usage_error(tmp_path, capsys):
     assert main(["view", "--depth", "-1", "-o", str(tmp_path / "x.html")]) == 2
     assert "--depth" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- ncdc graph (for tools)
+
+
+def test_graph_dot_has_nested_clusters_and_repetition(tmp_path):
+    dot = tmp_path / "mc.dot"
+    assert main(["graph", "--block", "Mixing Coefficients", "-o", str(dot)]) == 0
+    text = dot.read_text("utf-8")
+    assert 'label="Sinkhorn Round ×19"' in text
+    # clusters nest: a cluster opened inside another one before that one closes
+    depth, deepest = 0, 0
+    for line in text.splitlines():
+        if line.lstrip().startswith("subgraph"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif line.strip() == "}" and depth:
+            depth -= 1
+    assert deepest >= 2
+
+
+def test_graph_has_no_unknown_wire_labels(tmp_path):
+    import networkx as nx
+
+    gml = tmp_path / "all.graphml"
+    assert main(["graph", "-o", str(gml)]) == 0
+    g = nx.read_graphml(gml)
+    assert all(a["shape"] not in ("?", "unknown", "") for *_, a in g.edges(data=True))
+    inner = [a["cluster_path"] for _, a in g.nodes(data=True)
+             if a["cluster_label"] == "Single-Pass mHC"]
+    assert inner and all(p.startswith("data.content[2] > ") for p in inner)  # inside the layer
