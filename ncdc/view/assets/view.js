@@ -729,6 +729,11 @@
     if (!id) {
       box.appendChild(document.createTextNode("Click a box to select it, click + (or double-click) to open it. "
         + "Wheel zooms, drag pans, f fits, z zooms to the selection, 0\u20139 open to a depth, / searches."));
+      const legend = document.createElement("p");
+      legend.className = "legend";
+      legend.textContent = "Boxes stacked three deep repeat (\u00d7N) or are lifted over axes (\u201cover x\u201d); "
+        + "wires carry their axes; dashed wires can hold dead positions; \u25b8 name are tape writes and reads.";
+      box.appendChild(legend);
       return;
     }
     const n = nodes[id];
