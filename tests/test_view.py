@@ -14,9 +14,9 @@ import pytest
 from ncdc.ir import operators as ops
 from ncdc.ir.morphisms import Block, Broadcasted, Morphism, Truncated
 from ncdc.ir.params import param_specs
-from ncdc.view.labels import plain_label
 
 from ncdc.cli import main
+from ncdc.view.labels import plain_label
 
 ROOT = Path(__file__).resolve().parents[1]
 PYNCD = ROOT / "tests" / "data" / "pyncd"
@@ -87,7 +87,7 @@ def test_three_box_page_is_small(tmp_path):
     assert main(["view", str(PYNCD / "convolution_matrix.json"), "-o", str(out)]) == 0
     text = out.read_text("utf-8")
     scene = json.loads(re.search(r'<script type="application/json" id="scene">(.*?)</script>',
-                                 text, re.S).group(1))
+                                 text, re.DOTALL).group(1))
     assert len(scene["nodes"]) - 1 == 3  # three boxes
     assert out.stat().st_size <= 600_000
 
@@ -184,7 +184,7 @@ def test_segments_are_the_parameter_keys_segments(bundled, scene):
     segs = {n["seg"] for n in nodes.values() if n.get("seg")}
     assert "Single-Pass mHC~1" in segs and "Single-Pass mHC" in segs
     prefixes = set()
-    for nid, n in nodes.items():
+    for n in nodes.values():
         if n["kind"] != "operator" or not n.get("keys"):
             continue
         chain, p = [], n["parent"]

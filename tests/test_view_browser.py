@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 from ncdc.ir.morphisms import Block, Broadcasted
-from ncdc.view.labels import plain_label
 
 from ncdc.cli import main
-
+from ncdc.view.labels import plain_label
 from tests.test_view import nearest_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -398,7 +397,7 @@ def test_plain_headings_are_text_and_latex_is_math(browser, transformer_page):
 
 
 def test_within_uses_the_parameter_key_labels(page, bundled):
-    swl, mhc = mixing_chain(bundled)
+    swl, _mhc = mixing_chain(bundled)
     second = nearest_blocks(swl)[1]
     expand(page, swl.path)
     expand(page, second.path)
