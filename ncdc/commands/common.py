@@ -139,7 +139,7 @@ PATH_ARGS = {
     "out": ("out", (".npz",)),
 }
 OUTPUT_EXTS = {"compile": (".py",), "graph": (".dot", ".gv", ".graphml"),
-               "view": (".html", ".htm")}
+               "view": (".html", ".htm", ".svg", ".png")}
 
 
 def check_paths(args) -> None:

@@ -12,22 +12,27 @@ from .common import (
 )
 from .show import optional_binding
 
-DESCRIPTION = """The diagram as one self-contained, interactive HTML page.
+DESCRIPTION = """The diagram as a neural circuit diagram: one self-contained, interactive HTML
+page (works offline), or a picture (.svg, .png; drawn by a headless Chromium).
 
-Blocks are nested boxes that open and close (the page starts at the top level), repeated blocks
-carry ×N, operators are drawn by kind, wires carry their shapes (bound when a preset or sizes are
-given), and the side panel shows the selected block's description, formula, parameters, JSON
-path and its other occurrences. The page works offline."""
+Blocks are boxes in their fill colour that open and close (the page starts at --depth levels
+open), repeated and lifted blocks are stacked boxes with ×N, operators are labelled by what they
+compute, wires carry their axes (with sizes when a preset or sizes are given), tape reads and
+writes are named ports. The page zooms (wheel), pans (drag), fits (f), opens levels (0-9), saves
+the picture (SVG), and its side panel shows the selected block's description, formula,
+parameters, JSON path and other occurrences."""
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("view", help="write an interactive picture of the diagram (.html)",
+    p = sub.add_parser("view", help="draw the diagram (.html interactive page, .svg, .png)",
                        description=DESCRIPTION)
     add_spec_args(p)
     add_size_args(p, default_preset="none (symbolic shapes)")
     add_block_arg(p, default="the whole model", dest_help="the block to draw")
     p.add_argument("-o", "--output", required=True, metavar="FILE",
-                   help="output file, ending in .html")
+                   help="output file, ending in .html, .svg or .png")
+    p.add_argument("--depth", type=int, default=0, metavar="N",
+                   help="levels of blocks open in the drawing (default 0: the top level)")
     p.set_defaults(run=run)
 
 
@@ -37,8 +42,12 @@ def run(args) -> int:
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene
 
-    if os.path.splitext(args.output)[1].lower() not in (".html", ".htm"):
-        raise UsageError(f"{args.output}: the output must end in .html")
+    ext = os.path.splitext(args.output)[1].lower()  # one of OUTPUT_EXTS["view"] (common.py)
+    if args.depth < 0:
+        raise UsageError(f"--depth {args.depth}: give 0 or more levels")
+    if ext in (".svg", ".png"):
+        from ncdc.view.export import find_chromium
+        find_chromium()  # before any work
     spec = load_spec(args)
     binding = optional_binding(spec, args, "wire labels")
     root = spec.site(args.block).node if args.block else spec.data
@@ -46,19 +55,26 @@ def run(args) -> int:
     scene = build_scene(root, binding.env if binding is not None else None, name)
     bound = (f"sizes: {args.preset or 'released'}" if binding is not None
              else "sizes: symbolic")
-    page = render_page(scene, name, bound)
+    page = render_page(scene, name, bound, depth=args.depth, export=ext in (".svg", ".png"))
+    text = page
+    if ext in (".svg", ".png"):
+        from ncdc.view.export import page_svg, svg_png
+        text = page_svg(page)
     try:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(page)
+        if ext == ".png":
+            svg_png(text, args.output)
+        else:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
     except OSError as exc:
         raise SpecError(f"cannot write {args.output}: {exc.strerror}") from None
     blocks = sum(1 for n in scene["nodes"].values() if n["kind"] == "block")
-    info = {"output": args.output, "bytes": len(page.encode("utf-8")), "blocks": blocks,
+    info = {"output": args.output, "bytes": os.path.getsize(args.output), "blocks": blocks,
             "boxes": len(scene["nodes"]) - 1,
             "wires": sum(len(v) for v in scene["edges"].values())}
     if args.json:
         emit_json(info)
     else:
         print(f"wrote {args.output}: {info['blocks']} blocks, {info['boxes']} boxes, "
-              f"{info['wires']} wires, {info['bytes'] / 1e6:.1f} MB")
+              f"{info['wires']} wires, {info['bytes'] / 1e3:,.0f} kB")
     return 0

@@ -1,12 +1,35 @@
-"""Box labels as plain Unicode: the LaTeX of titles and operator names, made readable in a
-picture (``\\sigma`` → ``σ``, ``H_{0}`` → ``H₀``, ``x + \\varepsilon_{hc}`` → ``x + ε_hc``).
-The side panel renders the full LaTeX as mathematics; this is only the box text."""
+"""Text of the picture: titles and operator names as plain Unicode, and operator labels by
+meaning.
+
+- ``plain_label``: LaTeX made readable (``\\sigma`` → ``σ``, ``H_{0}`` → ``H₀``,
+  ``\\text{Add \\& Norm}`` → ``Add & Norm``); a subscript with no Unicode form stays ``_q``
+  (the page draws it lowered).
+- ``is_math``: whether a title is LaTeX worth typesetting (not a ``\\text{…}`` wrapper around
+  words); only those are rendered as mathematics in the side panel.
+- ``OPERATOR_LABELS``: the label of each IR operator class by what it computes (``+``,
+  ``Σ einsum``, ``softmax``, ``RMSNorm``, ``top-k``); ``operator_label`` picks it.
+"""
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
+from ncdc.ir import operators as ops
 from ncdc.ir.names import plain_title
+
+# IR operator class -> the label the picture gives it (what it computes, not the class name)
+OPERATOR_LABELS: dict[type, str] = {
+    ops.Einops: "Σ einsum", ops.Linear: "linear", ops.Embedding: "embed",
+    ops.TensorEquation: "Σ equation", ops.Arithmetic: "f(x)", ops.Elementwise: "f",
+    ops.GenericOperator: "f", ops.Identity: "id", ops.PairsAsComplex: "ℂ pairs",
+    ops.Decomplex: "ℂ → ℝ²", ops.TypeConvert: "cast", ops.Cast: "cast",
+    ops.AdditionOp: "+", ops.Maximum: "max", ops.BitwiseXor: "⊕ xor", ops.Modulo: "mod",
+    ops.Normalize: "RMSNorm", ops.L1Norm: "L1 norm", ops.SoftMax: "softmax",
+    ops.WeightedTriangularLower: "causal Σ", ops.TopK: "top-k", ops.Select: "select",
+    ops.IndexSelect: "index", ops.FixedArray: "const", ops.Rotary: "RoPE",
+    ops.YarnRotary: "YaRN RoPE", ops.View: "view", ops.CovariantView: "view",
+    ops.ConcatenateAxes: "concat", ops.DeconcatenateAxes: "split",
+}
 
 GREEK = {
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ϵ", "varepsilon": "ε",
@@ -23,13 +46,16 @@ SYMBOLS = {
     "lceil": "⌈", "rceil": "⌉", "lfloor": "⌊", "rfloor": "⌋", "ldots": "…", "cdots": "⋯",
     "langle": "⟨", "rangle": "⟩", "vert": "|", "mid": "|", "circ": "∘", "partial": "∂",
     "nabla": "∇", "exp": "exp", "log": "log", "max": "max", "min": "min", "top": "⊤",
-    "quad": " ", "qquad": "  ", ",": " ", ";": " ", "!": "", " ": " ",
+    "quad": " ", "qquad": "  ", ",": " ", ";": " ", "!": "", " ": " ", "lvert": "|",
+    "rvert": "|", "Vert": "‖", "lVert": "‖", "rVert": "‖", "bmod": "mod", "ulcorner": "⌜",
+    "lrcorner": "⌟", "llcorner": "⌞", "urcorner": "⌝", "pm": "±", "approx": "≈",
 }
 SUB = dict(zip("0123456789+-=()aeoxhklmnpstijruv", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₒₓₕₖₗₘₙₚₛₜᵢⱼᵣᵤᵥ"))
 SUP = dict(zip("0123456789+-=()nijkT", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱʲᵏᵀ"))
 
 _STYLE = re.compile(r"\\(?:text|mathrm|mathbf|mathit|mathsf|mathtt|operatorname|boldsymbol|"
-                    r"mathcal|mathbb|hat|tilde|bar|overline|widehat|vec)\s*\{([^{}]*)\}")
+                    r"mathcal|mathbb|mathbbm|hat|tilde|bar|overline|widehat|vec)\s*\{([^{}]*)\}")
+_FRAC = re.compile(r"\\[dt]?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
 _CMD = re.compile(r"\\([A-Za-z]+|[,;! ])")
 _SCRIPT = re.compile(r"([_^])(?:\{([^{}]*)\}|(\\?[A-Za-z0-9]))")
 
@@ -43,12 +69,15 @@ def _script(mark: str, body: str) -> str:
 
 @lru_cache(maxsize=8192)
 def plain_label(latex: str) -> str:
-    """Readable Unicode for a LaTeX label (unknown commands keep their name)."""
+    """Readable Unicode for a LaTeX label (unknown commands keep their name; escaped
+    characters ``\\& \\% \\# \\_ \\$`` lose their backslash)."""
     text = plain_title(latex or "")
+    text = re.sub(r"\\([&%#_$])", r"\1", text)
     prev = None
     while prev != text:
         prev = text
         text = _STYLE.sub(r"\1", text)
+        text = _FRAC.sub(r"\1/\2", text)
     text = _CMD.sub(lambda m: GREEK.get(m.group(1)) or SYMBOLS.get(m.group(1), m.group(1)),
                     text)
     prev = None
@@ -61,4 +90,27 @@ def plain_label(latex: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-__all__ = ["plain_label"]
+_WORDS = re.compile(r"\\(?:text|mathrm|operatorname)\{[^{}]*\}|\\[&%#$_]")
+
+
+def is_math(latex: str) -> bool:
+    """True when ``latex`` holds mathematics beyond ``\\text{…}`` words and escaped
+    characters: a command, a sub/superscript or a brace group."""
+    rest = _WORDS.sub("", latex or "")
+    return bool(re.search(r"[\\^_{}]", rest))
+
+
+def operator_label(op) -> str:
+    """The picture's label of an operator: its meaning by IR class (the class name for a
+    class the table lacks); a normalisation that subtracts the mean is ``LayerNorm``."""
+    if isinstance(op, ops.Normalize) and op.centred:
+        return "LayerNorm"
+    if isinstance(op, ops.Elementwise) and op.function not in ("", "identity"):
+        return op.function
+    for cls in type(op).__mro__:
+        if cls in OPERATOR_LABELS:
+            return OPERATOR_LABELS[cls]
+    return type(op).__name__
+
+
+__all__ = ["OPERATOR_LABELS", "is_math", "operator_label", "plain_label"]

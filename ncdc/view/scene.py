@@ -10,13 +10,20 @@ Rules:
 - ``Block`` and a ``Broadcasted`` whose operator is a block (``BlockOperator``,
   ``ParaBlockOperator``) make a *block* node; a block that repeats shows ``rep`` (×N); a lifted
   block shows the axes it is lifted over.
-- Every other ``Broadcasted`` is an *operator* node with a ``glyph`` by operator kind.
+- A block's ``label`` is its title as plain text (``labels.plain_label``), ``latex`` the title
+  only where it is mathematics (``labels.is_math``), ``seg`` its parameter-key segment
+  (``ir.params.block_segments``: ``Single-Pass mHC~1`` for a repeated title), ``color`` its
+  tag's ``fill_color``.
+- Every other ``Broadcasted`` is an *operator* node: ``meaning`` is its label by IR class
+  (``labels.OPERATOR_LABELS``), ``label`` its own name where it has one beyond the kind, else
+  the meaning; ``glyph`` the operator's family (box colour).
 - ``Rearrangement``, ``Composed`` and ``ProductOfMorphisms`` are pure wiring and make no node.
 - ``Grab``/``Drop`` (and a ``ParaWrap``'s grabs and drops) make tape read/write nodes.
 - A cut (``Truncated``) term makes a *cut* node; its complete parts are drawn.
-- A wire is labelled with the array it carries (symbolically and, given an environment, bound)
-  and marked ``dead`` when one of its axes can hold dead positions (affine sparse, top-k sparse
-  or concatenated axes).
+- A wire is labelled with the array it carries (``label``; ``bound`` given an environment),
+  its axes as text (``axes``: ``x, m``; ``boundAxes``: ``x=4, m=7168``), and marked ``dead``
+  when one of its axes can hold dead positions (affine sparse, top-k sparse or concatenated
+  axes).
 
 Node ids are the JSON paths of the terms they draw, so they are unique and stable.
 """
@@ -41,11 +48,11 @@ from ncdc.ir.morphisms import (
     Truncated,
 )
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
-from ncdc.ir.params import param_roles, param_specs
+from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
 from ncdc.ir.walk import arity
 
-from .labels import plain_label
+from .labels import is_math, operator_label, plain_label
 
 # operator kind -> glyph family (what the picture draws for it)
 GLYPHS = {
@@ -102,6 +109,8 @@ class SceneBuilder:
         self.edges: dict[str, list[dict]] = {}
         self.tags: dict[str, list[str]] = {}
         self.tapes: dict[str, dict] = {}
+        self.block_nodes: dict[int, str] = {}  # id(Block) -> its node
+        self.segments: dict[int, str] = {}  # id(Block) -> its parameter-key segment (``~k``)
 
     # ------------------------------------------------------------------ nodes and wires
     def add_node(self, nid: str, parent: str | None, kind: str, label: str, **extra) -> str:
@@ -123,6 +132,8 @@ class SceneBuilder:
         if self.env is not None and obj is not None:
             edge["bound"] = array_text(obj, self.env)
         edge["shape"] = _shape_list(obj, None)
+        if self.env is not None:
+            edge["sizes"] = _shape_list(obj, self.env)
         edges.append(edge)
 
     def ports(self, nid: str, inputs: int, outputs: int) -> None:
@@ -180,11 +191,14 @@ class SceneBuilder:
         rep_text = size_text(rep, self.env) if self.env is not None else sympy.sstr(rep)
         degree = [a.label for a in getattr(site, "degree", ())] if site is not block else []
         nid = self.add_node(
-            path, cont, "block", plain_label(tag.title), latex=tag.title, tag=str(tag.uid),
+            path, cont, "block", plain_label(tag.title),
+            latex=tag.title if is_math(tag.title) else "", tag=str(tag.uid),
             rep=None if rep == 1 else rep_text, lifted=degree, path=path,
             description=tag.description or "", formula=tag.formula or "",
             color=tag.fill_color or "")
         self.tags.setdefault(str(tag.uid), []).append(nid)
+        self.block_nodes[id(block)] = nid
+        self.segments.update(block_segments(titled_children(block)))
         dom = _safe(lambda: tuple(site.dom), tuple(e.obj for e in inputs))
         cod = _safe(lambda: tuple(site.cod), None)
         for k, e in enumerate(inputs):
@@ -205,9 +219,15 @@ class SceneBuilder:
     def operator(self, b: Broadcasted, inputs, path: str, cont: str) -> list[_End]:
         op = b.operator
         kind = type(op).__name__
-        label = plain_label(op.name.latex) if op.name is not None and op.label else kind
+        meaning = operator_label(op)
+        name = plain_label(op.name.latex) if op.name is not None and op.label else ""
+        if name.lower().replace(" ", "") in (kind.lower(), meaning.lower().replace(" ", "")):
+            name = ""  # a name that only repeats the kind (``einops``)
+        label = name or meaning
         extra = {"op": kind, "glyph": GLYPHS.get(kind, "other"), "path": path,
-                 "latex": op.name.latex if op.name is not None else ""}
+                 "meaning": meaning, "named": bool(name),
+                 "latex": op.name.latex if op.name is not None and is_math(op.name.latex)
+                 else ""}
         formula = getattr(op, "formula", None)
         if formula is not None and not isinstance(formula, str):
             extra["formula"] = sympy.latex(formula)
@@ -230,7 +250,7 @@ class SceneBuilder:
         return [_End(nid, j, o) for j, o in enumerate(cod)]
 
     def tape_node(self, path: str, cont: str, slot, mode: str, size) -> str:
-        nid = self.add_node(path, cont, "tape", f"tape {mode}: {slot.label}", mode=mode,
+        nid = self.add_node(path, cont, "tape", plain_label(slot.label), mode=mode,
                             slot=str(slot.uid), path=path)
         self.ports(nid, 1 if mode == "write" else 0, 1 if mode == "read" else 0)
         entry = self.tapes.setdefault(str(slot.uid), {"label": slot.label, "reads": [],
@@ -318,6 +338,28 @@ def _label_unknown_wires(nodes: dict, edges: dict) -> None:
                 e["label"] = dom[e["dstPort"]]
 
 
+def _bracket(text: str) -> str:
+    """``R[x, m]`` -> ``x, m`` (the axes part of an array's text)."""
+    start = text.find("[")
+    return text[start + 1:-1] if start >= 0 and text.endswith("]") else text
+
+
+def _label_axes(edges: dict) -> None:
+    """Each wire's short label: its axes as text (``x, m``; ``\\bar{z}`` as ``z``) and, bound,
+    each with its size (``x=4, m=7168``)."""
+    def text(labels):
+        return ", ".join(plain_label(a) for a in labels)
+
+    for es in edges.values():
+        for e in es:
+            shape = e["shape"] or [a for a in _bracket(e["label"]).split(", ") if a]
+            e["axes"] = text(shape)
+            if "bound" in e:
+                sizes = e.get("sizes") or _bracket(e["bound"]).split(", ")
+                e["boundAxes"] = (", ".join(f"{plain_label(a)}={n}" for a, n in zip(shape, sizes))
+                                  if len(sizes) == len(shape) else _bracket(e["bound"]))
+
+
 def _cost_text(expr, env: Env | None) -> str:
     """A cost figure: the number at the binding, else the (expanded) formula."""
     return size_text(sympy.expand(expr), env)
@@ -377,6 +419,12 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
         b.ports(nid, 1, 0)
         b.wire(rid, e, nid, 0)
     _label_unknown_wires(b.nodes, b.edges)
+    _label_axes(b.edges)
+    b.segments.update(block_segments([root] if isinstance(root, Block)
+                                     else titled_children(root)))
+    for bid, nid in b.block_nodes.items():
+        if bid in b.segments:
+            b.nodes[nid]["seg"] = plain_label(b.segments[bid])
     _attach_params(b.nodes, root, env)
     _attach_costs(b.nodes, root, env)
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}

@@ -1,229 +1,307 @@
-// ncdc view: draws the scene (nested blocks, operator glyphs, labelled wires) with ELK's layered
-// layout, and shows the selected block's details beside it. The scene is the JSON that
-// ncdc/view/scene.py writes into <script id="scene">. Everything runs offline.
+// ncdc view: draws the scene (ncdc/view/scene.py's JSON in <script id="scene">) as a neural
+// circuit diagram: blocks as boxes in their fill colour (stacked when repeated or lifted),
+// operators as small labelled boxes, wires labelled with their axes, tape slots as named ports;
+// left to right, long chains folded into rows so the drawing uses the screen both ways.
+// The layout is this file's own compact layered layout (one level per open block). Everything
+// runs offline; window.__ncdc is the handle the tests and the exporter use.
 "use strict";
 (function () {
   const scene = JSON.parse(document.getElementById("scene").textContent);
   const meta = JSON.parse(document.getElementById("meta").textContent);
   const nodes = scene.nodes;
   const SVGNS = "http://www.w3.org/2000/svg";
-  const elk = new ELK();
   const expanded = new Set();
   let selected = null;
-  let rendering = Promise.resolve();
-  const stats = { layouts: [], levels: [], firstFrameMs: null, lastLayoutMs: null, lastRenderMs: null };
-  window.__ncdc = { stats, expand, collapse, select, reveal, expanded, scene, ready: null };
+  let current = null;  // the placed layout of the whole drawing
+  const view = { s: 1, tx: 0, ty: 0 };
+  const stats = { layouts: [], firstFrameMs: null, lastLayoutMs: null, lastRenderMs: null };
+  const api = { stats, expanded, scene, view };
+  window.__ncdc = api;
 
-  const GLYPH_MARK = {
-    contraction: "\u2211", elementwise: "f", cast: "\u21c4", fold: "+", norm: "\u2016\u00b7\u2016",
-    topk: "top", source: "\u25c6", view: "\u2933", other: "\u25a1",
-  };
-
-  // ---------------------------------------------------------------- text measure
+  // ---------------------------------------------------------------- text
   const ctx = document.createElement("canvas").getContext("2d");
-  function textWidth(text, size) {
-    ctx.font = `${size}px system-ui, sans-serif`;
-    return Math.ceil(ctx.measureText(text).width);
-  }
-
-  function wireText(e) { return e.bound ? e.bound : e.label; }
-
-  // ---------------------------------------------------------------- ELK graph
-  function portsOf(n) {
-    const ports = [];
-    for (let k = 0; k < n.inputs; k++) {
-      ports.push({ id: `${n.id}|in|${k}`, width: 6, height: 6,
-        layoutOptions: { "elk.port.side": "WEST", "elk.port.index": String(n.inputs - 1 - k) } });
+  const widths = new Map();
+  function textWidth(text, size, bold) {
+    const key = `${size}${bold ? "b" : ""}|${text}`;
+    let w = widths.get(key);
+    if (w === undefined) {
+      ctx.font = `${bold ? "600 " : ""}${size}px system-ui, sans-serif`;
+      w = Math.ceil(ctx.measureText(text.replace(/[_^]/g, "")).width);
+      widths.set(key, w);
     }
-    for (let j = 0; j < n.outputs; j++) {
-      ports.push({ id: `${n.id}|out|${j}`, width: 6, height: 6,
-        layoutOptions: { "elk.port.side": "EAST", "elk.port.index": String(j) } });
+    return w;
+  }
+  // a label's ``_q`` / ``^T`` (scripts with no Unicode form) drawn lowered / raised
+  const SCRIPT = /([_^])([A-Za-z0-9+\-\/.]+)/g;
+  function setText(t, text) {
+    t.textContent = "";
+    let at = 0;
+    for (const m of text.matchAll(SCRIPT)) {
+      if (m.index > at) t.appendChild(document.createTextNode(text.slice(at, m.index)));
+      const s = document.createElementNS(SVGNS, "tspan");
+      s.setAttribute("class", m[1] === "_" ? "sub-script" : "sup-script");
+      s.setAttribute("baseline-shift", m[1] === "_" ? "sub" : "super");
+      s.textContent = m[2];
+      t.appendChild(s);
+      at = m.index + m[0].length;
     }
-    return ports;
+    if (at < text.length) t.appendChild(document.createTextNode(text.slice(at)));
   }
-
-  function leafSize(n) {
-    const title = nodeTitle(n);
-    let w = textWidth(title, 13) + 48;
-    let h = 30;
-    const sub = subtitle(n);
-    if (sub) { w = Math.max(w, textWidth(sub, 11) + 40); h = 44; }
-    const ports = Math.max(n.inputs, n.outputs);
-    h = Math.max(h, ports * 14 + 8);
-    return [Math.min(Math.max(w, 60), 420), h];
+  function htmlText(el, text) {
+    let at = 0;
+    for (const m of text.matchAll(SCRIPT)) {
+      if (m.index > at) el.appendChild(document.createTextNode(text.slice(at, m.index)));
+      const s = document.createElement(m[1] === "_" ? "sub" : "sup");
+      s.textContent = m[2];
+      el.appendChild(s);
+      at = m.index + m[0].length;
+    }
+    if (at < text.length) el.appendChild(document.createTextNode(text.slice(at)));
   }
+  function wireText(e) { return e.bound ? e.boundAxes : e.axes; }
+  function keyLabel(id) { return nodes[id].seg || nodes[id].label; }
 
-  function nodeTitle(n) {
-    if (n.kind === "block") return n.label + (n.rep ? `  \u00d7${n.rep}` : "");
-    return n.label;
-  }
-
+  // ---------------------------------------------------------------- box sizes
+  const STACK = 8;  // room for the copies behind a repeated or lifted block
+  function stacked(n) { return n.kind === "block" && (n.rep || (n.lifted && n.lifted.length)); }
   function subtitle(n) {
-    if (n.kind === "operator") {
-      if (n.format) return n.format;
-      if (n.function) return n.function;
-      if (n.formulaText) return n.formulaText.length > 48 ? n.formulaText.slice(0, 47) + "\u2026" : n.formulaText;
-      if (n.params && n.params.length) {
-        const p = n.params[0];
-        return `${p.role} [${p.axes.join(", ")}]`;
+    if (n.kind === "operator") return n.named ? n.meaning : "";
+    if (n.kind === "block") {
+      if (n.lifted && n.lifted.length) return `over ${n.lifted.join(", ")}`;
+      if (!expanded.has(n.id) && n.children.length) {
+        const inner = n.children.length;
+        return inner === 1 ? "1 part" : `${inner} parts`;
       }
-      return n.op;
     }
-    if (n.kind === "block" && n.lifted && n.lifted.length) return `lifted over [${n.lifted.join(", ")}]`;
-    if (n.kind === "block" && !expanded.has(n.id) && n.children.length) return n.children.length === 1 ? "1 part" : `${n.children.length} parts`;
     return "";
   }
-
-  // Each open block (and the root) is laid out on its own, as one level: its children are
-  // boxes of fixed size, its own ports are the level's external ports. A level's layout is
-  // cached until something inside it opens or closes, so opening a block lays out that block
-  // and its ancestors only. An open child keeps the port positions its own layout chose.
-  const levelCache = new Map();
-  const LEVEL_OPTIONS = {
-    "elk.algorithm": "layered", "elk.direction": "RIGHT",
-    "elk.spacing.nodeNode": "22", "elk.spacing.edgeEdge": "14",
-    "elk.layered.spacing.edgeEdgeBetweenLayers": "14",
-    "elk.spacing.edgeLabel": "2", "elk.edgeLabels.placement": "CENTER",
-    "elk.layered.nodePlacement.strategy": "NETWORK_SIMPLEX",
-    "elk.portConstraints": "FIXED_ORDER",
-  };
-
-  function childBox(n) {
-    const open = n.kind === "block" && expanded.has(n.id);
-    if (open) {
-      const lv = levelCache.get(n.id);
-      return { id: n.id, width: lv.width, height: lv.height,
-        ports: (lv.ports || []).map((p) => ({ id: p.id, x: p.x, y: p.y, width: p.width, height: p.height })),
-        layoutOptions: { "elk.portConstraints": "FIXED_POS" } };
+  function leafSize(n) {
+    const ports = Math.max(n.inputs, n.outputs, 1);
+    if (n.kind === "tape" || n.kind === "input" || n.kind === "output") {
+      return [textWidth(n.label, 11) + 26, Math.max(20, ports * 12 + 6)];
     }
-    const [w, h] = leafSize(n);
-    return { id: n.id, width: w, height: h, ports: portsOf(n),
-      layoutOptions: { "elk.portConstraints": "FIXED_ORDER" } };
+    if (n.kind === "operator") {
+      const sub = subtitle(n);
+      const w = Math.max(textWidth(n.label, 12), sub ? textWidth(sub, 10) : 0) + 18;
+      return [Math.max(w, 30), Math.max(sub ? 34 : 24, ports * 12 + 6)];
+    }
+    const toggle = n.children.length ? 18 : 0;
+    const rep = n.rep ? textWidth(`\u00d7${n.rep}`, 12, true) + 8 : 0;
+    const sub = subtitle(n);
+    const w = Math.max(textWidth(keyLabel(n.id), 13, true) + rep, sub ? textWidth(sub, 10) : 0) + toggle + 20;
+    const h = Math.max(sub ? 42 : 30, ports * 13 + 8);
+    const extra = stacked(n) ? STACK : 0;
+    return [Math.min(Math.max(w, 56), 360) + extra, h + extra];
   }
+  function portY(h, k, n) { return Math.round(h * (k + 1) / (n + 1)); }
 
-  async function layoutLevel(id) {
+  // ---------------------------------------------------------------- layout of one level
+  // Children are boxes of fixed size (an open child has its own level's size). Layers by
+  // longest path, sources pulled next to their first consumer, order by barycentre sweeps;
+  // layers are packed into rows of about the target width, rows stacked top to bottom.
+  const GAP_Y = 14, ROW_GAP = 44;
+  // an open block's level, kept until something inside it opens or closes (see invalidate)
+  const levelCache = new Map();
+  function invalidate(id) {
+    for (let p = id; p; p = nodes[p].parent) levelCache.delete(p);
+  }
+  const ONE_ROW = 1250;  // a level at most this wide stays one row (it fits a screen as it is)
+  function layoutLevel(id, aspect) {
     const n = nodes[id];
     const isRoot = id === scene.root;
-    const [minW] = isRoot ? [0] : leafSize(n);
-    // every wire's label sits just right of its source port, so the gap between layers (and
-    // the padding next to the level's own ports) is made as wide as the widest label in it
-    const edges = scene.edges[id] || [];
-    const widest = (list) => list.reduce((w, e) => Math.max(w, textWidth(wireText(e), 10) + 14), 0);
-    const gap = Math.max(36, widest(edges.filter((e) => e.src !== id)));
-    const left = Math.max(18, widest(edges.filter((e) => e.src === id)));
-    const graph = {
-      id, layoutOptions: { ...LEVEL_OPTIONS,
-        "elk.layered.spacing.nodeNodeBetweenLayers": String(gap),
-        "elk.padding": isRoot ? `[top=20,left=20,bottom=20,right=${Math.max(20, gap)}]`
-          : `[top=34,left=${left},bottom=14,right=${Math.max(18, gap)}]`,
-        "elk.nodeSize.constraints": "MINIMUM_SIZE", "elk.nodeSize.minimum": `(${minW + 20},60)` },
-      ports: isRoot ? [] : portsOf(n),
-      children: n.children.map((c) => childBox(nodes[c])),
-      edges: elkEdges(id),
-    };
-    const started = performance.now();
-    // ELK lays out a node's children against its ports only when the node is not the root
-    const wrapped = await elk.layout({ id: "\u0000wrap", layoutOptions: { "elk.algorithm": "fixed" },
-      children: [graph], edges: [] });
-    const out = wrapped.children[0];
-    if (!n.children.some((c) => expanded.has(c))) closedCache.set(id, out);
-    stats.levels.push({ id, ms: performance.now() - started, boxes: graph.children.length,
-      wires: graph.edges.length });
-    return out;
-  }
-
-  function invalidate(id) {
-    let p = id;
-    while (p) { levelCache.delete(p); p = nodes[p].parent; }
-  }
-
-  async function layoutAll() {
-    // post-order over open blocks: a level needs its open children's sizes first
-    const order = [];
-    const visit = (id) => {
-      for (const c of nodes[id].children) if (expanded.has(c)) visit(c);
-      order.push(id);
-    };
-    visit(scene.root);
-    for (const id of order) {
-      if (levelCache.has(id)) continue;
-      const closed = !nodes[id].children.some((c) => expanded.has(c));
-      levelCache.set(id, closed && closedCache.has(id) ? closedCache.get(id) : await layoutLevel(id));
-    }
-    return levelCache.get(scene.root);
-  }
-
-  // While the page is idle, blocks not yet opened are laid out in advance (their children
-  // closed), nearest the top first, so opening one lays out only its ancestors.
-  const closedCache = new Map();
-  let busy = false;
-  function prepareAhead() {
-    const queue = [];
-    const visit = (id, depth) => {
-      for (const c of nodes[id].children) {
-        if (nodes[c].kind !== "block" || !nodes[c].children.length) continue;
-        queue.push([depth, c]);
-        if (depth < 4) visit(c, depth + 1);
-      }
-    };
-    visit(scene.root, 0);
-    queue.sort((a, b) => a[0] - b[0]);
-    const step = async () => {
-      while (queue.length && (busy || closedCache.has(queue[0][1]))) {
-        if (busy) return setTimeout(step, 60);
-        queue.shift();
-      }
-      if (!queue.length) return;
-      const [, id] = queue.shift();
-      if (!nodes[id].children.some((c) => expanded.has(c))) await layoutLevel(id);
-      setTimeout(step, 0);
-    };
-    setTimeout(step, 30);
-  }
-
-  // absolute placement: a level's coordinates are relative to its own box
-  function place(level, dx, dy) {
-    const out = { ...level, x: dx, y: dy, children: [], edges: [] };
-    for (const c of level.children || []) {
-      const ox = dx + c.x, oy = dy + c.y;
-      if (expanded.has(c.id) && levelCache.has(c.id)) {
-        const inner = place(levelCache.get(c.id), ox, oy);
-        inner.id = c.id;
-        out.children.push(inner);
+    const kids = n.children;
+    const index = new Map(kids.map((c, i) => [c, i]));
+    const size = new Map();
+    for (const c of kids) {
+      if (nodes[c].kind === "block" && expanded.has(c)) {
+        let lv = levelCache.get(c);
+        if (!lv) { lv = layoutLevel(c, 1.6); levelCache.set(c, lv); }
+        size.set(c, [lv.width, lv.height, lv]);
       } else {
-        out.children.push({ ...c, x: ox, y: oy,
-          ports: (c.ports || []).map((p) => ({ ...p, x: ox + p.x, y: oy + p.y })) });
+        const [w, h] = leafSize(nodes[c]);
+        size.set(c, [w, h, null]);
       }
     }
-    out.ports = (level.ports || []).map((p) => ({ ...p, x: dx + p.x, y: dy + p.y }));
-    for (const e of level.edges || []) {
-      out.edges.push({ ...e,
-        sections: (e.sections || []).map((s) => ({
-          startPoint: { x: dx + s.startPoint.x, y: dy + s.startPoint.y },
-          endPoint: { x: dx + s.endPoint.x, y: dy + s.endPoint.y },
-          bendPoints: (s.bendPoints || []).map((b) => ({ x: dx + b.x, y: dy + b.y })) })),
-        labels: (e.labels || []).map((l) => ({ ...l, x: dx + l.x, y: dy + l.y })) });
+    const edges = scene.edges[id] || [];
+    const preds = new Map(kids.map((c) => [c, []]));
+    const succs = new Map(kids.map((c) => [c, []]));
+    for (const e of edges) {
+      if (e.src !== id && e.dst !== id && index.has(e.src) && index.has(e.dst)) {
+        preds.get(e.dst).push(e.src);
+        succs.get(e.src).push(e.dst);
+      }
     }
-    return out;
-  }
-
-  function endPort(id, port, container, outgoing) {
-    if (id === container) return `${id}|${outgoing ? "in" : "out"}|${port}`;
-    return `${id}|${outgoing ? "out" : "in"}|${port}`;
-  }
-
-  function elkEdges(container) {
-    return (scene.edges[container] || []).map((e) => {
-      const text = wireText(e);
-      return {
-        id: e.id,
-        sources: [endPort(e.src, e.srcPort, container, true)],
-        targets: [endPort(e.dst, e.dstPort, container, false)],
-        // labels are drawn after layout, beside the source port (see layoutLevel): labels
-        // given to ELK double its work for every level
-        labels: [],
-      };
+    // topological order (Kahn; scene order breaks ties)
+    const indeg = new Map(kids.map((c) => [c, preds.get(c).length]));
+    const order = [];
+    const ready = kids.filter((c) => indeg.get(c) === 0);
+    while (ready.length) {
+      const c = ready.shift();
+      order.push(c);
+      for (const d of succs.get(c)) { indeg.set(d, indeg.get(d) - 1); if (indeg.get(d) === 0) ready.push(d); }
+    }
+    for (const c of kids) if (!order.includes(c)) order.push(c);  // a cycle cannot occur; be safe
+    const layer = new Map();
+    for (const c of order) layer.set(c, preds.get(c).reduce((l, p) => Math.max(l, layer.get(p) + 1), 0));
+    for (let i = order.length - 1; i >= 0; i--) {
+      const c = order[i];
+      if (preds.get(c).length || !succs.get(c).length) continue;
+      layer.set(c, Math.max(layer.get(c), succs.get(c).reduce((l, d) => Math.min(l, layer.get(d) - 1), 1e9)));
+    }
+    const nl = kids.length ? Math.max(...kids.map((c) => layer.get(c))) + 1 : 0;
+    const layers = Array.from({ length: nl }, () => []);
+    for (const c of kids) layers[layer.get(c)].push(c);
+    // barycentre sweeps: a box sits near the boxes that feed it
+    const pos = new Map();
+    const rank = () => layers.forEach((L) => L.forEach((c, i) => pos.set(c, i / Math.max(1, L.length - 1))));
+    rank();
+    const inPos = (c) => { const ps = edges.filter((e) => e.dst === c).map((e) => (e.src === id ? e.srcPort / Math.max(1, n.inputs) : pos.get(e.src))); return ps.length ? ps.reduce((a, b) => a + b, 0) / ps.length : null; };
+    const outPos = (c) => { const ps = succs.get(c).map((d) => pos.get(d)); return ps.length ? ps.reduce((a, b) => a + b, 0) / ps.length : null; };
+    for (let sweep = 0; sweep < 3; sweep++) {
+      const down = sweep !== 1;
+      const seq = down ? layers : [...layers].reverse();
+      for (const L of seq) {
+        const key = new Map(L.map((c, i) => { const b = down ? inPos(c) : outPos(c); return [c, b === null ? pos.get(c) : b + i * 1e-6]; }));
+        L.sort((a, b) => key.get(a) - key.get(b));
+        L.forEach((c, i) => pos.set(c, i / Math.max(1, L.length - 1)));
+      }
+    }
+    // layer sizes and the gaps that hold the wire labels leaving each layer
+    const labelW = (list) => list.reduce((w, e) => Math.max(w, wireText(e) ? textWidth(wireText(e), 10) + 12 : 0), 0);
+    const lw = layers.map((L) => Math.max(...L.map((c) => size.get(c)[0])));
+    const lh = layers.map((L) => L.reduce((h, c) => h + size.get(c)[1], 0) + GAP_Y * (L.length - 1));
+    const gap = layers.map((L) => Math.max(34, labelW(edges.filter((e) => L.includes(e.src) && e.dst !== id))));
+    const padL = isRoot ? 16 : Math.max(20, labelW(edges.filter((e) => e.src === id)) + 6);
+    const outLabels = labelW(edges.filter((e) => e.dst === id));
+    const padR = isRoot ? 16 : Math.max(20, outLabels + 6);
+    const padT = isRoot ? 16 : 30 + (stacked(n) ? STACK : 0), padB = isRoot ? 16 : 12;
+    // fold: the layers packed greedily into k rows of about total / k width each; the k whose
+    // drawing comes nearest the target aspect ratio wins
+    const total = lw.reduce((a, b) => a + b, 0) + gap.slice(0, -1).reduce((a, b) => a + b, 0);
+    const pack = (k) => {
+      const target = total / k, rows = [];
+      let row = [], width = 0, wmax = 0;
+      for (let i = 0; i < nl; i++) {
+        const add = lw[i] + (row.length ? gap[i - 1] : 0);
+        if (row.length && width + add > target * 1.08 && rows.length < k - 1) { rows.push(row); wmax = Math.max(wmax, width); row = []; width = 0; }
+        width += lw[i] + (row.length ? gap[i - 1] : 0);
+        row.push(i);
+      }
+      if (row.length) { rows.push(row); wmax = Math.max(wmax, width); }
+      const hsum = rows.reduce((h, r) => h + Math.max(...r.map((i) => lh[i])), 0) + ROW_GAP * (rows.length - 1);
+      return { rows, score: Math.abs(Math.log((wmax + padL + padR) / (hsum + padT + padB) / aspect)) };
+    };
+    let best = pack(1);
+    for (let k = 2; (isRoot || total + padL + padR > ONE_ROW) && k <= Math.min(nl, 12); k++) {
+      const p = pack(k);
+      if (p.score < best.score) best = p;
+    }
+    const rows = nl ? best.rows : [];
+    const boxes = new Map();
+    const rowOf = new Map();
+    let y = padT, maxW = 0;
+    const rowBottoms = [];
+    rows.forEach((r, ri) => {
+      const rh = Math.max(...r.map((i) => lh[i]));
+      let x = padL;
+      for (const i of r) {
+        let yy = y + (rh - lh[i]) / 2;
+        for (const c of layers[i]) {
+          const [w, h, lv] = size.get(c);
+          boxes.set(c, { x: x + (lw[i] - w) / 2, y: yy, w, h, lv });
+          rowOf.set(c, ri);
+          yy += h + GAP_Y;
+        }
+        x += lw[i] + gap[i];
+      }
+      maxW = Math.max(maxW, x - gap[r[r.length - 1]]);
+      y += rh;
+      rowBottoms.push(y);
+      y += ROW_GAP;
     });
+    if (rows.length) y -= ROW_GAP;
+    const titleW = isRoot ? 0 : leafSize(n)[0] + 20;
+    const W = Math.max(maxW + padR, titleW, 80);
+    const H = Math.max(y + padB, isRoot ? 0 : 50);
+    // the ports of each child, and of this level's own box
+    const outPort = (c, k) => {
+      const b = boxes.get(c);
+      if (b.lv) return { x: b.x + b.lv.outPorts[k].x, y: b.y + b.lv.outPorts[k].y };
+      const nn = nodes[c];
+      const st = stacked(nn) ? STACK : 0;
+      return { x: b.x + b.w - st, y: b.y + st + portY(b.h - st, k, nn.outputs) };
+    };
+    const inPort = (c, k) => {
+      const b = boxes.get(c);
+      if (b.lv) return { x: b.x + b.lv.inPorts[k].x, y: b.y + b.lv.inPorts[k].y };
+      const nn = nodes[c];
+      const st = stacked(nn) ? STACK : 0;
+      return { x: b.x, y: b.y + st + portY(b.h - st, k, nn.inputs) };
+    };
+    const st = !isRoot && stacked(n) ? STACK : 0;
+    const spread = (count, want) => {
+      // port k at the height it feeds (or is fed from), kept in order and 14 px apart
+      const ys = [];
+      for (let k = 0; k < count; k++) {
+        let v = want[k] !== undefined ? want[k] : st + portY(H - st, k, count);
+        if (k && v < ys[k - 1] + 14) v = ys[k - 1] + 14;
+        ys.push(Math.min(Math.max(v, padT - 6 + st * 0), H - 6));
+      }
+      return ys;
+    };
+    const wantIn = [], wantOut = [];
+    for (const e of edges) {
+      if (e.src === id && e.dst !== id && wantIn[e.srcPort] === undefined) wantIn[e.srcPort] = inPort(e.dst, e.dstPort).y;
+      if (e.dst === id && e.src !== id && wantOut[e.dstPort] === undefined) wantOut[e.dstPort] = outPort(e.src, e.srcPort).y;
+    }
+    const inPorts = spread(n.inputs, isRoot ? [] : wantIn).map((v) => ({ x: 0, y: v }));
+    const outPorts = spread(n.outputs, isRoot ? [] : wantOut).map((v) => ({ x: W - st, y: v }));
+    // wires: a curve forward; to a later row, round the row's bottom and back
+    const wires = [];
+    let lane = 0;
+    for (const e of edges) {
+      const p = e.src === id ? inPorts[e.srcPort] : outPort(e.src, e.srcPort);
+      const q = e.dst === id ? outPorts[e.dstPort] : inPort(e.dst, e.dstPort);
+      if (!p || !q) continue;
+      const r0 = e.src === id ? 0 : rowOf.get(e.src);
+      const r1 = e.dst === id ? rows.length - 1 : rowOf.get(e.dst);
+      let d;
+      if (r1 > r0) {
+        // down to the gap under the source's row, along it, down to the target's row
+        const off = ((lane++ % 7) - 3) * 4;
+        const gy = rowBottoms[r0] + ROW_GAP / 2 + off;
+        const x1 = p.x + 12 + off, x2 = q.x - 12 - off;
+        if (r1 === r0 + 1) {
+          d = `M${p.x},${p.y} L${x1},${p.y} L${x1},${gy} L${x2},${gy} L${x2},${q.y} L${q.x},${q.y}`;
+        } else {
+          // past the rows between: down the left margin, in along the gap over the target's row
+          const gx = Math.max(2, padL / 2 + off);
+          const gy2 = rowBottoms[r1 - 1] + ROW_GAP / 2 + off;
+          d = `M${p.x},${p.y} L${x1},${p.y} L${x1},${gy} L${gx},${gy} L${gx},${gy2} L${x2},${gy2} L${x2},${q.y} L${q.x},${q.y}`;
+        }
+      } else {
+        // a wire past boxes between its ends goes round them (above or below, the nearer)
+        const lo = Math.min(p.y, q.y) - 6, hi = Math.max(p.y, q.y) + 6;
+        const between = [];
+        for (const [c, b] of boxes) {
+          if (c === e.src || c === e.dst) continue;
+          if (b.x > p.x + 2 && b.x + b.w < q.x - 2 && b.y < hi && b.y + b.h > lo) between.push(b);
+        }
+        if (between.length) {
+          const top = Math.min(...between.map((b) => b.y)) - 8 - (lane % 3) * 3;
+          const bottom = Math.max(...between.map((b) => b.y + b.h)) + 8 + (lane % 3) * 3;
+          lane++;
+          const yy = Math.abs(top - p.y) <= Math.abs(bottom - p.y) ? top : bottom;
+          const x1 = p.x + 10, x2 = q.x - 10;
+          d = `M${p.x},${p.y} C${x1},${p.y} ${x1},${yy} ${x1 + 10},${yy} L${x2 - 10},${yy} C${x2},${yy} ${x2},${q.y} ${q.x},${q.y}`;
+        } else {
+          const dx = Math.max(10, (q.x - p.x) / 2);
+          d = `M${p.x},${p.y} C${p.x + dx},${p.y} ${q.x - dx},${q.y} ${q.x},${q.y}`;
+        }
+      }
+      wires.push({ e, d, p });
+    }
+    return { id, width: W, height: H, boxes, wires, inPorts, outPorts, stack: st };
   }
 
   // ---------------------------------------------------------------- drawing
@@ -233,135 +311,237 @@
     if (parent) parent.appendChild(x);
     return x;
   }
-
-  function draw(layout) {
-    labelled = new Set();
-    const svg = document.getElementById("canvas");
-    svg.textContent = "";
-    svg.setAttribute("width", Math.ceil(layout.width));
-    svg.setAttribute("height", Math.ceil(layout.height));
-    svg.setAttribute("viewBox", `0 0 ${Math.ceil(layout.width)} ${Math.ceil(layout.height)}`);
-    const defs = el("defs", {}, svg);
-    const marker = el("marker", { id: "arrow", viewBox: "0 0 8 8", refX: "7", refY: "4",
-      markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse" }, defs);
-    el("path", { d: "M0,0 L8,4 L0,8 z", class: "arrowhead" }, marker);
-    const boxes = el("g", { class: "boxes" }, svg);
-    const wires = el("g", { class: "wires" }, svg);
-    const drawNode = (ln, depth) => {
-      const n = nodes[ln.id];
-      const open = n.kind === "block" && expanded.has(n.id);
-      const g = el("g", { class: `node ${n.kind}${open ? " open" : ""}${n.id === selected ? " selected" : ""}`,
-        "data-id": n.id, "data-kind": n.kind, "data-depth": depth, tabindex: "-1" }, boxes);
-      if (n.glyph) g.classList.add(`glyph-${n.glyph}`);
-      if (n.path) g.setAttribute("data-path", n.path);
-      const rect = el("rect", { x: ln.x, y: ln.y, width: ln.width, height: ln.height,
-        rx: n.kind === "block" ? 6 : 4, class: "shape" }, g);
-      if (n.kind === "block" && n.color && /^#[0-9a-fA-F]{3,8}$/.test(n.color)) rect.style.stroke = n.color;
-      const glyphed = n.kind === "operator" || n.kind === "tape" || n.kind === "cut";
-      const hasToggle = n.kind === "block" && n.children.length > 0;
-      const title = el("text", { x: ln.x + (glyphed || hasToggle ? 26 : 8), y: ln.y + 18, class: "title" }, g);
-      title.textContent = n.label;
-      if (n.kind === "block" && n.rep) {
-        const rep = el("text", { x: ln.x + ln.width - 8, y: ln.y + 18, class: "rep", "text-anchor": "end" }, g);
-        rep.textContent = `\u00d7${n.rep}`;
+  const COLOR = /^#[0-9a-fA-F]{3,8}$/;
+  function drawBox(n, x, y, w, h, open, depth, parent) {
+    const g = el("g", { class: `node ${n.kind}${open ? " open" : ""}`, "data-id": n.id,
+      "data-kind": n.kind, "data-depth": depth }, parent);
+    if (n.glyph) g.classList.add(`glyph-${n.glyph}`);
+    if (n.path) g.setAttribute("data-path", n.path);
+    const st = stacked(n) ? STACK : 0;
+    const fill = n.kind === "block" && COLOR.test(n.color || "") ? n.color : null;
+    const rx = n.kind === "block" ? 5 : n.kind === "operator" ? 4 : 10;
+    for (let k = st ? 2 : 0; k > 0; k--) {
+      // copies behind, up and to the right, as in the NCD papers
+      const copy = el("rect", { x: x + k * STACK / 2, y: y + (2 - k) * STACK / 2, width: w - st, height: h - st, rx, class: "copy" }, g);
+      if (fill) copy.style.fill = fill;
+    }
+    const rect = el("rect", { x, y: y + st, width: w - st, height: h - st, rx, class: "shape" }, g);
+    if (fill) rect.style.fill = fill;
+    const bx = x, by = y + st, bw = w - st;
+    const hasToggle = n.kind === "block" && n.children.length > 0;
+    if (n.kind === "block") {
+      const tx = open ? bx + (hasToggle ? 22 : 8) : bx + (hasToggle ? 18 : 0) / 2 + bw / 2 - (n.rep ? (textWidth(`\u00d7${n.rep}`, 12, true) + 8) / 2 : 0);
+      const t = el("text", { x: tx, y: by + (open ? 19 : (subtitle(n) ? 18 : (h - st) / 2 + 5)), class: "title", "text-anchor": open ? "start" : "middle" }, g);
+      setText(t, keyLabel(n.id));
+      if (n.rep) {
+        const r = el("text", { x: bx + bw - 6, y: by + (open || subtitle(n) ? 18 : (h - st) / 2 + 5), class: "rep", "text-anchor": "end" }, g);
+        r.textContent = `\u00d7${n.rep}`;
       }
-      if (glyphed) {
-        const mark = el("text", { x: ln.x + 13, y: ln.y + 19, class: "glyph", "text-anchor": "middle" }, g);
-        mark.textContent = n.kind === "tape" ? (n.mode === "read" ? "\u21e2" : "\u21e0") : n.kind === "cut" ? "\u2702" : GLYPH_MARK[n.glyph] || "\u25a1";
-      }
-      if (!open) {
-        const sub = subtitle(n);
-        if (sub) {
-          const s = el("text", { x: ln.x + (glyphed || hasToggle ? 26 : 8), y: ln.y + 34, class: "sub" }, g);
-          s.textContent = sub;
-        }
+      if (!open && subtitle(n)) {
+        const s = el("text", { x: bx + (hasToggle ? 9 : 0) + bw / 2, y: by + 33, class: "sub", "text-anchor": "middle" }, g);
+        s.textContent = subtitle(n);
+      } else if (open && n.lifted && n.lifted.length) {
+        const s = el("text", { x: tx + textWidth(keyLabel(n.id), 13, true) + 10, y: by + 19, class: "sub" }, g);
+        s.textContent = subtitle(n);
       }
       if (hasToggle) {
-        const t = el("text", { x: ln.x + 13, y: ln.y + 18, class: "toggle", "text-anchor": "middle" }, g);
-        t.textContent = open ? "\u2212" : "+";
+        el("rect", { x: bx + 4, y: by + 6, width: 14, height: 14, rx: 3, class: "toggle-box toggle" }, g);
+        const t2 = el("text", { x: bx + 11, y: by + 17.5, class: "toggle", "text-anchor": "middle" }, g);
+        t2.textContent = open ? "\u2212" : "+";
       }
-      for (const p of ln.ports || []) {
-        el("rect", { x: p.x, y: p.y, width: p.width, height: p.height, class: "port" }, g);
-      }
-      for (const c of ln.children || []) drawNode(c, depth + 1);
-      for (const e of ln.edges || []) drawEdge(e, wires);
-    };
-    for (const c of layout.children || []) drawNode(c, 0);
-    for (const p of layout.ports || []) el("rect", { x: p.x, y: p.y, width: p.width, height: p.height, class: "port root-port" }, boxes);
-    for (const e of layout.edges || []) drawEdge(e, wires);
-  }
-
-  const edgeIndex = {};
-  for (const c in scene.edges) for (const e of scene.edges[c]) edgeIndex[e.id] = e;
-
-  let labelled = new Set();
-
-  function drawEdge(le, parent) {
-    const e = edgeIndex[le.id];
-    const g = el("g", { class: `wire${e.dead ? " dead" : ""}`, "data-id": e.id, "data-src": e.src, "data-dst": e.dst }, parent);
-    for (const s of le.sections || []) {
-      const pts = [s.startPoint, ...(s.bendPoints || []), s.endPoint];
-      el("path", { d: "M" + pts.map((p) => `${p.x},${p.y}`).join(" L"), "marker-end": "url(#arrow)" }, g);
-    }
-    const text = wireText(e);
-    const key = `${e.src}|${e.srcPort}`;
-    if (text && le.sections && le.sections.length && !labelled.has(key)) {
-      labelled.add(key);  // a fanned-out wire carries one label
-      const s0 = le.sections[0];
-      const t = el("text", { x: s0.startPoint.x + 4, y: s0.startPoint.y - 3, class: "wire-label" }, g);
-      t.textContent = text;
-      if (e.bound) {
-        const tip = el("title", {}, t);
-        tip.textContent = e.label;
+    } else {
+      const sub = n.kind === "operator" ? subtitle(n) : "";
+      const t = el("text", { x: x + w / 2, y: y + (sub ? 15 : h / 2 + 4), class: "title", "text-anchor": "middle" }, g);
+      setText(t, n.kind === "tape" ? (n.mode === "read" ? `\u25b8 ${n.label}` : `${n.label} \u25b8`) : n.label);
+      if (sub) {
+        const s = el("text", { x: x + w / 2, y: y + 28, class: "sub", "text-anchor": "middle" }, g);
+        s.textContent = sub;
       }
     }
+    return g;
   }
 
-  async function relayout() {
+  function drawLevel(lv, ox, oy, depth, layers, labelled) {
+    for (const [c, b] of lv.boxes) {
+      const n = nodes[c];
+      const x = ox + b.x, y = oy + b.y;
+      const g = drawBox(n, x, y, b.w, b.h, !!b.lv, depth, layers.boxes);
+      if (b.lv) drawLevel(b.lv, x, y, depth + 1, layers, labelled);
+      g.__box = { x, y, w: b.w, h: b.h };
+    }
+    for (const { e, d, p } of lv.wires) {
+      const g = el("g", { class: `wire${e.dead ? " dead" : ""}`, "data-id": e.id, "data-src": e.src, "data-dst": e.dst }, layers.wires);
+      el("path", { d, transform: `translate(${ox},${oy})` }, g);
+      const key = `${e.src}|${e.srcPort}`;
+      const text = wireText(e);
+      if (text && !labelled.has(key)) {
+        labelled.add(key);  // a wire that fans out is labelled once, at its source
+        const t = el("text", { x: ox + p.x + 5, y: oy + p.y - 3, class: "wire-label" }, g);
+        t.textContent = text;
+        const tip = el("title", {}, g);  // the whole array (datatype, bound sizes) on hover
+        tip.textContent = e.bound || e.label;
+      }
+    }
+  }
+
+  function relayout() {
     const t0 = performance.now();
-    const top = await layoutAll();
-    const layout = place(top, 0, 0);
+    const stage = document.getElementById("stage").getBoundingClientRect();
+    // the top level aims wider than the screen: rows of a diagram read better long than tall
+    const top = layoutLevel(scene.root, 1.6 * Math.max(0.8, (stage.width || 1200) / Math.max(1, stage.height || 800)));
     const t1 = performance.now();
-    draw(layout);
+    const world = document.getElementById("world");
+    world.textContent = "";
+    const layers = { boxes: el("g", { class: "boxes" }, world), wires: el("g", { class: "wires" }, world) };
+    drawLevel(top, 0, 0, 0, layers, new Set());
+    current = top;
     const t2 = performance.now();
     stats.lastLayoutMs = t1 - t0;
     stats.lastRenderMs = t2 - t1;
     stats.layouts.push(t2 - t0);
-    document.getElementById("status").textContent =
-      `${document.querySelectorAll("#canvas g.node").length} boxes drawn \u00b7 layout ${Math.round(t1 - t0)} ms`;
+    const status = document.getElementById("status");
+    status.textContent = `${world.querySelectorAll("g.node").length} boxes`;
+    status.title = `drawn in ${Math.round(t2 - t0)} ms`;  // not in the text: pictures stay the same
     if (selected) highlight(selected);
+    updateMinimap();
     return t2 - t0;
   }
 
-  async function safeRelayout() {
-    busy = true;
-    try { return await relayout(); }
-    catch (err) { console.error("ncdc view: layout failed:", err && err.stack || err); throw err; }
-    finally { busy = false; }
+  // ---------------------------------------------------------------- view: zoom, pan, fit
+  const svg = document.getElementById("canvas");
+  function apply() {
+    document.getElementById("world").setAttribute("transform", `translate(${view.tx},${view.ty}) scale(${view.s})`);
+    updateMinimapView();
   }
+  function stageSize() { const r = svg.getBoundingClientRect(); return [r.width, r.height]; }
+  function zoomAt(cx, cy, factor) {
+    const s = Math.min(8, Math.max(0.03, view.s * factor));
+    view.tx = cx - (cx - view.tx) * s / view.s;
+    view.ty = cy - (cy - view.ty) * s / view.s;
+    view.s = s;
+    apply();
+  }
+  function fitRect(x, y, w, h, most) {
+    const [vw, vh] = stageSize();
+    const s = Math.min(most, (vw - 24) / Math.max(1, w), (vh - 24) / Math.max(1, h));
+    view.s = s;
+    view.tx = (vw - w * s) / 2 - x * s;
+    view.ty = (vh - h * s) / 2 - y * s;
+    apply();
+  }
+  function fit() { if (current) fitRect(0, 0, current.width, current.height, 1.6); }
+  function boxOf(id) {
+    const g = svg.querySelector(`g.node[data-id="${CSS.escape(id)}"]`);
+    return g ? g.__box : null;
+  }
+  function zoomTo(id) {
+    const b = boxOf(id || selected);
+    if (b) fitRect(b.x - 10, b.y - 10, b.w + 20, b.h + 20, 2.5);
+  }
+  function centerOn(id) {
+    const b = boxOf(id);
+    if (!b) return;
+    const [vw, vh] = stageSize();
+    if (view.s < 0.5) view.s = Math.min(1, (vw - 24) / b.w, (vh - 24) / b.h);
+    view.tx = vw / 2 - (b.x + b.w / 2) * view.s;
+    view.ty = vh / 2 - (b.y + b.h / 2) * view.s;
+    apply();
+  }
+  function keepInView(id) {
+    const b = boxOf(id);
+    if (!b) return;
+    const [vw, vh] = stageSize();
+    const x = b.x * view.s + view.tx, y = b.y * view.s + view.ty;
+    if (x < 0 || y < 0 || x + b.w * view.s > vw || y + b.h * view.s > vh) centerOn(id);
+  }
+  svg.addEventListener("wheel", (ev) => {
+    ev.preventDefault();
+    const r = svg.getBoundingClientRect();
+    const unit = ev.deltaMode === 1 ? 16 : 1;
+    zoomAt(ev.clientX - r.left, ev.clientY - r.top, Math.exp(-ev.deltaY * unit * (ev.ctrlKey ? 0.01 : 0.0015)));
+  }, { passive: false });
+  let drag = null, dragged = false;
+  const touches = new Map();  // two fingers pinch: zoom about their midpoint
+  let pinch = null;
+  svg.addEventListener("pointerdown", (ev) => {
+    if (ev.pointerType === "touch") touches.set(ev.pointerId, [ev.clientX, ev.clientY]);
+    if (touches.size === 2) {
+      const [a, b] = [...touches.values()];
+      pinch = Math.hypot(a[0] - b[0], a[1] - b[1]);
+      drag = null;
+      return;
+    }
+    if (ev.button !== 0) return;
+    drag = { x: ev.clientX, y: ev.clientY, tx: view.tx, ty: view.ty, id: ev.pointerId };
+    dragged = false;
+  });
+  svg.addEventListener("pointermove", (ev) => {
+    if (touches.has(ev.pointerId)) touches.set(ev.pointerId, [ev.clientX, ev.clientY]);
+    if (pinch && touches.size === 2) {
+      const [a, b] = [...touches.values()];
+      const d = Math.hypot(a[0] - b[0], a[1] - b[1]);
+      const r = svg.getBoundingClientRect();
+      zoomAt((a[0] + b[0]) / 2 - r.left, (a[1] + b[1]) / 2 - r.top, d / pinch);
+      pinch = d;
+      dragged = true;
+      return;
+    }
+    if (!drag) return;
+    const dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
+    if (!dragged && Math.abs(dx) + Math.abs(dy) < 4) return;
+    if (!dragged) { dragged = true; svg.setPointerCapture(drag.id); svg.classList.add("panning"); }
+    view.tx = drag.tx + dx; view.ty = drag.ty + dy;
+    apply();
+  });
+  const endDrag = (ev) => {
+    touches.delete(ev.pointerId);
+    if (touches.size < 2) pinch = null;
+    drag = null;
+    svg.classList.remove("panning");
+  };
+  svg.addEventListener("pointerup", endDrag);
+  svg.addEventListener("pointercancel", endDrag);
+  window.addEventListener("resize", () => fit());
 
-  function schedule() {
-    rendering = rendering.catch(() => null).then(safeRelayout);
-    window.__ncdc.done = rendering;
-    return rendering;
+  // ---------------------------------------------------------------- minimap
+  const mini = document.getElementById("minimap");
+  function updateMinimap() {
+    if (!current) return;
+    mini.textContent = "";
+    mini.setAttribute("viewBox", `0 0 ${current.width} ${current.height}`);
+    for (const g of svg.querySelectorAll("g.node")) {
+      const b = g.__box, n = nodes[g.getAttribute("data-id")];
+      if (!b || (g.classList.contains("open"))) continue;
+      const r = el("rect", { x: b.x, y: b.y, width: b.w, height: b.h, class: `mini-${n.kind}` }, mini);
+      if (n.kind === "block" && COLOR.test(n.color || "")) r.style.fill = n.color;
+    }
+    el("rect", { id: "mini-view", x: 0, y: 0, width: 0, height: 0 }, mini);
+    updateMinimapView();
   }
+  function updateMinimapView() {
+    const r = document.getElementById("mini-view");
+    if (!r || !current) return;
+    const [vw, vh] = stageSize();
+    const x = -view.tx / view.s, y = -view.ty / view.s, w = vw / view.s, h = vh / view.s;
+    r.setAttribute("x", x); r.setAttribute("y", y); r.setAttribute("width", w); r.setAttribute("height", h);
+    const all = x <= 0 && y <= 0 && x + w >= current.width && y + h >= current.height;
+    mini.classList.toggle("hidden", all);
+  }
+  function miniMove(ev) {
+    const r = mini.getBoundingClientRect();
+    const k = Math.max(current.width / r.width, current.height / r.height);
+    const ox = (r.width - current.width / k) / 2, oy = (r.height - current.height / k) / 2;
+    const wx = (ev.clientX - r.left - ox) * k, wy = (ev.clientY - r.top - oy) * k;
+    const [vw, vh] = stageSize();
+    view.tx = vw / 2 - wx * view.s; view.ty = vh / 2 - wy * view.s;
+    apply();
+  }
+  let miniDrag = false;
+  mini.addEventListener("pointerdown", (ev) => { miniDrag = true; mini.setPointerCapture(ev.pointerId); miniMove(ev); ev.stopPropagation(); });
+  mini.addEventListener("pointermove", (ev) => { if (miniDrag) miniMove(ev); });
+  mini.addEventListener("pointerup", () => { miniDrag = false; });
 
-  // ---------------------------------------------------------------- interaction
-  function expand(id) {
-    if (!nodes[id] || nodes[id].kind !== "block" || expanded.has(id)) return rendering;
-    for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
-    expanded.add(id);
-    invalidate(id);
-    return schedule();
-  }
-  function collapse(id) {
-    if (!expanded.has(id)) return rendering;
-    expanded.delete(id);
-    for (const d of descendants(id)) expanded.delete(d);
-    invalidate(id);
-    return schedule();
-  }
-  function toggle(id) { return expanded.has(id) ? collapse(id) : expand(id); }
+  // ---------------------------------------------------------------- open and close
   function descendants(id) {
     const out = [];
     const stack = [...nodes[id].children];
@@ -374,54 +554,127 @@
     while (p && p !== scene.root) { out.push(p); p = nodes[p].parent; }
     return out;
   }
+  // redraw keeping one box (the one clicked) where it was on the screen
+  function redrawKeeping(id) {
+    const before = id ? boxOf(id) : null;
+    const ms = relayout();
+    const after = id ? boxOf(id) : null;
+    if (before && after) {
+      view.tx += (before.x - after.x) * view.s;
+      view.ty += (before.y - after.y) * view.s;
+      apply();
+    } else apply();
+    return ms;
+  }
+  function opensAt(id) { return nodes[id] && nodes[id].kind === "block" && nodes[id].children.length; }
+  function expand(id) {
+    if (!opensAt(id) || expanded.has(id)) return Promise.resolve(0);
+    for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
+    expanded.add(id);
+    invalidate(id);
+    return Promise.resolve(redrawKeeping(id));
+  }
+  function collapse(id) {
+    if (!expanded.has(id)) return Promise.resolve(0);
+    expanded.delete(id);
+    invalidate(id);
+    for (const d of descendants(id)) if (expanded.has(d)) { expanded.delete(d); levelCache.delete(d); }
+    return Promise.resolve(redrawKeeping(id));
+  }
+  function toggle(id) { return expanded.has(id) ? collapse(id) : expand(id); }
+  function depthOf(id) { return ancestors(id).length + 1; }
+  let openDepth = 0;
+  function expandToDepth(d) {
+    openDepth = Math.max(0, d);
+    expanded.clear();
+    levelCache.clear();
+    for (const id in nodes) if (opensAt(id) && depthOf(id) <= openDepth) expanded.add(id);
+    relayout();
+    fit();
+    document.getElementById("depth").textContent = String(openDepth);
+    return Promise.resolve(stats.lastLayoutMs);
+  }
+  const maxDepth = Object.keys(nodes).reduce((m, id) => (opensAt(id) ? Math.max(m, depthOf(id)) : m), 0);
   function reveal(id) {
     for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
     selected = id;
-    return schedule().then(() => { showDetails(id); scrollTo(id); });
-  }
-  function select(id) {
-    selected = id;
-    highlight(id);
+    relayout();
     showDetails(id);
+    centerOn(id);
+    return Promise.resolve(0);
   }
+  function select(id) { selected = id; highlight(id); showDetails(id); }
   function highlight(id) {
-    for (const g of document.querySelectorAll("#canvas g.node.selected")) g.classList.remove("selected");
-    const g = document.querySelector(`#canvas g.node[data-id="${CSS.escape(id)}"]`);
+    for (const g of svg.querySelectorAll("g.node.selected")) g.classList.remove("selected");
+    const g = id ? svg.querySelector(`g.node[data-id="${CSS.escape(id)}"]`) : null;
     if (g) g.classList.add("selected");
   }
-  function scrollTo(id) {
-    const g = document.querySelector(`#canvas g.node[data-id="${CSS.escape(id)}"]`);
-    if (g) g.scrollIntoView({ block: "center", inline: "center" });
-  }
 
-  document.getElementById("canvas").addEventListener("click", (ev) => {
+  svg.addEventListener("click", (ev) => {
+    if (dragged) { dragged = false; return; }
     const g = ev.target.closest("g.node");
     if (!g) return;
     const id = g.getAttribute("data-id");
     select(id);
     if (ev.target.classList.contains("toggle") || ev.detail === 2) toggle(id);
   });
-  document.getElementById("canvas").addEventListener("dblclick", (ev) => ev.preventDefault());
+  svg.addEventListener("dblclick", (ev) => ev.preventDefault());
 
   document.addEventListener("keydown", (ev) => {
     const search = document.getElementById("search");
     if (ev.key === "/" && document.activeElement !== search) { ev.preventDefault(); search.focus(); return; }
-    if (document.activeElement === search) return;
-    const order = visibleOrder();
+    if (document.activeElement === search || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    if (ev.key === "f") { fit(); return; }
+    if (ev.key === "z" && selected) { zoomTo(selected); return; }
+    if (ev.key === "e") { expandToDepth(maxDepth); return; }
+    if (ev.key === "c") { expandToDepth(0); return; }
+    if (/^[0-9]$/.test(ev.key)) { expandToDepth(+ev.key); return; }
+    const order = Array.from(svg.querySelectorAll("g.node")).map((g) => g.getAttribute("data-id"));
     if (!order.length) return;
     const at = selected ? order.indexOf(selected) : -1;
-    if (ev.key === "ArrowDown" || ev.key === "j") { ev.preventDefault(); select(order[Math.min(at + 1, order.length - 1)]); scrollTo(selected); }
-    else if (ev.key === "ArrowUp" || ev.key === "k") { ev.preventDefault(); select(order[Math.max(at - 1, 0)]); scrollTo(selected); }
+    if (ev.key === "ArrowDown" || ev.key === "j") { ev.preventDefault(); select(order[Math.min(at + 1, order.length - 1)]); keepInView(selected); }
+    else if (ev.key === "ArrowUp" || ev.key === "k") { ev.preventDefault(); select(order[Math.max(at - 1, 0)]); keepInView(selected); }
     else if ((ev.key === "ArrowRight" || ev.key === "Enter" || ev.key === "+") && selected) { ev.preventDefault(); expand(selected); }
     else if ((ev.key === "ArrowLeft" || ev.key === "-") && selected) {
       ev.preventDefault();
       if (expanded.has(selected)) collapse(selected);
-      else if (nodes[selected].parent && nodes[selected].parent !== scene.root) { select(nodes[selected].parent); collapse(selected); }
+      else if (nodes[selected].parent && nodes[selected].parent !== scene.root) { const p = nodes[selected].parent; select(p); collapse(p); }
     } else if (ev.key === "Escape") { selected = null; highlight(""); showDetails(null); }
   });
 
-  function visibleOrder() {
-    return Array.from(document.querySelectorAll("#canvas g.node")).map((g) => g.getAttribute("data-id"));
+  // ---------------------------------------------------------------- toolbar
+  const on = (id, fn) => document.getElementById(id).addEventListener("click", fn);
+  on("fit", () => fit());
+  on("zoom-sel", () => zoomTo(selected));
+  on("less", () => expandToDepth(openDepth - 1));
+  on("more", () => expandToDepth(Math.min(maxDepth, openDepth + 1)));
+  on("expand-all", () => expandToDepth(maxDepth));
+  on("collapse-all", () => expandToDepth(0));
+  on("save", () => {
+    const blob = new Blob([svgText()], { type: "image/svg+xml" });
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = (meta.title || "diagram").replace(/[^\w.-]+/g, "_").replace(/\.json$/, "") + ".svg";
+    document.body.appendChild(a); a.click(); a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+  });
+
+  // The drawing alone as a standalone SVG document (its style inlined), at scale 1.
+  function svgText() {
+    const w = Math.ceil(current.width), h = Math.ceil(current.height);
+    const out = document.createElementNS(SVGNS, "svg");
+    out.setAttribute("xmlns", SVGNS);
+    out.setAttribute("width", w); out.setAttribute("height", h);
+    out.setAttribute("viewBox", `0 0 ${w} ${h}`);
+    const style = el("style", {}, out);
+    style.textContent = document.getElementById("drawing-style").textContent;
+    el("rect", { x: 0, y: 0, width: w, height: h, fill: "#fff" }, out);
+    const g = document.getElementById("world").cloneNode(true);
+    g.removeAttribute("transform");
+    g.removeAttribute("id");
+    for (const s of g.querySelectorAll(".selected")) s.classList.remove("selected");
+    out.appendChild(g);
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(out);
   }
 
   // ---------------------------------------------------------------- search
@@ -431,31 +684,35 @@
     q = q.trim().toLowerCase();
     if (!q) return [];
     return Object.values(nodes).filter((n) => (n.kind === "block" || n.kind === "operator")
-      && n.label.toLowerCase().includes(q)).slice(0, 50);
+      && (n.label.toLowerCase().includes(q) || (n.seg || "").toLowerCase().includes(q))).slice(0, 50);
   }
-  function trail(id) { return ancestors(id).reverse().map((a) => nodes[a].label).join(" / "); }
+  function trail(id) { return ancestors(id).reverse().map(keyLabel).join(" / "); }
+  function closeResults() { results.textContent = ""; }
+  function choose(id) { closeResults(); searchBox.blur(); return reveal(id); }
   searchBox.addEventListener("input", () => {
-    results.textContent = "";
+    closeResults();
     for (const n of searchMatches(searchBox.value)) {
       const li = document.createElement("li");
       li.setAttribute("data-id", n.id);
       li.tabIndex = 0;
-      const b = document.createElement("b"); b.textContent = n.label; li.appendChild(b);
+      const b = document.createElement("b"); htmlText(b, keyLabel(n.id)); li.appendChild(b);
       const s = document.createElement("span"); s.textContent = " " + trail(n.id); li.appendChild(s);
-      li.addEventListener("click", () => reveal(n.id));
-      li.addEventListener("keydown", (ev) => { if (ev.key === "Enter") reveal(n.id); });
+      li.addEventListener("click", () => choose(n.id));
+      li.addEventListener("keydown", (ev) => { if (ev.key === "Enter") choose(n.id); });
       results.appendChild(li);
     }
   });
   searchBox.addEventListener("keydown", (ev) => {
     ev.stopPropagation();  // the page's own keys do not apply while typing
-    if (ev.key === "Enter") { const first = results.querySelector("li"); if (first) reveal(first.getAttribute("data-id")); searchBox.blur(); }
-    if (ev.key === "Escape") { searchBox.value = ""; results.textContent = ""; searchBox.blur(); }
+    if (ev.key === "Enter") { const first = results.querySelector("li"); if (first) choose(first.getAttribute("data-id")); else closeResults(); }
+    if (ev.key === "Escape") { searchBox.value = ""; closeResults(); searchBox.blur(); }
   });
+  document.addEventListener("pointerdown", (ev) => { if (!ev.target.closest("#search-wrap")) closeResults(); });
 
   // ---------------------------------------------------------------- details
   function math(latex, display) {
     const span = document.createElement("span");
+    if (typeof temml === "undefined") { span.textContent = latex; return span; }
     try { temml.render(latex, span, { displayMode: !!display, throwOnError: false }); }
     catch (err) { span.textContent = latex; }
     return span;
@@ -470,17 +727,26 @@
   function showDetails(id) {
     const box = document.getElementById("details");
     box.textContent = "";
-    if (!id) { box.appendChild(document.createTextNode("Select a box; / searches; arrows move; \u2192 opens; \u2190 closes.")); return; }
+    if (!id) {
+      box.appendChild(document.createTextNode("Click a box to select it, click + (or double-click) to open it. "
+        + "Wheel zooms, drag pans, f fits, z zooms to the selection, 0\u20139 open to a depth, / searches."));
+      const legend = document.createElement("p");
+      legend.className = "legend";
+      legend.textContent = "Boxes stacked three deep repeat (\u00d7N) or are lifted over axes (\u201cover x\u201d); "
+        + "wires carry their axes; dashed wires can hold dead positions; \u25b8 name are tape writes and reads.";
+      box.appendChild(legend);
+      return;
+    }
     const n = nodes[id];
     const h = document.createElement("h2");
-    h.appendChild(n.latex ? math(n.latex) : document.createTextNode(n.label));
+    if (n.latex) h.appendChild(math(n.latex)); else htmlText(h, keyLabel(id));
     if (n.rep) { const r = document.createElement("span"); r.className = "rep"; r.textContent = ` \u00d7${n.rep}`; h.appendChild(r); }
     box.appendChild(h);
     const dl = document.createElement("dl");
-    row(dl, "kind", n.kind === "operator" ? `${n.op} (${n.glyph})` : n.kind);
+    row(dl, "kind", n.kind === "operator" ? `${n.meaning} (${n.op})` : n.kind);
     row(dl, "within", trail(id) || "(top level)");
     if (n.path) row(dl, "JSON path", n.path).className = "mono";
-    if (n.lifted && n.lifted.length) row(dl, "lifted over", `[${n.lifted.join(", ")}]`);
+    if (n.lifted && n.lifted.length) row(dl, "lifted over", n.lifted.join(", "));
     if (n.dom) row(dl, "inputs", n.dom.join(", ") || "()").className = "mono";
     if (n.cod) row(dl, "outputs", n.cod.join(", ") || "()").className = "mono";
     if (n.format) row(dl, "format", n.format);
@@ -515,7 +781,7 @@
         if (other === id) continue;
         const li = document.createElement("li");
         const a = document.createElement("a"); a.href = "#"; a.setAttribute("data-id", other);
-        a.textContent = (trail(other) || "(top level)") + " / " + nodes[other].label;
+        a.textContent = (trail(other) || "(top level)") + " / " + keyLabel(other);
         a.addEventListener("click", (ev) => { ev.preventDefault(); reveal(other); });
         li.appendChild(a); ul.appendChild(li);
       }
@@ -523,24 +789,6 @@
     }
   }
 
-  // Frame one box (or the whole drawing) alone on the page, for a picture of it: hides the
-  // header and panel and crops the drawing to the box. Returns the size to show it at.
-  function frame(id) {
-    const svg = document.getElementById("canvas");
-    document.body.classList.add("frame");
-    let x = 0, y = 0, w = +svg.getAttribute("width"), h = +svg.getAttribute("height");
-    if (id) {
-      const r = document.querySelector(`#canvas g.node[data-id="${CSS.escape(id)}"] > rect.shape`);
-      x = +r.getAttribute("x") - 8; y = +r.getAttribute("y") - 8;
-      w = +r.getAttribute("width") + 16; h = +r.getAttribute("height") + 16;
-    }
-    svg.setAttribute("viewBox", `${x} ${y} ${w} ${h}`);
-    svg.setAttribute("width", Math.ceil(w)); svg.setAttribute("height", Math.ceil(h));
-    return [Math.ceil(w), Math.ceil(h)];
-  }
-  window.__ncdc.frame = frame;
-
-  // ---------------------------------------------------------------- tapes and start
   function showTapes() {
     const box = document.getElementById("tapes");
     for (const uid in scene.tapes) {
@@ -551,14 +799,23 @@
     }
   }
 
+  Object.assign(api, { expand, collapse, select, reveal, fit, zoomTo, zoomAt, expandToDepth,
+    svgText, maxDepth, boxOf, layout: () => current });
   document.getElementById("heading").textContent = meta.title;
   document.getElementById("binding").textContent = meta.binding;
   showTapes();
   showDetails(null);
   const t0 = performance.now();
-  window.__ncdc.ready = schedule().then(() => {
+  for (const id in nodes) if (opensAt(id) && depthOf(id) <= (meta.depth || 0)) expanded.add(id);
+  openDepth = meta.depth || 0;
+  document.getElementById("depth").textContent = String(openDepth);
+  relayout();
+  fit();
+  if (meta.export) document.body.setAttribute("data-svg", btoa(unescape(encodeURIComponent(svgText()))));
+  api.done = Promise.resolve(0);
+  api.ready = new Promise((res) => requestAnimationFrame(() => {
     stats.firstFrameMs = performance.now() - t0;
-    prepareAhead();
-    return new Promise((res) => requestAnimationFrame(() => res(stats)));
-  });
+    stats.firstFrameAt = performance.now();  // since navigation start
+    res(stats);
+  }));
 })();
