@@ -64,5 +64,5 @@ def test_wrong_targets_and_naturals_are_reported(mk, load_doc):
 
 
 def test_the_descriptor():
-    assert (ops.L2Norm.glyph, ops.L2Norm.family, ops.L2Norm.roles) == ("L²", "norm", ())
+    assert (ops.L2Norm.glyph, ops.L2Norm.family, ops.L2Norm.roles) == ("L2 norm", "norm", ())
     assert ops.L2Norm in ops.ALL_OPERATORS and ncdc.ir.L2Norm is ops.L2Norm

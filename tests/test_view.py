@@ -218,9 +218,9 @@ def test_fill_colours_and_titles_come_from_the_tags(bundled, scene):
 
 
 def test_operator_labels_by_meaning(scene):
-    from ncdc.view.labels import OPERATOR_LABELS, operator_label
+    from ncdc.view.labels import operator_label
 
-    classes = {c.__name__ for c in OPERATOR_LABELS}
+    classes = {c.__name__ for c in ops.ALL_OPERATORS}
     for n in scene["nodes"].values():
         if n["kind"] == "operator":
             assert n["label"] not in classes, n["label"]  # never a class name

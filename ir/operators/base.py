@@ -54,6 +54,12 @@ class Operator:
     def kind(self) -> str:
         return type(self).__name__
 
+    @property
+    def shown(self) -> str:
+        """The label a picture gives this operator: its class's ``glyph`` unless a field
+        says more (a subclass refines it)."""
+        return type(self).glyph
+
     def check(self, site: Site) -> None:
         """Report what is wrong with this operator at ``site`` (every operator says)."""
         raise NotImplementedError(f"{type(self).__name__} states no validation rule")

@@ -95,7 +95,7 @@ class Linear(Operator):
 
     bias: bool = False
 
-    glyph = "Linear"
+    glyph = "linear"
     family = "contraction"
     roles = ("weight", "bias")
 

@@ -45,6 +45,11 @@ class Elementwise(_Pointwise):
     glyph = "σ"
     family = "elementwise"
 
+    @property
+    def shown(self) -> str:
+        """The function's own name (``relu``, ``gelu``) where the decoder knew it."""
+        return self.glyph if self.function in ("", "identity") else self.function
+
     def check(self, site):
         """Pointwise; an ``unknown`` function is a warning (``unknown-elementwise``)."""
         super().check(site)
@@ -64,7 +69,7 @@ class TypeConvert(Operator):
     source: Datatype | None = None
     target: Datatype | None = None
 
-    glyph = "→"
+    glyph = "cast"
     family = "cast"
 
     def check(self, site):
@@ -111,7 +116,7 @@ class Cast(_Pointwise):
 class GenericOperator(_Pointwise):
     """Meaning carried by the name alone (``\\lceil x \\rceil`` = ceiling)."""
 
-    glyph = "op"
+    glyph = "f"
     family = "elementwise"
 
     def flops(self, b):
@@ -139,7 +144,7 @@ class PairsAsComplex(Operator):
 class Decomplex(Operator):
     """``C[t] -> [z]``: ``y[2t] = Re p[t]``, ``y[2t+1] = Im p[t]``."""
 
-    glyph = "ℝ pairs"
+    glyph = "ℂ → ℝ²"
     family = "elementwise"
 
     def check(self, site):

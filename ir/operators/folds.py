@@ -58,7 +58,7 @@ class Maximum(_Fold):
 class BitwiseXor(_Fold):
     """XOR of the live naturals along the one target axis (identity 0)."""
 
-    glyph = "⊕"
+    glyph = "⊕ xor"
     family = "fold"
 
     def check(self, site):

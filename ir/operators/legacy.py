@@ -12,7 +12,7 @@ class WeightedTriangularLower(Operator):
     """(older generation) causal weighting of a square ``[x, x]`` target; see the interpreter
     rule for the numerical reading."""
 
-    glyph = "tril"
+    glyph = "causal Σ"
     family = "norm"
 
     def check(self, site):

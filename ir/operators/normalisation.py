@@ -31,6 +31,11 @@ class Normalize(Operator):
     family = "norm"
     roles = ("gain", "shift")
 
+    @property
+    def shown(self) -> str:
+        """``LayerNorm`` when the mean is subtracted first."""
+        return "LayerNorm" if self.centred else self.glyph
+
     def check(self, site):
         """One operand, one result on the same target axes."""
         _keeps_target(site)
@@ -58,7 +63,7 @@ class L2Norm(Operator):
     """``y = x / sqrt(sum x^2)`` over all target axes jointly (live positions only; a slice
     with no live position is dead): no epsilon, no learned gain. pyncd's ``L2Norm``."""
 
-    glyph = "L²"
+    glyph = "L2 norm"
     family = "norm"
 
     def check(self, site):
@@ -78,7 +83,7 @@ class L1Norm(Operator):
     contracted: bool = False
     epsilon: sympy.Expr = sympy.Integer(0)
 
-    glyph = "L¹"
+    glyph = "L1 norm"
     family = "norm"
 
     def check(self, site):

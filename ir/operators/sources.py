@@ -55,7 +55,7 @@ class YarnRotary(Rotary):
     ramp_start: sympy.Expr = sympy.Integer(0)
     ramp_end: sympy.Expr = sympy.Integer(1)
 
-    glyph = "YaRN"
+    glyph = "YaRN RoPE"
 
 
 __all__ = ["FixedArray", "Rotary", "YarnRotary"]

@@ -35,7 +35,7 @@ class CovariantView(_Move):
 
     reindexing: object = None
 
-    glyph = "scatter"
+    glyph = "view"
     family = "view"
 
     def check(self, site):

@@ -6,30 +6,16 @@ meaning.
   (the page draws it lowered).
 - ``is_math``: whether a title is LaTeX worth typesetting (not a ``\\text{…}`` wrapper around
   words); only those are rendered as mathematics in the side panel.
-- ``OPERATOR_LABELS``: the label of each IR operator class by what it computes (``+``,
-  ``Σ einsum``, ``softmax``, ``RMSNorm``, ``top-k``); ``operator_label`` picks it.
+- ``operator_label``: an operator by what it computes (``+``, ``Σ einsum``, ``softmax``,
+  ``RMSNorm``, ``top-k``): the ``shown`` label its IR class's descriptor gives
+  (``ir/operators``).
 """
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
-from ncdc.ir import operators as ops
 from ncdc.ir.names import plain_title
-
-# IR operator class -> the label the picture gives it (what it computes, not the class name)
-OPERATOR_LABELS: dict[type, str] = {
-    ops.Einops: "Σ einsum", ops.Linear: "linear", ops.Embedding: "embed",
-    ops.TensorEquation: "Σ equation", ops.Arithmetic: "f(x)", ops.Elementwise: "f",
-    ops.GenericOperator: "f", ops.Identity: "id", ops.PairsAsComplex: "ℂ pairs",
-    ops.Decomplex: "ℂ → ℝ²", ops.TypeConvert: "cast", ops.Cast: "cast",
-    ops.AdditionOp: "+", ops.Maximum: "max", ops.BitwiseXor: "⊕ xor", ops.Modulo: "mod",
-    ops.Normalize: "RMSNorm", ops.L1Norm: "L1 norm", ops.SoftMax: "softmax",
-    ops.WeightedTriangularLower: "causal Σ", ops.TopK: "top-k", ops.Select: "select",
-    ops.IndexSelect: "index", ops.FixedArray: "const", ops.Rotary: "RoPE",
-    ops.YarnRotary: "YaRN RoPE", ops.View: "view", ops.CovariantView: "view",
-    ops.ConcatenateAxes: "concat", ops.DeconcatenateAxes: "split",
-}
 
 GREEK = {
     "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ϵ", "varepsilon": "ε",
@@ -101,16 +87,9 @@ def is_math(latex: str) -> bool:
 
 
 def operator_label(op) -> str:
-    """The picture's label of an operator: its meaning by IR class (the class name for a
-    class the table lacks); a normalisation that subtracts the mean is ``LayerNorm``."""
-    if isinstance(op, ops.Normalize) and op.centred:
-        return "LayerNorm"
-    if isinstance(op, ops.Elementwise) and op.function not in ("", "identity"):
-        return op.function
-    for cls in type(op).__mro__:
-        if cls in OPERATOR_LABELS:
-            return OPERATOR_LABELS[cls]
-    return type(op).__name__
+    """The picture's label of an operator: what its descriptor shows (the class name for an
+    object that is no IR operator)."""
+    return getattr(op, "shown", "") or type(op).__name__
 
 
-__all__ = ["OPERATOR_LABELS", "is_math", "operator_label", "plain_label"]
+__all__ = ["is_math", "operator_label", "plain_label"]

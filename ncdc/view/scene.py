@@ -15,7 +15,7 @@ Rules:
   (``ir.params.block_segments``: ``Single-Pass mHC~1`` for a repeated title), ``color`` its
   tag's ``fill_color``.
 - Every other ``Broadcasted`` is an *operator* node: ``meaning`` is its label by IR class
-  (``labels.OPERATOR_LABELS``), ``label`` its own name where it has one beyond the kind, else
+  (the descriptor's ``shown``, ``ir/operators``), ``label`` its own name where it has one beyond the kind, else
   the meaning; ``glyph`` the operator's family (box colour).
 - ``Rearrangement``, ``Composed`` and ``ProductOfMorphisms`` are pure wiring and make no node.
 - ``Grab``/``Drop`` (and a ``ParaWrap``'s grabs and drops) make tape read/write nodes.
