@@ -1,0 +1,369 @@
+"""The one wire-threading traversal of a morphism: :func:`traverse` runs a :class:`Visitor`.
+
+A consumer chooses what a *wire value* is (an array, a graph port, a wire number, ``None``)
+and answers only for the leaves; :func:`traverse` threads the tuple of values through the
+structure, in evaluation order:
+
+* ``Composed`` left to right; a ``ThreadedComposed`` step by step through its pool (the
+  inputs, then every step's results; step ``i`` reads ``routing[i]``; the result is the last
+  step's), so steps keep their JSON paths;
+* ``ProductOfMorphisms``: the tuple splits into consecutive chunks of the parts' arities
+  (:func:`ir.walk.arity`);
+* ``Rearrangement``: ``cod[j] = dom[mapping[j]]`` (:meth:`Visitor.rearrange`);
+* ``Block``: :meth:`Visitor.enter_block`, the body :meth:`Visitor.repetitions` times, each
+  iteration fed the last one's results, then :meth:`Visitor.leave_block`;
+* ``ParaWrap``: operands with a slot come from :meth:`Visitor.grab` (before the body),
+  results with a slot go to :meth:`Visitor.drop` (after it); the rest stay on wires;
+* free ``Grab`` / ``Drop``: :meth:`Visitor.grab` / :meth:`Visitor.drop`;
+* ``Broadcasted``: :meth:`Visitor.operator`; a box (``BlockOperator``/``ParaBlockOperator``)
+  goes to :meth:`Visitor.box`, which by default runs the box's block in place on the same
+  values (a ``ParaBlockOperator``'s grab ports are dropped to the tape first, its drop ports
+  grabbed last);
+* ``Truncated`` / ``StrideMorphism`` (no function on arrays): :meth:`Visitor.truncated` /
+  :meth:`Visitor.stride`, which raise a typed error unless overridden.
+
+A kind listed in :attr:`Visitor.leaves` is not descended into: :meth:`Visitor.leaf` answers
+for it. A hook may answer with a :class:`Descend` instead of values, to have the traversal
+continue into morphisms of its choosing (a cut composition's complete items, a box's block).
+
+Every hook gets the :class:`Scope` of its node: the JSON ``path``, the display ``titles`` of
+the enclosing blocks, the parameter-key ``keys`` (block segments ``title~k`` for a title
+repeated among siblings, ``title@i`` per iteration of a repeated block: the keys of
+:mod:`ir.params`), the path of the innermost enclosing ``block`` and the nesting ``depth``.
+
+The traversal is iterative (an explicit stack of frames), so a composition nested 10,000 deep
+never raises ``RecursionError``.
+
+Using it — the producer of every wire (values are ``(producer path, port)``)::
+
+    from ncdc.ir.traverse import Visitor, traverse
+
+    class Producers(Visitor):
+        def operator(self, node, ins, scope):
+            return [(scope.path, j) for j in range(len(node.output_weaves))]
+
+        def grab(self, slot, array, scope):
+            return (f"tape:{slot.uid}", 0)
+
+        def drop(self, slot, value, array, scope):
+            pass
+
+    n = len(root.dom)
+    outs = traverse(root, [("input", k) for k in range(n)], Producers())
+    # outs[j] names the box (or input) whose port feeds the root's output j
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import sympy
+
+from .errors import SpecError, SpecTypeError, TruncatedError
+from .morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    Morphism,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    ThreadedComposed,
+    Truncated,
+)
+from .operators import BlockOperator, ParaBlockOperator
+from .params import block_segments, titled_children
+from .walk import arity, by_kind
+
+
+class Scope:
+    """Where a node sits: its JSON ``path``; the display ``titles`` of the enclosing blocks
+    (its own when it is a block's body); the parameter-key ``keys`` (see the module docstring);
+    ``segs``: the key segment of each titled block reachable at this level (id -> segment);
+    ``blocks``: the JSON paths of the enclosing blocks, outermost first; ``depth``."""
+
+    __slots__ = ("path", "titles", "keys", "segs", "blocks", "depth")
+
+    def __init__(self, path: str, titles: tuple = (), keys: tuple = (), segs: dict | None = None,
+                 blocks: tuple = (), depth: int = 0):
+        self.path = path
+        self.titles = titles
+        self.keys = keys
+        self.segs = segs if segs is not None else {}
+        self.blocks = blocks
+        self.depth = depth
+
+    @property
+    def block(self) -> str:
+        """The JSON path of the innermost enclosing block ("" at the top)."""
+        return self.blocks[-1] if self.blocks else ""
+
+    def at(self, step: str) -> Scope:
+        """The scope of a child reached by the JSON path step ``step``."""
+        return Scope(self.path + step, self.titles, self.keys, self.segs, self.blocks,
+                     self.depth + 1)
+
+    def __repr__(self) -> str:
+        return f"Scope({self.path!r}, titles={self.titles!r}, keys={self.keys!r})"
+
+
+@dataclass(frozen=True)
+class Descend:
+    """A hook's answer "continue into these morphisms": thread ``ins`` through ``items``
+    (``(path step, morphism)`` pairs) left to right, ``title`` (if any) appended to the
+    display titles; ``then(results)``, if given, turns the last results into the answer."""
+
+    items: tuple
+    ins: list
+    title: str | None = None
+    then: Callable[[list], list] | None = None
+
+
+class Visitor:
+    """The hooks :func:`traverse` calls; override what the consumer needs. ``operator`` has no
+    default. Hooks answer with a list of wire values (or a :class:`Descend`)."""
+
+    leaves: tuple[type, ...] = ()
+    """Kinds answered by :meth:`leaf` instead of being descended into."""
+
+    def leaf(self, node: Morphism, ins: list, scope: Scope):
+        raise NotImplementedError(f"{type(self).__name__} lists {type(node).__name__} as a "
+                                  "leaf but has no leaf hook")
+
+    def operator(self, node: Broadcasted, ins: list, scope: Scope):
+        """An operator applied over its degree (not a box)."""
+        raise NotImplementedError(f"{type(self).__name__} has no operator hook")
+
+    def box(self, node: Broadcasted, ins: list, scope: Scope):
+        """A ``BlockOperator``/``ParaBlockOperator``: by default its block, in place."""
+        op = node.operator
+        if not isinstance(op, ParaBlockOperator):
+            return Descend(((".operator.block", op.block),), ins)
+        ng = len(op.grabs)
+        for i, (g, v) in enumerate(zip(op.grabs, ins[:ng])):
+            self.drop(g.tape, v, g.size, scope.at(f".operator.grabs[{i}]"))
+
+        def ports(results: list) -> list:
+            return list(results) + [self.grab(d.tape, d.size, scope.at(f".operator.drops[{j}]"))
+                                    for j, d in enumerate(op.drops)]
+        return Descend(((".operator.block", op.block),), list(ins[ng:]), then=ports)
+
+    def rearrange(self, node: Rearrangement, ins: list, scope: Scope):
+        """``cod[j] = dom[mapping[j]]``; an entry outside the values is a typed error."""
+        try:
+            return [ins[j] for j in node.mapping]
+        except IndexError:
+            raise SpecTypeError(f"rearrangement {list(node.mapping)} reads past its "
+                                f"{len(ins)} input(s)", scope.path,
+                                node_type="Rearrangement") from None
+
+    def grab(self, slot, array, scope: Scope):
+        """The value read from tape ``slot`` (``array``: the type read, or None)."""
+        raise SpecError(f"{type(self).__name__} cannot read the tape", scope.path)
+
+    def drop(self, slot, value, array, scope: Scope) -> None:
+        """Write ``value`` to tape ``slot``."""
+        raise SpecError(f"{type(self).__name__} cannot write the tape", scope.path)
+
+    def enter_block(self, block: Block, ins: list, scope: Scope) -> None:
+        """Before a block's first iteration; ``scope`` is its body's (keys without ``@i``)."""
+
+    def leave_block(self, block: Block, outs: list, scope: Scope) -> None:
+        """After a block's last iteration."""
+
+    def repetitions(self, block: Block, scope: Scope) -> int:
+        """How many times the body runs: the tag's count when it is a literal, else an error."""
+        rep = block.tag.repetition
+        if isinstance(rep, (int, sympy.Integer)):
+            return int(rep)
+        raise SpecError(f"block {block.title!r} repeats a symbolic number of times "
+                        f"({sympy.sstr(rep)}); bind it first", scope.path, node_type="Block")
+
+    def truncated(self, node: Truncated, ins: list, scope: Scope):
+        raise TruncatedError(f"the {node.expected or 'term'} here was cut off ({node.reason})",
+                             scope.path, scope.titles, node_type=node.expected)
+
+    def stride(self, node: StrideMorphism, ins: list, scope: Scope):
+        raise SpecTypeError("a StrideMorphism is an index map, not a function on arrays",
+                            scope.path, scope.titles, node_type="StrideMorphism")
+
+    def unknown(self, node: Morphism, ins: list, scope: Scope):
+        raise SpecTypeError(f"a {type(node).__name__} is not a morphism the traversal knows",
+                            scope.path, scope.titles, node_type=type(node).__name__)
+
+
+def traverse(root: Morphism, ins, visitor: Visitor, root_path: str | None = None,
+             titles: tuple = (), keys: tuple = ()) -> list:
+    """Thread the values ``ins`` through ``root`` with ``visitor`` (module docstring); the
+    root's output values. ``root_path`` defaults to ``root.path``."""
+    path = root.path if root_path is None else root_path
+    segs = {} if isinstance(root, Block) else block_segments(titled_children(root))
+    return _Run(visitor).run(root, list(ins), Scope(path, tuple(titles), tuple(keys), segs))
+
+
+class _Run:
+    def __init__(self, visitor: Visitor):
+        self.v = visitor
+        self.body_segs: dict[int, dict] = {}
+        self.leaves = tuple(visitor.leaves)
+
+    def run(self, root, ins, scope) -> list:
+        stack: list = []
+        answer = self.step(root, ins, scope, stack)
+        while stack:
+            frame = stack[-1]
+            try:
+                child, cins, cscope = frame.send(answer)
+            except StopIteration as stop:
+                stack.pop()
+                answer = stop.value
+                continue
+            answer = self.step(child, cins, cscope, stack)
+        return answer
+
+    def step(self, m, ins, scope, stack):
+        """The node's values when it is a leaf; else push its frame and answer None (the value
+        a fresh frame is started with)."""
+        if self.leaves and isinstance(m, self.leaves):
+            out = self.v.leaf(m, ins, scope)
+        else:
+            out = _HANDLERS[by_kind(_KINDS, m)](self, m, ins, scope)
+        if isinstance(out, Descend):
+            out = self.descend(out, scope)
+        if hasattr(out, "send"):
+            stack.append(out)
+            return None
+        return out
+
+    # ------------------------------------------------------------------ leaves
+    def broadcasted(self, m, ins, scope):
+        if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
+            return self.v.box(m, ins, scope)
+        return self.v.operator(m, ins, scope)
+
+    def grab(self, m, ins, scope):
+        return [self.v.grab(m.tape, m.size, scope)]
+
+    def drop(self, m, ins, scope):
+        if ins:
+            self.v.drop(m.tape, ins[0], m.size, scope)
+        return []
+
+    # --------------------------------------------------------------- structure
+    def composed(self, m, ins, scope):
+        for i, part in enumerate(m.content):
+            ins = yield part, ins, scope.at(f".content[{i}]")
+        return ins
+
+    def threaded(self, m, ins, scope):
+        pool, last = list(ins), []
+        for i, (part, route) in enumerate(zip(m.steps, m.routing)):
+            last = yield part, [pool[k] for k in route if k < len(pool)], \
+                scope.at(f".content[{i}]")
+            pool.extend(last)
+        return last
+
+    def product(self, m, ins, scope):
+        out, at = [], 0
+        for i, part in enumerate(m.content):
+            n = arity(part)
+            out.extend((yield part, ins[at:at + n], scope.at(f".content[{i}]")))
+            at += n
+        return out
+
+    def block(self, m, ins, scope):
+        keys = scope.keys + (scope.segs.get(id(m), m.title),)
+        inner = Scope(scope.path + ".body", scope.titles + (m.title,), keys,
+                      self.segs_of(m), scope.blocks + (scope.path,), scope.depth + 1)
+        reps = self.v.repetitions(m, inner)
+        self.v.enter_block(m, ins, inner)
+        for i in range(reps):
+            it = inner if reps <= 1 else Scope(inner.path, inner.titles,
+                                                keys[:-1] + (f"{keys[-1]}@{i}",), inner.segs,
+                                                inner.blocks, inner.depth)
+            ins = yield m.body, ins, it
+        self.v.leave_block(m, ins, inner)
+        return ins
+
+    def segs_of(self, m: Block) -> dict:
+        hit = self.body_segs.get(id(m))
+        if hit is None:
+            body = m.body
+            hit = block_segments([body] if isinstance(body, Block) else titled_children(body))
+            self.body_segs[id(m)] = hit
+        return hit
+
+    def parawrap(self, m, ins, scope):
+        body_dom = _typed(m.body, "dom", len(m.grabs))
+        operands, it = [], iter(ins)
+        for i, slot in enumerate(m.grabs):
+            if slot is None:
+                nxt = next(it, _MISSING)
+                if nxt is not _MISSING:
+                    operands.append(nxt)
+            else:
+                arr = body_dom[i] if i < len(body_dom) else None
+                operands.append(self.v.grab(slot, arr, scope.at(f".grabs[{i}]")))
+        results = yield m.body, operands, scope.at(".body")
+        body_cod = _typed(m.body, "cod", len(m.drops))
+        out = []
+        for j, val in enumerate(results):
+            slot = m.drops[j] if j < len(m.drops) else None
+            if slot is None:
+                out.append(val)
+            else:
+                arr = body_cod[j] if j < len(body_cod) else None
+                self.v.drop(slot, val, arr, scope.at(f".drops[{j}]"))
+        return out
+
+    def descend(self, d: Descend, scope):
+        inner = scope if d.title is None else Scope(scope.path, scope.titles + (d.title,),
+                                                    scope.keys, scope.segs, scope.blocks,
+                                                    scope.depth)
+        return self._descend(d, inner)
+
+    def _descend(self, d: Descend, scope):
+        ins = d.ins
+        for step, part in d.items:
+            ins = yield part, ins, scope.at(step)
+        return d.then(ins) if d.then is not None else ins
+
+    def rearrange(self, m, ins, scope):
+        return self.v.rearrange(m, ins, scope)
+
+    def truncated(self, m, ins, scope):
+        return self.v.truncated(m, ins, scope)
+
+    def stride(self, m, ins, scope):
+        return self.v.stride(m, ins, scope)
+
+    def unknown(self, m, ins, scope):
+        return self.v.unknown(m, ins, scope)
+
+
+_MISSING = object()
+
+
+def _typed(m: Morphism, attr: str, n: int) -> tuple:
+    """``m.dom`` / ``m.cod``, or ``n`` Nones when it cannot be typed."""
+    try:
+        return tuple(getattr(m, attr))
+    except (SpecError, RecursionError):
+        return (None,) * n
+
+
+_HANDLERS: dict[str, Any] = {
+    "threaded": _Run.threaded, "composed": _Run.composed, "product": _Run.product,
+    "rearrangement": _Run.rearrange, "block": _Run.block, "broadcasted": _Run.broadcasted,
+    "parawrap": _Run.parawrap, "grab": _Run.grab, "drop": _Run.drop,
+    "truncated": _Run.truncated, "stride": _Run.stride, None: _Run.unknown,
+}
+_KINDS = {ThreadedComposed: "threaded", Composed: "composed", ProductOfMorphisms: "product",
+          Rearrangement: "rearrangement", Block: "block", Broadcasted: "broadcasted",
+          ParaWrap: "parawrap", Grab: "grab", Drop: "drop", Truncated: "truncated",
+          StrideMorphism: "stride"}
+
+__all__ = ["Descend", "Scope", "Visitor", "traverse"]
