@@ -42,7 +42,7 @@ class Port:
 
 
 class _Wiring(Visitor):
-    """Wire values are :class:`Port`\ s; boxes, tape slots and cut terms become nodes."""
+    """Wire values are :class:`Port` objects; boxes, tape slots and cut terms become nodes."""
 
     def __init__(self, env: Env | None):
         self.g = nx.MultiDiGraph()
