@@ -79,22 +79,77 @@ from .params import block_segments, titled_children
 from .walk import arity, by_kind
 
 
+class _Level:
+    """The key segments of the titled blocks reachable from ``node`` without entering one,
+    computed when first asked for (most traversals never meet a repeated title)."""
+
+    __slots__ = ("node", "_segs")
+
+    def __init__(self, node: Morphism | None, segs: dict | None = None):
+        self.node = node
+        self._segs = segs
+
+    def segs(self) -> dict:
+        if self._segs is None:
+            node = self.node
+            if isinstance(node, Block):  # a block's body: the body itself may be titled
+                body = node.body
+                kids = [body] if isinstance(body, Block) else titled_children(body)
+            else:
+                kids = titled_children(node) if node is not None else []
+            self._segs = block_segments(kids)
+        return self._segs
+
+
+class _Keys:
+    """The parameter-key titles of a block body, computed when first asked for: the outer
+    keys, then the block's segment (``title~k`` for a title repeated among its siblings;
+    ``@i`` added per iteration of a repeated block)."""
+
+    __slots__ = ("outer", "level", "block", "iteration", "value")
+
+    def __init__(self, outer=None, level=None, block=None, iteration=None, value=None):
+        self.outer, self.level, self.block = outer, level, block
+        self.iteration, self.value = iteration, value
+
+    def get(self) -> tuple:
+        chain, k = [], self
+        while k.value is None:  # iterative: a chain of bodies may be thousands deep
+            chain.append(k)
+            k = k.outer
+        for k in reversed(chain):
+            seg = k.level.segs().get(id(k.block), k.block.title)
+            if k.iteration is not None:
+                seg = f"{seg}@{k.iteration}"
+            k.value = k.outer.value + (seg,)
+        return self.value
+
+
 class Scope:
     """Where a node sits: its JSON ``path``; the display ``titles`` of the enclosing blocks
     (its own when it is a block's body); the parameter-key ``keys`` (see the module docstring);
-    ``segs``: the key segment of each titled block reachable at this level (id -> segment);
     ``blocks``: the JSON paths of the enclosing blocks, outermost first; ``depth``."""
 
-    __slots__ = ("path", "titles", "keys", "segs", "blocks", "depth")
+    __slots__ = ("path", "titles", "_keys", "level", "blocks", "depth")
 
-    def __init__(self, path: str, titles: tuple = (), keys: tuple = (), segs: dict | None = None,
-                 blocks: tuple = (), depth: int = 0):
+    def __init__(self, path: str, titles: tuple = (), keys: tuple | _Keys = (),
+                 level: _Level | None = None, blocks: tuple = (), depth: int = 0):
         self.path = path
         self.titles = titles
-        self.keys = keys
-        self.segs = segs if segs is not None else {}
+        self._keys = keys if isinstance(keys, _Keys) else _Keys(value=tuple(keys))
+        self.level = level if level is not None else _Level(None, {})
         self.blocks = blocks
         self.depth = depth
+
+    @property
+    def keys(self) -> tuple:
+        """The parameter-key titles (module docstring)."""
+        return self._keys.get()
+
+    @property
+    def segs(self) -> dict:
+        """The key segment of each titled block reachable at this level (id -> segment)."""
+        return self.level.segs()
 
     @property
     def block(self) -> str:
@@ -103,7 +158,7 @@ class Scope:
 
     def at(self, step: str) -> Scope:
         """The scope of a child reached by the JSON path step ``step``."""
-        return Scope(self.path + step, self.titles, self.keys, self.segs, self.blocks,
+        return Scope(self.path + step, self.titles, self._keys, self.level, self.blocks,
                      self.depth + 1)
 
     def __repr__(self) -> str:
@@ -200,14 +255,14 @@ def traverse(root: Morphism, ins, visitor: Visitor, root_path: str | None = None
     """Thread the values ``ins`` through ``root`` with ``visitor`` (module docstring); the
     root's output values. ``root_path`` defaults to ``root.path``."""
     path = root.path if root_path is None else root_path
-    segs = {} if isinstance(root, Block) else block_segments(titled_children(root))
-    return _Run(visitor).run(root, list(ins), Scope(path, tuple(titles), tuple(keys), segs))
+    level = _Level(None, {}) if isinstance(root, Block) else _Level(root)
+    return _Run(visitor).run(root, list(ins), Scope(path, tuple(titles), tuple(keys), level))
 
 
 class _Run:
     def __init__(self, visitor: Visitor):
         self.v = visitor
-        self.body_segs: dict[int, dict] = {}
+        self.levels: dict[int, _Level] = {}
         self.leaves = tuple(visitor.leaves)
 
     def run(self, root, ins, scope) -> list:
@@ -275,25 +330,23 @@ class _Run:
         return out
 
     def block(self, m, ins, scope):
-        keys = scope.keys + (scope.segs.get(id(m), m.title),)
+        keys = _Keys(scope._keys, scope.level, m)
         inner = Scope(scope.path + ".body", scope.titles + (m.title,), keys,
-                      self.segs_of(m), scope.blocks + (scope.path,), scope.depth + 1)
+                      self.level_of(m), scope.blocks + (scope.path,), scope.depth + 1)
         reps = self.v.repetitions(m, inner)
         self.v.enter_block(m, ins, inner)
         for i in range(reps):
             it = inner if reps <= 1 else Scope(inner.path, inner.titles,
-                                                keys[:-1] + (f"{keys[-1]}@{i}",), inner.segs,
-                                                inner.blocks, inner.depth)
+                                                _Keys(scope._keys, scope.level, m, i),
+                                                inner.level, inner.blocks, inner.depth)
             ins = yield m.body, ins, it
         self.v.leave_block(m, ins, inner)
         return ins
 
-    def segs_of(self, m: Block) -> dict:
-        hit = self.body_segs.get(id(m))
+    def level_of(self, m: Block) -> _Level:
+        hit = self.levels.get(id(m))
         if hit is None:
-            body = m.body
-            hit = block_segments([body] if isinstance(body, Block) else titled_children(body))
-            self.body_segs[id(m)] = hit
+            hit = self.levels[id(m)] = _Level(m)
         return hit
 
     def parawrap(self, m, ins, scope):
@@ -321,7 +374,7 @@ class _Run:
 
     def descend(self, d: Descend, scope):
         inner = scope if d.title is None else Scope(scope.path, scope.titles + (d.title,),
-                                                    scope.keys, scope.segs, scope.blocks,
+                                                    scope._keys, scope.level, scope.blocks,
                                                     scope.depth)
         return self._descend(d, inner)
 

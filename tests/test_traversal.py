@@ -19,6 +19,7 @@ from ncdc.ir import (
     Composed,
     Drop,
     Grab,
+    ParaBlockOperator,
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
@@ -28,7 +29,8 @@ from ncdc.ir.errors import SpecTypeError, TruncatedError
 from ncdc.ir.morphisms import ThreadedComposed, Truncated
 from ncdc.ir.names import Name
 from ncdc.ir.traverse import Descend, Visitor, traverse
-from ncdc.ir.walk import by_kind
+from ncdc.ir.params import param_roles, param_specs
+from ncdc.ir.walk import arity, by_kind
 
 from tests.oracles.ir_build import R, axis, bc, rearr, stride, weave
 
@@ -145,6 +147,21 @@ def test_a_box_runs_its_block_in_place_by_default():
     assert v.log[1][:3] == ("op", "f", "data.content[0].operator.block.body")
 
 
+def test_a_para_box_drops_its_grab_ports_first_and_grabs_its_drop_ports_last():
+    s1, s2 = TapeSlot(1, Name("s1")), TapeSlot(2, Name("s2"))
+    body = block(ParaWrap(op("f", 2, 2), (s1, None), (None, s2)), "Seeded")
+    para = ParaBlockOperator(Name("para"), block=body, grabs=(Grab(s1, ARR),),
+                             drops=(Drop(s2, ARR),))
+    box = bc(para, [weave(R, "*")] * 2, [weave(R, "*")] * 2, [rearr([0], X)] * 2)
+    out, v = run(box, "seed", "a")
+    assert out == ["f(seed, a)[0]", "f(seed, a)[1]"]
+    assert [e for e in v.log if e[0] in ("grab", "drop")] == [
+        ("drop", "s1", "data.operator.grabs[0]"),
+        ("grab", "s1", "data.operator.block.body.grabs[0]"),
+        ("drop", "s2", "data.operator.block.body.drops[1]"),
+        ("grab", "s2", "data.operator.drops[0]")]
+
+
 def test_a_hook_may_descend_into_morphisms_of_its_choice():
     class Cut(Strings):
         def truncated(self, node, ins, scope):
@@ -176,6 +193,43 @@ def test_ten_thousand_nested_compositions_never_recurse():
     assert sum(e[0] == "enter" for e in v.log) == sum(e[0] == "leave" for e in v.log) == 3334
     (f,) = [e for e in v.log if e[0] == "op"]
     assert len(f[3]) == 3334 and f[3][:2] == ("level 3", "level 0")  # outermost first
+
+
+class _Keys(Visitor):
+    """Records the parameter-key scope of each operator that has parameters."""
+
+    def __init__(self):
+        self.seen = []
+
+    def operator(self, node, ins, scope):
+        if param_roles(node):
+            self.seen.append((id(node), scope.keys))
+        return [None] * len(node.output_weaves)
+
+    def rearrange(self, node, ins, scope):
+        return [None] * len(node.mapping)
+
+    def grab(self, slot, array, scope):
+        return None
+
+    def drop(self, slot, value, array, scope):
+        pass
+
+    def truncated(self, node, ins, scope):
+        return Descend(node.children(), ins, then=lambda _: [])
+
+
+@pytest.mark.parametrize("which", ["bundled", "transformer"])
+def test_keys_are_the_parameter_keys_of_ir_params(which, request):
+    """The scope's keys are the title part of :func:`ir.params.param_specs`' keys."""
+    root = request.getfixturevalue(which).data
+    want = []
+    for spec in param_specs(root):
+        if not want or want[-1] != (id(spec.site), spec.titles):
+            want.append((id(spec.site), spec.titles))
+    v = _Keys()
+    traverse(root, [None] * arity(root), v)
+    assert len(want) > 20 and v.seen == want
 
 
 def test_by_kind_finds_the_most_derived_entry():
