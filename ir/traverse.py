@@ -54,8 +54,9 @@ Using it — the producer of every wire (values are ``(producer path, port)``)::
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import sympy
 
@@ -83,7 +84,7 @@ class _Level:
     """The key segments of the titled blocks reachable from ``node`` without entering one,
     computed when first asked for (most traversals never meet a repeated title)."""
 
-    __slots__ = ("node", "_segs")
+    __slots__ = ("_segs", "node")
 
     def __init__(self, node: Morphism | None, segs: dict | None = None):
         self.node = node
@@ -106,7 +107,7 @@ class _Keys:
     keys, then the block's segment (``title~k`` for a title repeated among its siblings;
     ``@i`` added per iteration of a repeated block)."""
 
-    __slots__ = ("outer", "level", "block", "iteration", "value")
+    __slots__ = ("block", "iteration", "level", "outer", "value")
 
     def __init__(self, outer=None, level=None, block=None, iteration=None, value=None):
         self.outer, self.level, self.block = outer, level, block
@@ -130,7 +131,7 @@ class Scope:
     (its own when it is a block's body); the parameter-key ``keys`` (see the module docstring);
     ``blocks``: the JSON paths of the enclosing blocks, outermost first; ``depth``."""
 
-    __slots__ = ("path", "titles", "_keys", "level", "blocks", "depth")
+    __slots__ = ("_keys", "blocks", "depth", "level", "path", "titles")
 
     def __init__(self, path: str, titles: tuple = (), keys: tuple | _Keys = (),
                  level: _Level | None = None, blocks: tuple = (), depth: int = 0):
@@ -198,7 +199,7 @@ class Visitor:
         if not isinstance(op, ParaBlockOperator):
             return Descend(((".operator.block", op.block),), ins)
         ng = len(op.grabs)
-        for i, (g, v) in enumerate(zip(op.grabs, ins[:ng])):
+        for i, (g, v) in enumerate(zip(op.grabs, ins[:ng], strict=False)):  # short: ill-typed
             self.drop(g.tape, v, g.size, scope.at(f".operator.grabs[{i}]"))
 
         def ports(results: list) -> list:
@@ -315,9 +316,9 @@ class _Run:
 
     def threaded(self, m, ins, scope):
         pool, last = list(ins), []
-        for i, (part, route) in enumerate(zip(m.steps, m.routing)):
-            last = yield part, [pool[k] for k in route if k < len(pool)], \
-                scope.at(f".content[{i}]")
+        for i, (part, route) in enumerate(zip(m.steps, m.routing, strict=True)):
+            reads = [pool[k] for k in route if k < len(pool)]
+            last = yield part, reads, scope.at(f".content[{i}]")
             pool.extend(last)
         return last
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import sympy
 from ncdc.ir import (
-    Array,
     Arithmetic,
+    Array,
     Block,
     BlockOperator,
     BlockTag,
@@ -28,8 +28,8 @@ from ncdc.ir import (
 from ncdc.ir.errors import SpecTypeError, TruncatedError
 from ncdc.ir.morphisms import ThreadedComposed, Truncated
 from ncdc.ir.names import Name
-from ncdc.ir.traverse import Descend, Visitor, traverse
 from ncdc.ir.params import param_roles, param_specs
+from ncdc.ir.traverse import Descend, Visitor, traverse
 from ncdc.ir.walk import arity, by_kind
 
 from tests.oracles.ir_build import R, axis, bc, rearr, stride, weave
@@ -230,6 +230,17 @@ def test_keys_are_the_parameter_keys_of_ir_params(which, request):
     v = _Keys()
     traverse(root, [None] * arity(root), v)
     assert len(want) > 20 and v.seen == want
+
+
+def test_the_docstring_example_names_each_outputs_producer(attention_core):
+    import textwrap
+
+    from ncdc.ir import traverse as module
+
+    code = textwrap.dedent(module.__doc__.split("::\n", 1)[1])
+    scope = {"root": attention_core.data}
+    exec(compile(code, "ir/traverse.py docstring", "exec"), scope)  # noqa: S102
+    assert scope["outs"] == [("data.body.content[1]", 0)]  # the second Einops (test_cli_inspect)
 
 
 def test_by_kind_finds_the_most_derived_entry():
