@@ -34,6 +34,12 @@ repeated among siblings, ``title@i`` per iteration of a repeated block: the keys
 The traversal is iterative (an explicit stack of frames), so a composition nested 10,000 deep
 never raises ``RecursionError``.
 
+Which walk to use: :func:`ir.walk.walk` lists the sites one at a time (no wires: checks,
+reports, listings), and :func:`ir.walk.by_kind` picks a per-kind handler from a table keyed by
+class; whatever follows the wires (evaluation, code, the wiring graph, the tape order,
+data-flow) is a :class:`Visitor`. No other code branches on many morphism kinds itself
+(``tests/test_traversal.py`` counts the functions that still do).
+
 Using it — the producer of every wire (values are ``(producer path, port)``)::
 
     from ncdc.ir.traverse import Visitor, traverse
