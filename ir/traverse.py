@@ -99,6 +99,7 @@ class _Level:
     def segs(self) -> dict:
         if self._segs is None:
             node = self.node
+            kids: list[Morphism]
             if isinstance(node, Block):  # a block's body: the body itself may be titled
                 body = node.body
                 kids = [body] if isinstance(body, Block) else titled_children(body)
@@ -203,7 +204,7 @@ class Visitor:
         """A ``BlockOperator``/``ParaBlockOperator``: by default its block, in place."""
         op = node.operator
         if not isinstance(op, ParaBlockOperator):
-            return Descend(((".operator.block", op.block),), ins)
+            return Descend(((".operator.block", getattr(op, "block", None)),), ins)
         ng = len(op.grabs)
         for i, (g, v) in enumerate(zip(op.grabs, ins[:ng], strict=False)):  # short: ill-typed
             self.drop(g.tape, v, g.size, scope.at(f".operator.grabs[{i}]"))
@@ -261,7 +262,7 @@ def traverse(root: Morphism, ins, visitor: Visitor, root_path: str | None = None
              titles: tuple = (), keys: tuple = ()) -> list:
     """Thread the values ``ins`` through ``root`` with ``visitor`` (module docstring); the
     root's output values. ``root_path`` defaults to ``root.path``."""
-    path = root.path if root_path is None else root_path
+    path = getattr(root, "path", "") if root_path is None else root_path
     level = _Level(None, {}) if isinstance(root, Block) else _Level(root)
     return _Run(visitor).run(root, list(ins), Scope(path, tuple(titles), tuple(keys), level))
 
@@ -292,7 +293,7 @@ class _Run:
         if self.leaves and isinstance(m, self.leaves):
             out = self.v.leaf(m, ins, scope)
         else:
-            out = _HANDLERS[by_kind(_KINDS, m)](self, m, ins, scope)
+            out = by_kind(_HANDLERS, m, _Run.unknown)(self, m, ins, scope)
         if isinstance(out, Descend):
             out = self.descend(out, scope)
         if hasattr(out, "send"):
@@ -415,15 +416,12 @@ def _typed(m: Morphism, attr: str, n: int) -> tuple:
         return (None,) * n
 
 
-_HANDLERS: dict[str, Any] = {
-    "threaded": _Run.threaded, "composed": _Run.composed, "product": _Run.product,
-    "rearrangement": _Run.rearrange, "block": _Run.block, "broadcasted": _Run.broadcasted,
-    "parawrap": _Run.parawrap, "grab": _Run.grab, "drop": _Run.drop,
-    "truncated": _Run.truncated, "stride": _Run.stride, None: _Run.unknown,
+_HANDLERS: dict[type, Any] = {
+    ThreadedComposed: _Run.threaded, Composed: _Run.composed, ProductOfMorphisms: _Run.product,
+    Rearrangement: _Run.rearrange, Block: _Run.block, Broadcasted: _Run.broadcasted,
+    ParaWrap: _Run.parawrap, Grab: _Run.grab, Drop: _Run.drop, Truncated: _Run.truncated,
+    StrideMorphism: _Run.stride,
 }
-_KINDS = {ThreadedComposed: "threaded", Composed: "composed", ProductOfMorphisms: "product",
-          Rearrangement: "rearrangement", Block: "block", Broadcasted: "broadcasted",
-          ParaWrap: "parawrap", Grab: "grab", Drop: "drop", Truncated: "truncated",
-          StrideMorphism: "stride"}
+"""The frame (or leaf answer) of each kind, by class (:func:`ir.walk.by_kind`)."""
 
 __all__ = ["Descend", "Scope", "Visitor", "traverse"]

@@ -34,7 +34,7 @@ class Site:
 def walk(root: Morphism, root_path: str | None = None, titles: tuple[str, ...] = ()):
     """Pre-order over every Br morphism below ``root`` (boxes' blocks included, reindexings
     not). Iterative, so deep specs never hit the recursion limit."""
-    start_path = root.path if root_path is None else root_path
+    start_path = getattr(root, "path", "") if root_path is None else root_path
     stack = [(root, start_path, titles, 0)]
     while stack:
         node, path, chain, depth = stack.pop()
