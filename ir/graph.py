@@ -160,16 +160,16 @@ def wiring_graph(root: Morphism, env: Env | None = None, root_path: str | None =
     title = root.title if isinstance(root, Block) else path
     b.g.graph["name"] = title
     try:
-        dom = tuple(root.dom)
-    except (SpecError, RecursionError):
-        dom = tuple(None for _ in range(arity(root)))
-    inputs = []
-    for k, obj in enumerate(dom):
-        nid = b.node(f"in:{k}", "input", f"input {k}")
-        inputs.append(Port(nid, 0, obj))
-    try:
+        try:
+            dom = tuple(root.dom)
+        except SpecError:
+            dom = tuple(None for _ in range(arity(root)))
+        inputs = []
+        for k, obj in enumerate(dom):
+            nid = b.node(f"in:{k}", "input", f"input {k}")
+            inputs.append(Port(nid, 0, obj))
         results = traverse(root, inputs, b, path)
-    except RecursionError:  # typing a deep cut term (``arity``) can still recurse
+    except RecursionError:  # the traversal is iterative; typing (dom, cod) is recursive
         raise SpecError("the morphism is nested too deeply to draw", path) from None
     for j, p in enumerate(results):
         nid = b.node(f"out:{j}", "output", f"output {j}")
