@@ -43,6 +43,7 @@ from .axes import Axis
 from .env import Env
 from .errors import SpecError, SpecTypeError
 from .morphisms import Block, Composed, ProductOfMorphisms, Rearrangement, StrideMorphism
+from .walk import by_kind
 
 ZERO, ONE = sympy.Integer(0), sympy.Integer(1)
 
@@ -165,33 +166,48 @@ def affine_map(m) -> AffineMap:
     """Normalise a stride-category morphism to its :class:`AffineMap` (rule in the module
     docstring). Anything else, a stride row of the wrong length, an empty or ill-joined
     composition is a :class:`~ir.errors.SpecError` at the morphism's JSON path."""
-    if isinstance(m, Block):
-        return affine_map(m.body)
-    if isinstance(m, Rearrangement):
-        dom = _axes(m, m.dom_)
-        rows = tuple(_unit(k, len(dom)) for k in m.mapping)
-        return AffineMap(dom, tuple(m.cod), rows, (ZERO,) * len(rows))
-    if isinstance(m, StrideMorphism):
-        dom = _axes(m, m.dom_)
-        for r in m.rows:
-            if len(r.strides) != len(dom):
-                raise SpecError(f"stride row for {r.axis.label} has {len(r.strides)} strides "
-                                f"for a domain of {len(dom)} axes", m.path,
-                                node_type="StrideMorphism")
-        return AffineMap(dom, tuple(m.cod),
-                         tuple(tuple(sympy.sympify(s) for s in r.strides) for r in m.rows),
-                         tuple(sympy.sympify(r.shift) for r in m.rows))
-    if isinstance(m, ProductOfMorphisms):
-        return _product([affine_map(p) for p in m.content])
-    if isinstance(m, Composed):
-        if not m.content:
-            raise SpecError("empty composition of reindexings", m.path, node_type="Composed")
-        acc = affine_map(m.content[0])
-        for nxt in m.content[1:]:
-            acc = _compose(acc, affine_map(nxt), m.path)
-        return acc
-    raise SpecError(f"a {type(m).__name__} cannot be used as a reindexing",
-                    getattr(m, "path", ""), node_type=type(m).__name__)
+    rule = by_kind(_RULES, m)
+    if rule is None:
+        raise SpecError(f"a {type(m).__name__} cannot be used as a reindexing",
+                        getattr(m, "path", ""), node_type=type(m).__name__)
+    return rule(m)
+
+
+def _rearrangement(m: Rearrangement) -> AffineMap:
+    dom = _axes(m, m.dom_)
+    rows = tuple(_unit(k, len(dom)) for k in m.mapping)
+    return AffineMap(dom, tuple(m.cod), rows, (ZERO,) * len(rows))
+
+
+def _stride(m: StrideMorphism) -> AffineMap:
+    dom = _axes(m, m.dom_)
+    for r in m.rows:
+        if len(r.strides) != len(dom):
+            raise SpecError(f"stride row for {r.axis.label} has {len(r.strides)} strides "
+                            f"for a domain of {len(dom)} axes", m.path,
+                            node_type="StrideMorphism")
+    return AffineMap(dom, tuple(m.cod),
+                     tuple(tuple(sympy.sympify(s) for s in r.strides) for r in m.rows),
+                     tuple(sympy.sympify(r.shift) for r in m.rows))
+
+
+def _composed(m: Composed) -> AffineMap:
+    if not m.content:
+        raise SpecError("empty composition of reindexings", m.path, node_type="Composed")
+    acc = affine_map(m.content[0])
+    for nxt in m.content[1:]:
+        acc = _compose(acc, affine_map(nxt), m.path)
+    return acc
+
+
+_RULES = {
+    Block: lambda m: affine_map(m.body),
+    Rearrangement: _rearrangement,
+    StrideMorphism: _stride,
+    ProductOfMorphisms: lambda m: _product([affine_map(p) for p in m.content]),
+    Composed: _composed,
+}
+"""The normalisation of each stride-category kind (by class, :func:`ir.walk.by_kind`)."""
 
 
 def _axes(m, dom) -> tuple[Axis, ...]:

@@ -1,8 +1,9 @@
 """A composition as a data-flow graph: leaf steps reading numbered wires, and back.
 
-:func:`flatten` walks the structural kinds (``Composed``, ``ProductOfMorphisms``,
-``Rearrangement``) of a morphism and records every other node (a ``Broadcasted``, a ``Block``,
-a tape access) as one *step* that reads wires and writes new ones. Wires ``0 .. n-1`` are the
+:func:`flatten` threads wire numbers through the structural kinds (``Composed``,
+``ProductOfMorphisms``, ``Rearrangement``) of a morphism with :func:`ir.traverse.traverse`
+and records every other node (a ``Broadcasted``, a ``Block``, a tape access) as one *step*
+that reads wires and writes new ones. Wires ``0 .. n-1`` are the
 morphism's inputs; each step's results get the next numbers. :func:`rebuild` turns such a graph
 back into a plain composition of rearrangements and steps (the form
 :class:`~ir.morphisms.ThreadedComposed` uses), equal to the original when nothing was changed.
@@ -12,7 +13,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .morphisms import Composed, Morphism, ProductOfMorphisms, Rearrangement
+from .morphisms import (
+    Block,
+    Broadcasted,
+    Composed,
+    Drop,
+    Grab,
+    Morphism,
+    ParaWrap,
+    ProductOfMorphisms,
+    Rearrangement,
+    StrideMorphism,
+    Truncated,
+)
+from .traverse import Visitor, traverse
 
 
 @dataclass
@@ -48,28 +62,25 @@ class Dataflow:
         return out + [-1 for r in self.result if r == wire]
 
 
+class _Steps(Visitor):
+    """Wire values are wire numbers; every non-structural node is one step of ``g``."""
+
+    leaves = (Block, Broadcasted, ParaWrap, Grab, Drop, Truncated, StrideMorphism)
+
+    def __init__(self, g: Dataflow):
+        self.g = g
+
+    def leaf(self, m, ins, scope):
+        return self.g.add(m, ins)
+
+    unknown = leaf
+
+
 def flatten(m: Morphism) -> Dataflow:
     """The data-flow graph of ``m`` (steps in evaluation order)."""
     g = Dataflow(len(m.dom), list(m.dom))
-    g.result = _walk(m, list(range(len(m.dom))), g)
+    g.result = traverse(m, list(range(len(m.dom))), _Steps(g))
     return g
-
-
-def _walk(m, wires: list[int], g: Dataflow) -> list[int]:
-    if isinstance(m, Rearrangement):
-        return [wires[k] for k in m.mapping]
-    if isinstance(m, Composed):
-        for part in m.content:
-            wires = _walk(part, wires, g)
-        return wires
-    if isinstance(m, ProductOfMorphisms):
-        out, at = [], 0
-        for part in m.content:
-            k = len(part.dom)
-            out.extend(_walk(part, wires[at:at + k], g))
-            at += k
-        return out
-    return g.add(m, wires)
 
 
 def rebuild(g: Dataflow, path: str = "") -> Composed:

@@ -26,21 +26,9 @@ import networkx as nx
 
 from .env import Env
 from .errors import SpecError
-from .morphisms import (
-    Block,
-    Broadcasted,
-    Composed,
-    Drop,
-    Grab,
-    Morphism,
-    ParaWrap,
-    ProductOfMorphisms,
-    Rearrangement,
-    ThreadedComposed,
-    Truncated,
-)
-from .operators import BlockOperator, ParaBlockOperator
+from .morphisms import Block, Broadcasted, Morphism, Rearrangement, Truncated
 from .shapes import array_text, compare_objects, size_text
+from .traverse import Descend, Scope, Visitor, traverse
 from .walk import arity
 
 
@@ -53,17 +41,21 @@ class Port:
     obj: object
 
 
-class _Builder:
+class _Wiring(Visitor):
+    """Wire values are :class:`Port` objects; boxes, tape slots and cut terms become nodes."""
+
     def __init__(self, env: Env | None):
         self.g = nx.MultiDiGraph()
         self.g.graph["clusters"] = {}
         self.env = env
-        self.scope: list[tuple[str, str]] = []  # (block path, its label) from the outside in
 
-    def node(self, nid: str, kind: str, label: str, titles=(), path: str = "", operator=""):
+    def node(self, nid: str, kind: str, label: str, scope: Scope | None = None,
+             operator: str = ""):
         if nid not in self.g:
+            titles, path, cluster = ((scope.titles, scope.path, scope.block) if scope
+                                     else ((), "", ""))
             self.g.add_node(nid, kind=kind, label=label, titles=" / ".join(titles), path=path,
-                            operator=operator, cluster=self.scope[-1][0] if self.scope else "")
+                            operator=operator, cluster=cluster)
         return nid
 
     def wire(self, src: Port, dst: str, dst_index: int, expected=None) -> None:
@@ -76,40 +68,56 @@ class _Builder:
                 attrs["mismatch"] = probs[0].describe("producer", "consumer")
         self.g.add_edge(src.node, dst, **attrs)
 
-    # ------------------------------------------------------------------ morphisms
-    def build(self, m: Morphism, inputs: list[Port], path: str, titles: tuple) -> list[Port]:
-        if isinstance(m, Block):
-            parent = self.scope[-1][0] if self.scope else ""
-            self.g.graph["clusters"][path] = (self.block_label(m), parent)
-            self.scope.append((path, m.title))
-            try:
-                return self.build(m.body, inputs, path + ".body", titles + (m.title,))
-            finally:
-                self.scope.pop()
-        if isinstance(m, ThreadedComposed):
-            return self.threaded(m, inputs, path, titles)
-        if isinstance(m, Composed):
-            return self.sequence(m.content, inputs, path, titles)
-        if isinstance(m, ProductOfMorphisms):
-            return self.parallel(m.content, inputs, path, titles)
-        if isinstance(m, Rearrangement):
-            return [inputs[j] for j in m.mapping if 0 <= j < len(inputs)]
-        if isinstance(m, Broadcasted):
-            return self.box(m, inputs, path, titles)
-        if isinstance(m, ParaWrap):
-            return self.para_wrap(m, inputs, path, titles)
-        if isinstance(m, Grab):
-            return [Port(self.tape(m.tape), 0, m.size)]
-        if isinstance(m, Drop):
-            for k, p in enumerate(inputs[:1]):
-                self.wire(p, self.tape(m.tape), k, m.size)
-            return []
-        if isinstance(m, Truncated):
-            return self.truncated(m, inputs, path, titles)
-        nid = self.node(path, "box", type(m).__name__, titles, path)
-        for k, p in enumerate(inputs):
-            self.wire(p, nid, k)
-        return []
+    # ------------------------------------------------------------------ hooks
+    def repetitions(self, block, scope) -> int:
+        return 1  # the wiring of one iteration; the cluster label says ×N
+
+    def enter_block(self, block: Block, ins, scope: Scope) -> None:
+        parent = scope.blocks[-2] if len(scope.blocks) > 1 else ""
+        self.g.graph["clusters"][scope.block] = (self.block_label(block), parent)
+
+    def rearrange(self, m: Rearrangement, ins, scope):
+        return [ins[j] for j in m.mapping if 0 <= j < len(ins)]
+
+    def operator(self, b: Broadcasted, ins, scope):
+        op = b.operator
+        kind_name = type(op).__name__
+        label = f"{kind_name} {op.label}".strip() if op.label else kind_name
+        return self.box_node(b, ins, scope, label, kind_name)
+
+    def box(self, b: Broadcasted, ins, scope):
+        op = b.operator
+        title = self.block_label(op.block) if isinstance(op.block, Block) else "(block)"
+        label = f"{title} [{op.label}]" if op.label else title
+        return self.box_node(b, ins, scope, label, type(op).__name__)
+
+    def box_node(self, b: Broadcasted, ins, scope, label: str, kind_name: str):
+        nid = self.node(scope.path, "box", label, scope, kind_name)
+        try:
+            expected = tuple(b.dom)
+        except SpecError:
+            expected = ()
+        for k, p in enumerate(ins):
+            self.wire(p, nid, k, expected[k] if k < len(expected) else None)
+        try:
+            cod = tuple(b.cod)
+        except SpecError:
+            cod = tuple(None for _ in b.output_weaves)
+        return [Port(nid, j, a) for j, a in enumerate(cod)]
+
+    def grab(self, slot, array, scope):
+        return Port(self.tape(slot, scope), 0, array)
+
+    def drop(self, slot, value, array, scope) -> None:
+        entry = scope.path.rpartition(".")[2].startswith("drops[")  # a ParaWrap's drop entry
+        self.wire(value, self.tape(slot, scope), 0, None if entry else array)
+
+    def tape(self, slot, scope: Scope) -> str:
+        nid = f"tape:{slot.uid}"
+        if nid not in self.g:
+            self.g.add_node(nid, kind="tape", label=f"tape {slot.label}", titles="",
+                            path=slot.path, operator="", cluster=scope.block)
+        return nid
 
     def block_label(self, block: Block) -> str:
         """The block's title, with ``×N`` when its body repeats."""
@@ -118,90 +126,28 @@ class _Builder:
             return block.title
         return f"{block.title} ×{size_text(rep, self.env)}"
 
-    def threaded(self, m: ThreadedComposed, inputs, path, titles):
-        """Steps at their JSON paths, each fed the pool entries its routing names."""
-        pool, last = list(inputs), []
-        for i, (step, route) in enumerate(zip(m.steps, m.routing)):
-            last = self.build(step, [pool[k] for k in route if k < len(pool)],
-                              f"{path}.content[{i}]", titles)
-            pool.extend(last)
-        return last
-
-    def sequence(self, content, inputs, path, titles):
-        ports = inputs
-        for i, item in enumerate(content):
-            if not isinstance(item, Morphism):
-                return []
-            ports = self.build(item, ports, f"{path}.content[{i}]", titles)
-        return ports
-
-    def parallel(self, content, inputs, path, titles):
-        out, at = [], 0
-        for i, part in enumerate(content):
-            n = arity(part)
-            out.extend(self.build(part, inputs[at:at + n], f"{path}.content[{i}]", titles))
-            at += n
-        return out
-
-    def box(self, b: Broadcasted, inputs, path, titles):
-        op = b.operator
-        kind_name = type(op).__name__
-        if isinstance(op, (BlockOperator, ParaBlockOperator)):
-            title = (self.block_label(op.block) if isinstance(op.block, Block)
-                     else "(block)")
-            label = f"{title} [{op.label}]" if op.label else title
-        else:
-            label = f"{kind_name} {op.label}".strip() if op.label else kind_name
-        nid = self.node(path, "box", label, titles, path, kind_name)
-        try:
-            expected = tuple(b.dom)
-        except SpecError:
-            expected = ()
-        for k, p in enumerate(inputs):
-            self.wire(p, nid, k, expected[k] if k < len(expected) else None)
-        try:
-            cod = tuple(b.cod)
-        except SpecError:
-            cod = tuple(None for _ in b.output_weaves)
-        return [Port(nid, j, a) for j, a in enumerate(cod)]
-
-    def para_wrap(self, w: ParaWrap, inputs, path, titles):
-        try:
-            body_dom = tuple(w.body.dom)
-        except SpecError:
-            body_dom = tuple(None for _ in w.grabs)
-        body_in, it = [], iter(inputs)
-        for i, slot in enumerate(w.grabs):
-            if slot is None:
-                p = next(it, None)
-                if p is not None:
-                    body_in.append(p)
-            else:
-                obj = body_dom[i] if i < len(body_dom) else None
-                body_in.append(Port(self.tape(slot), 0, obj))
-        results = self.build(w.body, body_in, path + ".body", titles)
-        out = []
-        for j, p in enumerate(results):
-            slot = w.drops[j] if j < len(w.drops) else None
-            if slot is None:
-                out.append(p)
-            else:
-                self.wire(p, self.tape(slot), 0)
-        return out
-
-    def tape(self, slot) -> str:
-        return self.node(f"tape:{slot.uid}", "tape", f"tape {slot.label}", (), slot.path)
-
-    def truncated(self, t: Truncated, inputs, path, titles):
+    def truncated(self, t: Truncated, ins, scope):
         content = t.partial.get("content")
         body = t.partial.get("body")
         if t.expected == "Composed" and isinstance(content, tuple) and content:
             kept = [m for m in content if isinstance(m, Morphism)]
-            return self.sequence(kept, inputs, path, titles)
+            return Descend(tuple((f".content[{i}]", m) for i, m in enumerate(kept)), ins)
         if t.expected == "Block" and isinstance(body, Morphism):
-            return self.build(body, inputs, path + ".body", titles + ("(truncated block)",))
-        nid = self.node(path, "truncated", f"cut: {t.expected or 'term'}", titles, path)
-        for k, p in enumerate(inputs):
+            return Descend(((".body", body),), ins, title="(truncated block)")
+        return self.cut_node(t, ins, scope)
+
+    def cut_node(self, t, ins, scope):
+        nid = self.node(scope.path, "truncated", f"cut: {t.expected or 'term'}", scope)
+        for k, p in enumerate(ins):
+            self.wire(p, nid, k)
+        return []
+
+    def stride(self, m, ins, scope):
+        return self.unknown(m, ins, scope)
+
+    def unknown(self, m, ins, scope):
+        nid = self.node(scope.path, "box", type(m).__name__, scope)
+        for k, p in enumerate(ins):
             self.wire(p, nid, k)
         return []
 
@@ -209,21 +155,21 @@ class _Builder:
 def wiring_graph(root: Morphism, env: Env | None = None, root_path: str | None = None
                  ) -> nx.MultiDiGraph:
     """The wiring graph of ``root`` (see the module docstring). ``env`` prints bound sizes."""
-    b = _Builder(env)
+    b = _Wiring(env)
     path = root.path if root_path is None else root_path
     title = root.title if isinstance(root, Block) else path
     b.g.graph["name"] = title
     try:
-        dom = tuple(root.dom)
-    except (SpecError, RecursionError):
-        dom = tuple(None for _ in range(arity(root)))
-    inputs = []
-    for k, obj in enumerate(dom):
-        nid = b.node(f"in:{k}", "input", f"input {k}")
-        inputs.append(Port(nid, 0, obj))
-    try:
-        results = b.build(root, inputs, path, ())
-    except RecursionError:
+        try:
+            dom = tuple(root.dom)
+        except SpecError:
+            dom = tuple(None for _ in range(arity(root)))
+        inputs = []
+        for k, obj in enumerate(dom):
+            nid = b.node(f"in:{k}", "input", f"input {k}")
+            inputs.append(Port(nid, 0, obj))
+        results = traverse(root, inputs, b, path)
+    except RecursionError:  # the traversal is iterative; typing (dom, cod) is recursive
         raise SpecError("the morphism is nested too deeply to draw", path) from None
     for j, p in enumerate(results):
         nid = b.node(f"out:{j}", "output", f"output {j}")

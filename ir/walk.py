@@ -1,4 +1,11 @@
-"""Traversal of a morphism tree with stable paths and the chain of enclosing block titles."""
+"""Listing the sites of a morphism tree, with stable paths and the chain of enclosing titles.
+
+Two mechanisms cover every walk over the IR: :func:`walk` lists each occurrence (a
+:class:`Site`) in pre-order, for checks and reports that look at one node at a time; a
+consumer that branches on the kind of node looks its handler up with :func:`by_kind` (a table
+keyed by morphism class) instead of an ``isinstance`` chain. Whatever threads values along the
+wires (evaluation, the wiring graph, the tape order) uses :func:`ir.traverse.traverse`.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,7 +34,7 @@ class Site:
 def walk(root: Morphism, root_path: str | None = None, titles: tuple[str, ...] = ()):
     """Pre-order over every Br morphism below ``root`` (boxes' blocks included, reindexings
     not). Iterative, so deep specs never hit the recursion limit."""
-    start_path = root.path if root_path is None else root_path
+    start_path = getattr(root, "path", "") if root_path is None else root_path
     stack = [(root, start_path, titles, 0)]
     while stack:
         node, path, chain, depth = stack.pop()
@@ -52,6 +59,15 @@ def arity(m: Morphism) -> int:
             first = next((x for x in content if isinstance(x, Morphism)), None)
             return arity(first) if first is not None and m.expected == "Composed" else 0
         return 0
+
+
+def by_kind(table: dict, node: object, default=None):
+    """The entry of ``table`` (keyed by class) for ``node``'s most derived class that has one
+    (so a ``ThreadedComposed`` finds a ``Composed`` entry unless it has its own)."""
+    for cls in type(node).__mro__:
+        if cls in table:
+            return table[cls]
+    return default
 
 
 def blocks(root: Morphism):

@@ -27,6 +27,7 @@ from ncdc.ir.datatypes import Complex, Natural, Quantified
 from ncdc.ir.errors import BindingError
 from ncdc.ir.morphisms import Block, Broadcasted, Drop, Grab, Rearrangement, StrideMorphism
 from ncdc.ir.numeric import FreeNumeric, free_symbols
+from ncdc.ir.walk import by_kind
 
 from .symbol_names import qualified_names
 
@@ -98,40 +99,57 @@ class _Uses:
                     self.axis(a, path, titles)
 
 
+def _broadcasted_uses(u: _Uses, node: Broadcasted, path: str, titles) -> None:
+    for w in node.input_weaves + node.output_weaves:
+        u.array(w, path, titles)
+    for a in node.backup_degree or ():
+        u.axis(a, path, titles)
+    op = node.operator
+    if dataclasses.is_dataclass(op):
+        for f in dataclasses.fields(op):
+            val = getattr(op, f.name, None)
+            if isinstance(val, sympy.Basic):
+                u.add(val, f"{type(op).__name__}.{f.name}", path + ".operator", titles)
+
+
+def _rearrangement_uses(u: _Uses, node: Rearrangement, path: str, titles) -> None:
+    for obj in node.dom_:
+        if isinstance(obj, Axis):
+            u.axis(obj, path, titles)
+        else:
+            u.array(obj, path, titles)
+
+
+def _stride_uses(u: _Uses, node: StrideMorphism, path: str, titles) -> None:
+    for a in node.dom_:
+        u.axis(a, path, titles)
+    for r, row in enumerate(node.rows):
+        u.axis(row.axis, path, titles)
+        for x in row.strides + (row.shift,):
+            u.add(x, f"stride row {r}", path, titles)
+
+
+def _block_uses(u: _Uses, node: Block, path: str, titles) -> None:
+    u.add(node.tag.repetition, f"the repetition of {node.title!r}", path, titles)
+
+
+def _tape_uses(u: _Uses, node, path: str, titles) -> None:
+    u.array(node.size, path, titles)
+
+
+_USES = {Broadcasted: _broadcasted_uses, Rearrangement: _rearrangement_uses,
+         StrideMorphism: _stride_uses, Block: _block_uses, Grab: _tape_uses, Drop: _tape_uses}
+"""What each kind of site contributes to the symbol uses (by class, :func:`ir.walk.by_kind`)."""
+
+
 def symbol_uses(sites) -> dict[FreeNumeric, list[tuple[str, str, tuple]]]:
     """For every symbol ``data`` depends on: ``(what, json_path, titles)`` of its uses (at most
     50 each). Axis sizes are attributed to the first place the axis is used."""
     u = _Uses()
     for s in sites:
-        node, path, titles = s.node, s.path, s.titles
-        if isinstance(node, Broadcasted):
-            for w in node.input_weaves + node.output_weaves:
-                u.array(w, path, titles)
-            for a in node.backup_degree or ():
-                u.axis(a, path, titles)
-            op = node.operator
-            if dataclasses.is_dataclass(op):
-                for f in dataclasses.fields(op):
-                    val = getattr(op, f.name, None)
-                    if isinstance(val, sympy.Basic):
-                        u.add(val, f"{type(op).__name__}.{f.name}", path + ".operator", titles)
-        elif isinstance(node, Rearrangement):
-            for obj in node.dom_:
-                if isinstance(obj, Axis):
-                    u.axis(obj, path, titles)
-                else:
-                    u.array(obj, path, titles)
-        elif isinstance(node, StrideMorphism):
-            for a in node.dom_:
-                u.axis(a, path, titles)
-            for r, row in enumerate(node.rows):
-                u.axis(row.axis, path, titles)
-                for x in row.strides + (row.shift,):
-                    u.add(x, f"stride row {r}", path, titles)
-        elif isinstance(node, Block):
-            u.add(node.tag.repetition, f"the repetition of {node.title!r}", path, titles)
-        elif isinstance(node, (Grab, Drop)):
-            u.array(node.size, path, titles)
+        record = by_kind(_USES, s.node)
+        if record is not None:
+            record(u, s.node, s.path, s.titles)
     pending = list(u.axis_first.values())
     seen = set(u.axis_first)
     while pending:

@@ -13,39 +13,52 @@ empty. A cut (truncated) term stops nothing: the terms kept before the cut still
 """
 from __future__ import annotations
 
-from ncdc.ir.morphisms import Block, Drop, Grab, ParaWrap, Truncated
+from ncdc.ir.morphisms import Truncated
+from ncdc.ir.traverse import Descend, Visitor, traverse
+from ncdc.ir.walk import arity
+
+
+class _TapeOrder(Visitor):
+    """Wire values are placeholders (``None``); what is recorded is each tape access."""
+
+    def __init__(self):
+        self.events: list = []
+
+    def operator(self, node, ins, scope):
+        return [None] * len(node.output_weaves)
+
+    def box(self, node, ins, scope):
+        return Descend(((".operator.block", node.operator.block),), ins,
+                       then=lambda _: [None] * len(node.output_weaves))
+
+    def rearrange(self, node, ins, scope):
+        return [None] * len(node.mapping)
+
+    def repetitions(self, block, scope) -> int:
+        return 1
+
+    def grab(self, slot, array, scope):
+        self.events.append(("grab", slot, scope.path, scope.titles))
+
+    def drop(self, slot, value, array, scope) -> None:
+        self.events.append(("drop", slot, scope.path, scope.titles))
+
+    def truncated(self, node: Truncated, ins, scope):
+        title = "(truncated block)" if node.expected == "Block" else None
+        return Descend(node.children(), ins, title=title, then=lambda _: [])
+
+    def stride(self, node, ins, scope):
+        return []
+
+    def unknown(self, node, ins, scope):
+        return []
 
 
 def tape_events(root, root_path: str | None = None):
     """``(kind, slot, path, titles)`` with kind ``grab``/``drop``, in evaluation order."""
-    start = root.path if root_path is None else root_path
-    stack: list = [("node", root, start, ())]
-    while stack:
-        item = stack.pop()
-        if item[0] == "event":
-            yield item[1:]
-            continue
-        _, node, path, titles = item
-        if isinstance(node, Block):
-            titles = titles + (node.title,)
-        elif isinstance(node, Truncated) and node.expected == "Block":
-            titles = titles + ("(truncated block)",)
-        if isinstance(node, Grab):
-            yield ("grab", node.tape, path, titles)
-            continue
-        if isinstance(node, Drop):
-            yield ("drop", node.tape, path, titles)
-            continue
-        later: list = []
-        if isinstance(node, ParaWrap):
-            for i, slot in enumerate(node.grabs):
-                if slot is not None:
-                    yield ("grab", slot, f"{path}.grabs[{i}]", titles)
-            later = [("event", "drop", slot, f"{path}.drops[{i}]", titles)
-                     for i, slot in enumerate(node.drops) if slot is not None]
-        kids = [("node", child, path + step, titles) for step, child in node.children()]
-        stack.extend(reversed(later))
-        stack.extend(reversed(kids))
+    order = _TapeOrder()
+    traverse(root, [None] * arity(root), order, root_path)
+    return order.events
 
 
 def check_tape(ck, root, root_path: str | None = None) -> None:

@@ -73,6 +73,7 @@ from ncdc.ir.morphisms import (
     Truncated,
 )
 from ncdc.ir.operators import ConcatenateAxes, CovariantView
+from ncdc.ir.walk import by_kind
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
@@ -165,25 +166,33 @@ def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:
                  path, titles)
 
 
+def _plain(check):
+    """A check of one site that needs neither the cut blocks nor the written maps."""
+    return lambda ck, node, path, titles, cuts, writes: check(ck, node, path, titles)
+
+
+def _truncated(ck, node: Truncated, path, titles, cuts: dict, writes) -> None:
+    check_truncated(ck, node, path, titles, cuts.get(path))
+
+
+def _stride_rows(ck, node: StrideMorphism, path, titles, cuts, writes: set) -> None:
+    if ck.env is not None:
+        check_stride_rows(ck, node, path, titles, path in writes)
+
+
+_SITE_CHECKS = {
+    Truncated: _truncated, Composed: _plain(check_composed),
+    ProductOfMorphisms: _plain(check_product), Rearrangement: _plain(check_rearrangement),
+    Block: _plain(check_block), Broadcasted: _plain(check_broadcasted),
+    ParaWrap: _plain(check_parawrap), StrideMorphism: _stride_rows,
+}
+"""The check of each kind of site (by class, :func:`ir.walk.by_kind`)."""
+
+
 def _check_site(ck: Checker, s, cuts: dict, writes: set) -> None:
-    node, path, titles = s.node, s.path, s.titles
-    if isinstance(node, Truncated):
-        _run(ck, check_truncated, node, path, titles, cuts.get(path), path=path, titles=titles)
-    elif isinstance(node, Composed):
-        _run(ck, check_composed, node, path, titles, path=path, titles=titles)
-    elif isinstance(node, ProductOfMorphisms):
-        _run(ck, check_product, node, path, titles, path=path, titles=titles)
-    elif isinstance(node, Rearrangement):
-        _run(ck, check_rearrangement, node, path, titles, path=path, titles=titles)
-    elif isinstance(node, Block):
-        _run(ck, check_block, node, path, titles, path=path, titles=titles)
-    elif isinstance(node, Broadcasted):
-        _run(ck, check_broadcasted, node, path, titles, path=path, titles=titles)
-    elif isinstance(node, ParaWrap):
-        _run(ck, check_parawrap, node, path, titles, path=path, titles=titles)
-    if isinstance(node, StrideMorphism) and ck.env is not None:
-        _run(ck, check_stride_rows, node, path, titles, path in writes, path=path,
-             titles=titles)
+    check = by_kind(_SITE_CHECKS, s.node)
+    if check is not None:
+        _run(ck, check, s.node, s.path, s.titles, cuts, writes, path=s.path, titles=s.titles)
 
 
 def _written_maps(b: Broadcasted, path: str) -> list[str]:
