@@ -100,14 +100,14 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool,
         cb.fw.held_in[w.var] = fmt  # input values moved, or their magnitudes: the identity
         return w
     cb.gen.prelude.add("quant")
-    code = cb.held_code(w.var, enc, None if scale is None else cb.size_code(scale.channels))
+    rounding = cb.rounding(enc, None if scale is None else cb.size_code(scale.channels))
     note = f"held in {_format_text(dt)}"
     if fresh:
-        cb.fw.emit(f"{w.var} = {code}", note)
+        cb.fw.round(w.var, rounding, note)
         cb.fw.held_in[w.var] = fmt
         return w
     name = "as_" + ("mxfp8" if scale is not None else enc.lower())
-    var = cb.fw.bind(name, code, note)
+    var = cb.fw.bind(name, w.var, note, rounding)
     cb.fw.held_in[var] = fmt
     return dataclasses.replace(w, var=var, slot=None)
 

@@ -10,11 +10,12 @@ from ncdc.ir.morphisms import Block
 from ncdc.ir.params import repetitions
 
 from . import chunks, flips, liveness
-from .classinfo import INDENT, shape_text
+from .classinfo import shape_text
 from .escapes import ARGUMENT, NotCompact, escape
 from .experts import note_unsliceable
 from .names import attribute_name, comment_text, identifier
 from .pairs import Selection, leading_sparse_axis
+from .statements import FOR
 from .wires import Wire
 
 
@@ -112,29 +113,28 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
                       "iteration")
         for w, var, st in zip(wires, outs, info.input_static):
-            cb.fw.emit(f"{var.var} = {w.var}")
+            cb.fw.assign(var.var, w.var)
             if st is not None:
                 src = w.live if w.live is not None else "True"
-                cb.fw.emit(f"{var.live} = {src}")
+                cb.fw.assign(var.live, src)
         loop_args = []
         for w in outs:
             loop_args.append(w.var)
             if w.live is not None:
                 loop_args.append(w.live)
-        target = ", ".join(names)
         call = ", ".join(loop_args + kwargs)
-        cb.fw.emit(f"for {loop_var} in self.{attr}:")
-        cb.fw.emit(INDENT + f"{target} = {loop_var}({call})", shapes)
+        with cb.fw.nested(FOR, f"self.{attr}", loop_var):
+            cb.fw.assign(tuple(names), f"{loop_var}({call})", shapes)
     else:
         attr = cb.members.add_sub(snake, info, make)
-        target = ", ".join(names) if names else "_"
+        target = tuple(names) if names else ("_",)
         chunk = chunks.plan(cb, block, wires, info) if names and sel is None else None
         if chunk is not None:
             chunks.call_line(cb, chunk, block, f"self.{attr}", wires, info, target, shapes)
         elif names:
-            cb.fw.emit(f"{target} = self.{attr}({call_args})", shapes)
+            cb.fw.assign(target, f"self.{attr}({call_args})", shapes)
         else:
-            cb.fw.emit(f"self.{attr}({call_args})")
+            cb.fw.call(f"self.{attr}({call_args})")
     cb.tape.update(info.tape_after)
     if cb.lead_source is None:
         for w in outs:

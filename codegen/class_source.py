@@ -6,11 +6,13 @@ import textwrap
 
 from ncdc.ir.names import plain_title
 
-from .boundary import default_lines
+from .boundary import default_statements
 from .classinfo import INDENT
-from .emit import drop_unused, fold_casts, fold_masks, return_directly, wrap_line
+from .emit import wrap_line
 from .experts import expert_attribute_lines
 from .names import check_docstring, comment_text, docstring, string_literal
+from .passes import simplify
+from .statements import ASSIGN, EXPR, IF, RETURN, Statement, print_body
 
 BASE = "Module"
 """The base class of every generated class (:func:`base_class_source`)."""
@@ -101,38 +103,40 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     sig = ", ".join(args) + (", *, " + ", ".join(kw) if kw else "")
     head = INDENT + f"def forward({sig}):"
     lines.append(head)
-    body = [INDENT * 2 + ln for var, live in optional for ln in default_lines(var, live)]
+    body = [s for var, live in optional for s in default_statements(var, live)]
+    body += prologue(cb, derivable)
+    body += cb.fw.body
+    body.append(Statement(RETURN, ", ".join(ret) if ret else "()"))
+    lines.extend(print_body(simplify(body, len(cb.fw.indent)), cb.fw.indent, INDENT))
+    return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
+
+
+def prologue(cb, derivable: dict) -> list[Statement]:
+    """The forward's statements before the lowered ones: user data checked, the tape, the batch
+    shape, sizes fixed by the data, the selection's pairs."""
+    gen = cb.gen
+    out = []
     if cb.user_data:
-        body.append(INDENT * 2 + f"require_data(self, {string_literal(', '.join(cb.user_data))})")
+        out.append(Statement(EXPR, f"require_data(self, {string_literal(', '.join(cb.user_data))})"))
     if cb.uses_tape:
-        body.append(INDENT * 2 + "tape = {} if tape is None else tape")
+        out.append(Statement(ASSIGN, "{} if tape is None else tape", ("tape",)))
     if cb.lead_used and cb.lead_source is not None:
         shapes = [f"{w.var}.shape[:{w.var}.dim() - {w.rank}]" if w.rank else f"{w.var}.shape"
                   for w in cb.inputs]
         code = shapes[0] if len(shapes) == 1 else \
             f"torch.broadcast_shapes({', '.join(shapes)})"
-        body.append(INDENT * 2 + f"lead = {code}" + "  # leading (batch) dims")
+        out.append(Statement(ASSIGN, code, ("lead",), comment="leading (batch) dims"))
     for sym, code in derivable.items():
         if sym in cb.sizes.data_used:
-            body.append(INDENT * 2 + f"{gen.sym_name(sym)} = {code}"
-                        + "  # fixed by the data")
+            out.append(Statement(ASSIGN, code, (gen.sym_name(sym),), comment="fixed by the data"))
     if cb.selection is not None:
         sel = cb.selection
-        body.append(INDENT * 2 + f"{cb.all_pairs} = {sel.pairs} is None")
-        body.append(INDENT * 2 + f"if {cb.all_pairs}:  # every (row, "
-                    f"{comment_text(sel.axis.label, 20)}) pair, dense results")
-        body.append(INDENT * 3 + f"{sel.pairs} = every_pair(lead, {cb._pairs_size}, "
-                    f"{cb.inputs[0].var}.device)")
-    body.extend(cb.fw.lines)
-    if not ret:
-        body.append(INDENT * 2 + "return ()")
-    elif len(ret) == 1:
-        body.append(INDENT * 2 + f"return {ret[0]}")
-    else:
-        body.append(INDENT * 2 + "return " + ", ".join(ret))
-    body = return_directly(fold_casts(fold_masks(drop_unused(body, keep=set()))))
-    lines.extend(body)
-    return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
+        out.append(Statement(ASSIGN, f"{sel.pairs} is None", (cb.all_pairs,)))
+        out.append(Statement(IF, cb.all_pairs, comment=f"every (row, "
+                             f"{comment_text(sel.axis.label, 20)}) pair, dense results"))
+        out.append(Statement(ASSIGN, f"every_pair(lead, {cb._pairs_size}, "
+                             f"{cb.inputs[0].var}.device)", (sel.pairs,), depth=1))
+    return out
 
 def doc_text(cb) -> str:
     parts = [plain_title(cb.title) or "Block"]

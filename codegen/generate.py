@@ -4,7 +4,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
-import re
 import sys
 import types
 from importlib import resources
@@ -305,7 +304,13 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     after = "\n\n" if body_parts[0].startswith("#") else "\n\n\n"
     text = parts[0] + "\n\n" + "\n".join(imports) + after + "\n\n".join(
         p.rstrip("\n") + "\n" for p in body_parts)
-    return re.sub(r"\n{4,}", "\n\n\n", text)
+    return _at_most_two_blank_lines(text)
+
+
+def _at_most_two_blank_lines(text: str) -> str:
+    while "\n\n\n\n" in text:
+        text = text.replace("\n\n\n\n", "\n\n\n")
+    return text
 
 
 LOADER = '''def load_interpreter_params(module, params):

@@ -40,6 +40,7 @@ from .members import Members
 from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
 from .pairs import Selection, is_selection_mask
 from .sizes import SizeCodes
+from .statements import IF, Rounding
 from .wires import Wire
 
 
@@ -125,11 +126,11 @@ class ClassBuilder:
         self.needs_quant = True
         return "self.emulate"
 
-    def held_code(self, var: str, encoding: str, channels: str | None = None) -> str:
-        """Code rounding ``var`` to its storage ``encoding`` in emulate mode (MX blocks of
-        ``channels``): the base class's ``self.held``, the identity in exact mode."""
+    def rounding(self, encoding: str, channels: str | None = None) -> Rounding:
+        """Rounding to a storage ``encoding`` in emulate mode (MX blocks of ``channels``): the
+        base class's ``self.held``, the identity in exact mode."""
         self.needs_quant = True
-        return f"self.held({var}, {encoding!r}{', ' + channels if channels else ''})"
+        return Rounding(encoding, channels)
 
     # -- building ----------------------------------------------------------------------------
     # -- building ----------------------------------------------------------------------------
@@ -183,9 +184,9 @@ class ClassBuilder:
                 if w.var not in ret:
                     # no pairs passed: every pair was computed; hand back the dense layout
                     self.gen.prelude.add("pairs")
-                    self.fw.emit(f"if {self.all_pairs}:")
-                    self.fw.emit(INDENT + f"{w.var} = pairs_to_dense({w.var}, {self.lead()}, "
-                                 f"{self._pairs_size}, {self.selection.pairs})")
+                    with self.fw.nested(IF, self.all_pairs):
+                        self.fw.assign(w.var, f"pairs_to_dense({w.var}, {self.lead()}, "
+                                       f"{self._pairs_size}, {self.selection.pairs})")
                 ret.append(w.var)
                 info.outputs.append((w.array, None, True))
                 continue

@@ -7,13 +7,12 @@ outside the source; a composed reindexing's intermediate indices are range-check
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import View
+from sympy.printing.str import StrPrinter
 
 from . import decoder, liveness
 from .affine import affine_map, simple_source
@@ -201,14 +200,14 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     if may_leave:
         var = site
         live_var = cb.fw.names.fresh(var + "_live")
-        cb.fw.emit(f"{var}, {live_var} = {read(var)}{moved}, {rows_code}, {sizes_code})",
-                   comment + "; reads outside are dead")
+        cb.fw.assign((var, live_var), f"{read(var)}{moved}, {rows_code}, {sizes_code})",
+                     comment + "; reads outside are dead")
         if rest:
-            cb.fw.emit(f"{live_var} = {live_var}[{', '.join(['None'] * len(rest))}]")
+            cb.fw.assign(live_var, f"{live_var}[{', '.join(['None'] * len(rest))}]")
         out_live = live_var
         if moved_live is not None:
-            cb.fw.emit(f"{live_var} = {live_var} & {read(live_var)}{atom(moved_live)}.expand("
-                       f"{atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
+            cb.fw.assign(live_var, f"{live_var} & {read(live_var)}{atom(moved_live)}.expand("
+                         f"{atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
     else:
         var = cb.fw.bind(name, f"{read(name)}{moved}, {rows_code}, {sizes_code})[0]", comment)
         out_live = None
@@ -263,19 +262,19 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
     if not ok_ref.all():
         var = cb.fw.names.fresh(name)
         live_var = cb.fw.names.fresh(var + "_live")
-        cb.fw.emit(f"{var}, {live_var} = {read(var)}{expr}, {rows_code}, {sizes_code}, "
-                   f"{dim_code})", comment + "; reads outside are dead")
+        cb.fw.assign((var, live_var), f"{read(var)}{expr}, {rows_code}, {sizes_code}, "
+                     f"{dim_code})", comment + "; reads outside are dead")
         lead = ["None"] * pos
         if pos or trailing:
             idx = ", ".join(lead + [":"] * len(used) + ["None"] * trailing)
-            cb.fw.emit(f"{live_var} = {live_var}[{idx}]")
+            cb.fw.assign(live_var, f"{live_var}[{idx}]")
         out_live = live_var
         if live is not None:
             src_live = cb.fw.bind(var + "_source_live", f"{read(var + '_source_live')}"
                                   f"{atom(live)}.expand({atom(expr)}.shape), {rows_code}, "
                                   f"{sizes_code}, {dim_code})[0]")
-            cb.fw.emit(f"{live_var} = {live_var} & {src_live}", "dead where read outside or "
-                       "dead in the source")
+            cb.fw.assign(live_var, f"{live_var} & {src_live}", "dead where read outside or "
+                         "dead in the source")
     else:
         var = cb.fw.bind(name, f"{read(name)}{expr}, {rows_code}, {sizes_code}, {dim_code})[0]",
                          comment)
@@ -300,16 +299,26 @@ def _read_comment(amap, general, used, deg) -> str:
     """``[x, w|x] <- [x - w|x]``: the positions read, per source dim."""
     import sympy
 
+    names = {f"_d{i}": "i_" + comment_text(deg[i].label, 20) for i in used}
     terms = []
     for j in general:
         expr = sum((amap.rows[j][i] * sympy.Symbol(f"_d{i}") for i in used), amap.shifts[j])
-        text = sympy.sstr(sympy.expand(expr))
-        for i in used:
-            text = re.sub(rf"\b_d{i}\b", "i_" + comment_text(deg[i].label, 20), text)
-        terms.append(comment_text(text, 48))
+        terms.append(comment_text(_IndexPrinter(names).doprint(sympy.expand(expr)), 48))
     src = ", ".join(comment_text(amap.cod[j].label, 20) for j in general)
     dst = ", ".join(comment_text(deg[i].label, 20) for i in used)
     return f"[{dst}] reads [{src}] at [{', '.join(terms)}]"
+
+
+class _IndexPrinter(StrPrinter):
+    """``sympy.sstr`` with the degree dims' placeholder symbols printed by name (the terms keep
+    the placeholders' order)."""
+
+    def __init__(self, names: dict):
+        super().__init__()
+        self.names = names
+
+    def _print_Symbol(self, expr):
+        return self.names.get(expr.name) or super()._print_Symbol(expr)
 
 
 def _mixed_radix(gen, amap, general, used, deg):

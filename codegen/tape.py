@@ -51,8 +51,8 @@ def tape_write(cb, slot: TapeSlot, wire: Wire) -> None:
     key = cb.gen.slot_key(slot)
     if wire.slot == slot.uid and cb.tape.get(slot.uid) is not None:
         return
-    cb.fw.emit(f"tape[{key!r}] = {wire.var}",
+    cb.fw.assign(f"tape[{key!r}]", wire.var,
                  f"tape slot {comment_text(slot.label, 30)}: " + shape_text(wire.array))
     if wire.live is not None:
-        cb.fw.emit(f"tape[{key + '_live'!r}] = {wire.live}")
+        cb.fw.assign(f"tape[{key + '_live'!r}]", wire.live)
     cb.tape[slot.uid] = TapeEntry(key, wire.array, wire.static, wire.full)

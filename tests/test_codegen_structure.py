@@ -76,3 +76,21 @@ def test_rule_modules_depend_only_on_the_lowering_context():
         if mod.startswith("codegen.rules."):
             reach = nx.descendants(g, mod)
             assert not (reach & forbidden), (mod, sorted(reach & forbidden))
+
+
+TEXT_HELPERS = {"names.py", "fixed_data.py"}
+"""Modules that may use ``re``: they sanitise spec text (labels, LaTeX titles) into identifiers
+and comments, never generated code."""
+
+
+def test_no_regular_expression_touches_generated_code():
+    """The passes work on statements (codegen/passes.py), never on source text: outside the
+    spec-text helpers no codegen module imports ``re``."""
+    users = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "re" or n.startswith("re.") for n in names):
+                users.add(path.relative_to(ROOT).as_posix())
+    assert users == TEXT_HELPERS, sorted(users)
