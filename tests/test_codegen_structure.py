@@ -94,3 +94,24 @@ def test_no_regular_expression_touches_generated_code():
             if any(n == "re" or n.startswith("re.") for n in names):
                 users.add(path.relative_to(ROOT).as_posix())
     assert users == TEXT_HELPERS, sorted(users)
+
+
+def test_parameters_are_listed_once_per_generate(bundled, monkeypatch):
+    """``generate`` computes the root's ``param_specs`` once and hands the list on (data-fixed
+    sizes, storage formats, state_dict keys); no other module of the generator lists them."""
+    import importlib
+
+    generate_module = importlib.import_module("ncdc.codegen.generate")
+    calls = []
+    real = generate_module.param_specs
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate_module, "param_specs", counted)
+    g = generate_module.generate(bundled.block("Expert Gate"), bundled.bind("tiny").env)
+    assert len(calls) == 1 and g.param_keys
+    listing = {path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
+               if "param_specs(" in path.read_text("utf-8")}
+    assert listing <= {"generate.py", "check.py"}, sorted(listing)  # check.py: the check tool
