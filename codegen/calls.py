@@ -38,10 +38,10 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if passed:
         escape(frozenset().union(*(w.origins for w in passed)),
                "a pairs array passed to a block")
-    site = cb.call_sites
-    cb.call_sites += 1
+    site = cb.pairs.call_sites
+    cb.pairs.call_sites += 1
     info, sel = None, None
-    if reps == 1 and not lifted and site not in cb.excluded_sites:
+    if reps == 1 and not lifted and site not in cb.pairs.excluded:
         info, sel = _pairs_class(cb, block, wires)
     if sel is not None and info.experts is None:
         note_unsliceable(cb, sel, f"block {block.title!r} on the pairs cannot be sliced")
@@ -66,13 +66,13 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     ctor = [f"{cb.gen.sym_name(s)}={cb.init_size_code(s)}" for s in info.ctor_symbols]
     if info.needs_quant:
         ctor.append("quant=quant")
-        cb.passes_quant = True
+        cb.needs.passes_quant = True
     if info.needs_stand_in:
         ctor.append("stand_in=stand_in")
-        cb.passes_stand_in = True
+        cb.needs.passes_stand_in = True
     if info.needs_static:
         ctor.append("static_shapes=static_shapes")
-        cb.passes_static = True
+        cb.needs.passes_static = True
     make = f"{info.name}({', '.join(ctor)})"
     args = []
     for w, st in zip(wires, info.input_static):
@@ -85,12 +85,12 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     kwargs = [f"{cb.gen.sym_name(s)}={cb._fwd_symbol(s)}" for s in info.kw_symbols]
     if info.uses_tape:
         kwargs.append("tape=tape")
-        cb.uses_tape = True
+        cb.needs.tape = True
     call_args = ", ".join(args + kwargs)
     outs: list[Wire] = []
     names = []
     if sel is not None:
-        origins = frozenset({ARGUMENT if sel is cb.selection else site})
+        origins = frozenset({ARGUMENT if sel is cb.iface.selection else site})
     for k, (arr, st, full) in enumerate(info.outputs):
         base = snake if len(info.outputs) == 1 else f"{snake}_{k + 1}"
         var = cb.fw.names.fresh(base)
@@ -136,7 +136,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         else:
             cb.fw.call(f"self.{attr}({call_args})")
     cb.tape.update(info.tape_after)
-    if cb.lead_source is None:
+    if cb.batch.source is None:
         for w in outs:
             w.full = False
     return flips.restore_outputs(cb, outs, reversed_axes)
@@ -144,7 +144,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
 def _pairs_class(cb, block: Block, wires: list[Wire]):
     """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when
     this function knows the axis's selection, else (None, None)."""
-    if cb.lead_source is None or not all(w.full for w in wires):
+    if cb.batch.source is None or not all(w.full for w in wires):
         return None, None  # the pairs index rows of this function's leading dims
     axes = {}
     for arr in block.cod:
@@ -152,8 +152,8 @@ def _pairs_class(cb, block: Block, wires: list[Wire]):
         if a is not None:
             axes[a.uid] = a
     for uid in sorted(axes):
-        own = cb.selection is not None and cb.selection.axis.uid == uid
-        if not own and uid not in cb.selections and uid not in cb.masks:
+        own = cb.iface.selection is not None and cb.iface.selection.axis.uid == uid
+        if not own and uid not in cb.pairs.selections and uid not in cb.pairs.masks:
             continue
         saved = cb.gen.snapshot()
         try:
@@ -164,21 +164,21 @@ def _pairs_class(cb, block: Block, wires: list[Wire]):
         if not any(info.pairs_outputs):
             cb.gen.restore(saved)
             continue
-        return info, (cb.selection if own else _selection(cb, axes[uid]))
+        return info, (cb.iface.selection if own else _selection(cb, axes[uid]))
     return None, None
 
 def _selection(cb, axis) -> Selection:
     """The live pairs of ``axis`` in this function (made once, from its mask)."""
-    sel = cb.selections.get(axis.uid)
+    sel = cb.pairs.selections.get(axis.uid)
     if sel is None:
-        mask = cb.masks[axis.uid]
+        mask = cb.pairs.masks[axis.uid]
         cb.gen.prelude.add("pairs")
         label = comment_text(axis.label, 20)
-        cb.needs_static = True
+        cb.needs.static = True
         var = cb.fw.bind(identifier(axis.label, "sparse") + "_pairs",
                          f"live_pairs({mask.live}, {cb.lead()}, "
                          f"{cb.sizes.fwd(axis.activity)}, self.static_shapes)",
                          f"the live (row, {label}) pairs")
         sel = Selection(axis, var, mask.live)
-        cb.selections[axis.uid] = sel
+        cb.pairs.selections[axis.uid] = sel
     return sel

@@ -25,7 +25,7 @@ from .names import comment_text
 
 def note_expert_param(cb, sel, code: str, dim: int) -> None:
     """Record that ``code`` (a parameter) holds the pairs argument's axis at ``dim``."""
-    if sel is not cb.selection:
+    if sel is not cb.iface.selection:
         return
     attr = code.removeprefix("self.")
     if not code.startswith("self.") or not attr.isidentifier():
@@ -36,27 +36,28 @@ def note_expert_param(cb, sel, code: str, dim: int) -> None:
 
 def note_unsliceable(cb, sel, reason: str) -> None:
     """The class cannot run on a slice of its pairs argument's axis (the first reason wins)."""
-    if sel is not None and sel is cb.selection and sel.unsliceable is None:
+    if sel is not None and sel is cb.iface.selection and sel.unsliceable is None:
         sel.unsliceable = reason
 
 
 def expert_facts(cb, input_ranks: list[int]):
     """``(EXPERT_DIMS, INPUT_RANKS)`` of a pairs-mode class that can hold a slice of its axis,
     else None."""
-    sel = cb.selection
+    sel = cb.iface.selection
     if sel is None or sel.unsliceable is not None or not cb.info.pairs_outputs \
             or not all(cb.info.pairs_outputs):
         return None
     return dict(sel.expert_dims), tuple(input_ranks)
 
 
-def expert_attribute_lines(cb) -> list[str]:
-    """The class attribute lines for :func:`expert_facts` (none for other classes)."""
-    facts = cb.info.experts
+def expert_attribute_lines(info, selection) -> list[str]:
+    """The class attribute lines for :func:`expert_facts` (none for other classes; ``info``: the
+    class's ClassInfo, ``selection``: its pairs argument)."""
+    facts = info.experts
     if facts is None:
         return []
     dims, ranks = facts
-    axis = comment_text(cb.selection.axis.label, 20)
+    axis = comment_text(selection.axis.label, 20)
     return [INDENT + f"EXPERT_DIMS = {tuple(dims.items())!r}  # the dim of {axis} in "
             "each parameter on it",
             INDENT + f"INPUT_RANKS = {ranks!r}  # trailing dims of each input (shard_experts)",

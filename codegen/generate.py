@@ -170,7 +170,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         info = ClassInfo(key="root", name=name)
         builder = ClassBuilder(gen, info, title=title, description=description, formula=formula,
                                excluded=excluded)
-        builder.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
+        builder.iface.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
         body = morphism
         if isinstance(morphism, Block):
             from ncdc.ir.params import repetitions

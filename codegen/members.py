@@ -45,7 +45,13 @@ class Members:
         self.init_lines: list[str] = []  # __init__ statements after the sizes
         self.reset_lines: list[str] = []  # reset_parameters statements
         self.items: list = []  # Param and Sub, in order
-        self.needs_one = False
+        self._unit: str | None = None
+
+    def unit(self) -> str:
+        """A float scalar 1 buffer (follows the module's dtype and device), made once."""
+        if self._unit is None:
+            self._unit = self.add_table("one", [], "torch.ones(())")
+        return self._unit
 
     def add_param(self, base: str, site: Broadcasted, role: str, shape: list[str], init: str | Callable,
                   learned: bool = True, dtype: str | None = None,

@@ -117,7 +117,7 @@ def wants_pairs(cb, b, wires) -> bool:
     nothing is a parameter and stays dense)."""
     if any(w.pairs is not None for w in wires):
         return True
-    sel = cb.selection
+    sel = cb.iface.selection
     return (sel is not None and isinstance(b.operator, Linear) and len(wires) == 1
             and len(b.output_weaves) == 1
             and any(a == sel.axis for a in b.output_weaves[0].target))
@@ -128,7 +128,7 @@ def lower_on_pairs(cb, b, wires, then, rule):
     sels = {id(w.pairs): w.pairs for w in wires if w.pairs is not None}
     origins = frozenset().union(*(w.origins for w in wires if w.pairs is not None))
     if not sels:
-        sel, origins = cb.selection, frozenset({ARGUMENT})
+        sel, origins = cb.iface.selection, frozenset({ARGUMENT})
     elif len(sels) > 1:
         escape(origins, "pairs arrays of two selections meet")
     else:

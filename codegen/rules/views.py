@@ -60,7 +60,7 @@ def covariant_view(ctx):
                                  sizes_ref)
         var = ctx.fw.names.fresh(name)
         live = ctx.fw.names.fresh(var + "_live")
-        ctx.fw.assign((var, live), f"affine_write({cb.unit()}, {_rows(ctx, amap, cb, False)}, "
+        ctx.fw.assign((var, live), f"affine_write({ctx.unit()}, {_rows(ctx, amap, cb, False)}, "
                       f"{sizes_code})", ctx.shape_comment(out_t) + " ones where written")
         if liveness.make(written, written) is None:
             return [OpResult(var, out_t, full=False)]
