@@ -32,7 +32,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     """Call a submodule for ``block`` (a loop over a ModuleList when it repeats);
     ``lifted``: the degree axes the call runs over (for shape comments)."""
     reps = repetitions(block, cb.gen.env)
-    wires, reversed_axes = flips.settle_call(cb, block, wires, reps > 1)
+    wires, reversed_axes = flips.settle_call(cb.gen, cb.fw, block, wires, reps > 1)
     tape_before = dict(cb.tape)
     passed = [w for w in wires if w.pairs is not None]
     if passed:
@@ -44,7 +44,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if reps == 1 and not lifted and site not in cb.pairs.excluded:
         info, sel = _pairs_class(cb, block, wires)
     if sel is not None and info.experts is None:
-        note_unsliceable(cb, sel, f"block {block.title!r} on the pairs cannot be sliced")
+        note_unsliceable(cb.iface.selection, sel, f"block {block.title!r} on the pairs cannot be sliced")
     if info is None:
         info = cb.gen.class_for(block, wires, cb.tape)
     if reps > 1:
@@ -139,7 +139,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if cb.batch.source is None:
         for w in outs:
             w.full = False
-    return flips.restore_outputs(cb, outs, reversed_axes)
+    return flips.restore_outputs(cb.fw, outs, reversed_axes)
 
 def _pairs_class(cb, block: Block, wires: list[Wire]):
     """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when

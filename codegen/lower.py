@@ -134,7 +134,7 @@ class ClassBuilder:
             self.iface.all_pairs = self.fw.names.fresh("all_pairs")
         for w in self.iface.inputs:
             self._note_mask(w)
-        self.real_parts = complex_parts.eligible(self, body, pairs_axis is not None)
+        self.real_parts = complex_parts.eligible(self.inline_block, body, pairs_axis is not None)
         outs = self.lower(body, list(self.iface.inputs))
         self._finish(outs, statics)
 
@@ -146,7 +146,7 @@ class ClassBuilder:
         if self.iface.selection is not None:
             self.iface.pairs_size = self.axis_size(self.iface.selection.axis)
             self.lead()
-        outs = [flips.plain(self, w) for w in outs]
+        outs = [flips.plain(self.fw, w) for w in outs]
         for w in outs:
             if w.pairs is not None and w.pairs is not self.iface.selection:
                 escape(w.origins, "a pairs array leaves the block")
@@ -172,8 +172,10 @@ class ClassBuilder:
                 ret.append(w.live)
             info.outputs.append((w.array, w.static, w.full or self.batch.source is not None))
         info.pairs_outputs = tuple(pairs_outputs)
-        info.experts = expert_facts(self, [w.rank for w, live in zip(self.iface.inputs, self.iface.input_masks)
-                                           for _ in range(1 + (live is not None))])
+        info.experts = expert_facts(self.iface.selection, info.pairs_outputs,
+                                    [w.rank for w, live in zip(self.iface.inputs,
+                                                               self.iface.input_masks)
+                                     for _ in range(1 + (live is not None))])
         info.input_static = tuple(statics)
         info.tape_after = dict(self.tape)
         info.uses_tape = self.needs.tape
@@ -216,11 +218,11 @@ class ClassBuilder:
         if isinstance(m, Broadcasted):
             return self._noted(lower_broadcasted(self, m, wires))
         if isinstance(m, ParaWrap):
-            return self.lower_parawrap(m, [flips.plain(self, w) for w in wires])
+            return self.lower_parawrap(m, [flips.plain(self.fw, w) for w in wires])
         if isinstance(m, Grab):
             return [self.tape_read(m.tape, m.size)]
         if isinstance(m, Drop):
-            self.tape_write(m.tape, flips.plain(self, wires[0]))
+            self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
             return []
         if isinstance(m, Truncated):
             raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "

@@ -46,6 +46,7 @@ class Members:
         self.reset_lines: list[str] = []  # reset_parameters statements
         self.items: list = []  # Param and Sub, in order
         self._unit: str | None = None
+        self.token_sites: set[str] = set()  # keys of token_read's caches (codegen/decoder.py)
 
     def unit(self) -> str:
         """A float scalar 1 buffer (follows the module's dtype and device), made once."""

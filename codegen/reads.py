@@ -59,7 +59,7 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) ->
     flips = flips and not amap.constraints
     if wire.flipped and (not flips or any(tiled[j] in wire.flipped for j in general)
                          or len(set(labels)) != len(labels)):
-        wire = plain(cb, wire)
+        wire = plain(cb.fw, wire)
     flipped = frozenset(labels[p] for p in wire.flipped)
     expr, live, full = wire.var, wire.live, wire.full
     static = None
@@ -103,7 +103,7 @@ def _constrained(cb, b, amap, expr, labels, live, static):
     ok_ref = np.ones(sizes_ref, dtype=bool)
     rows_ref = []
     for c in amap.constraints:
-        index = _index_code(cb, [(c.row[i], grids[i]) for i in used], c.shift)
+        index = _index_code(cb.size_code, [(c.row[i], grids[i]) for i in used], c.shift)
         var = cb.fw.bind(identifier(c.axis.label, "index") + "_index", index,
                          f"intermediate index on {comment_text(c.axis.label, 20)}")
         conds.append(f"({var} >= 0) & ({var} < {cb.axis_size(c.axis)})")
@@ -186,7 +186,8 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     if len(general) == 1 and radix is None:
         return _read_in_place(cb, b, amap, cur, src_pos[0], general[0], used, deg, expr, live,
                               new_static, ok_ref, name, comment, decoder.read_call(
-                                  cb, b, k, general, name), flips)
+                                  cb.gen, cb.size_code, cb.members.token_sites, b, k, general,
+                                  name), flips)
     rows_code = "[" + ", ".join(
         "((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used)
         + ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})"
@@ -196,7 +197,8 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     cb.gen.prelude.add("views")
     may_leave = not ok_ref.all()
     site = cb.fw.names.fresh(name) if may_leave else None
-    read = decoder.read_call(cb, b, k, general, site or name)
+    read = decoder.read_call(cb.gen, cb.size_code, cb.members.token_sites, b, k,
+                             general, site or name)
     if may_leave:
         var = site
         live_var = cb.fw.names.fresh(var + "_live")
@@ -219,7 +221,7 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     return var, rest + new, out_live, new_static, frozenset()
 
 
-def _index_code(cb, terms, shift) -> str:
+def _index_code(size_code, terms, shift) -> str:
     """``sum(stride * grid) + shift`` as code, signs folded, zero terms left out."""
     out = ""
     for stride, grid in terms:
@@ -227,13 +229,13 @@ def _index_code(cb, terms, shift) -> str:
             continue
         neg = stride.could_extract_minus_sign()
         mag = -stride if neg else stride
-        term = grid if mag == 1 else f"{cb.size_code(mag)} * {grid}"
+        term = grid if mag == 1 else f"{size_code(mag)} * {grid}"
         out = (f"-{term}" if neg else term) if not out else \
             f"{out} {'-' if neg else '+'} {term}"
     if shift != 0:
         neg = shift.could_extract_minus_sign()
-        mag = cb.size_code(-shift if neg else shift)
-        out = f"{out} {'-' if neg else '+'} {mag}" if out else cb.size_code(shift)
+        mag = size_code(-shift if neg else shift)
+        out = f"{out} {'-' if neg else '+'} {mag}" if out else size_code(shift)
     return out or "0"
 
 
