@@ -10,6 +10,7 @@ they were, above the statement that follows.
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 from .statements import ASSIGN, RETURN, Rounding, Statement, splice, where_reads
 
@@ -57,12 +58,13 @@ def drop_unused(body: list[Statement], keep: frozenset = frozenset()) -> list[St
     changed = True
     while changed:
         changed = False
+        counts = Counter(n for s in out for n in s.reads + s.bound)
         for idx, s in enumerate(out):
             if s.kind != ASSIGN or s.depth != 0 or len(s.bound) != len(s.targets):
                 continue
             if idx + 1 < len(out) and out[idx + 1].depth > s.depth:
                 continue  # a header's body follows (never for plain assignments)
-            used = [n == "_" or n in keep or occurrences(out, n) > 1 for n in s.targets]
+            used = [n == "_" or n in keep or counts[n] > 1 for n in s.targets]
             if all(used):
                 continue
             if not any(used):
