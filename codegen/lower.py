@@ -2,9 +2,12 @@
 
 :class:`ClassBuilder` walks the body, keeps every value as a :class:`~codegen.wires.Wire`,
 inlines one-operator blocks drawn in place (casts, elementwise maps, views) and calls a
-submodule for every other block. The pieces it is made of live in their own modules: sizes
-(:mod:`codegen.sizes`), members (:mod:`codegen.members`), block calls (:mod:`codegen.calls`),
-the tape (:mod:`codegen.tape`), the class's text (:mod:`codegen.class_source`); operators are
+submodule for every other block. The pieces it is made of live in their own modules: its
+interface, needs, batch shape and sparse-axis selections (:mod:`codegen.classstate`), sizes
+(:mod:`codegen.sizes`), members (:mod:`codegen.members`), forward's statements
+(:mod:`codegen.statements`, simplified by :mod:`codegen.passes`), block calls
+(:mod:`codegen.calls`), the tape (:mod:`codegen.tape`), the class's text
+(:mod:`codegen.class_source`); operators are
 lowered by :mod:`codegen.broadcast` through one rule each, which sees only a
 :class:`codegen.ctx.Ctx`.
 """

@@ -15,7 +15,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 ASSIGN, EXPR, RETURN, IF, FOR = "assign", "expr", "return", "if", "for"
-HEADERS = (IF, FOR)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from ncdc.codegen.emit import SizePrinter, align_code, wrap_line
 from ncdc.codegen.formula import FormulaPrinter
 from ncdc.codegen.names import class_name, docstring, identifier, snake_case
-from ncdc.codegen.passes import drop_unused
+from ncdc.codegen.passes import drop_unused, fold_masks
 from ncdc.codegen.prelude.views import affine_read, affine_write
 from ncdc.codegen.rules import RULES, load_rules
 from ncdc.codegen.statements import ASSIGN, IF, RETURN, Statement, print_body
@@ -169,6 +169,17 @@ def test_drop_unused_removes_only_dead_assignments():
         "    if e:", "        c = k(c)", "    return c"]
     assert print_body(drop_unused(body), "    ") == [
         "    a = f(x)", "    c, _ = h(a)", "    if e:", "        c = k(c)", "    return c"]
+
+
+def test_passes_read_names_not_text():
+    """A keyword argument or a string literal spelling a local's name is no read of it: the
+    passes see the parsed expression, so the dead ``dim`` and ``alpha`` go and the alias
+    ``b = a`` is renamed in code but not inside a string."""
+    body = [Statement(ASSIGN, "f(x)", ("dim",)), Statement(ASSIGN, "g(x)", ("alpha",)),
+            Statement(ASSIGN, "a", ("b",)),
+            Statement(RETURN, "torch.sum(require(b, 'alpha b'), dim=-1)")]
+    assert print_body(fold_masks(drop_unused(body), 4), "    ") == [
+        "    return torch.sum(require(a, 'alpha b'), dim=-1)"]
 
 
 # -- the torch view helpers against naive loops --------------------------------------------------
