@@ -91,27 +91,24 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     if info.needs_static:
         params.append("static_shapes=False")
     sig = "self" + (", *, " + ", ".join(params) if params else "")
-    lines = [INDENT + f"def __init__({sig}):",
-             INDENT * 2 + f"super().__init__({'quant' if needs.quant else ''})"]
+    init = [Statement(EXPR, f"super().__init__({'quant' if needs.quant else ''})")]
     kept = [gen.sym_name(s) for s in sorted(sizes.fwd_symbols, key=gen.sym_name)]
     if kept:  # the sizes forward reads, in one statement
-        lines.append(INDENT * 2 + ", ".join(f"self.{n}" for n in kept) + " = "
-                     + ", ".join(kept))
+        init.append(Statement(ASSIGN, ", ".join(kept), tuple(f"self.{n}" for n in kept)))
     if needs.static:
-        lines.append(INDENT * 2 + "self.static_shapes = static_shapes")
+        init.append(Statement(ASSIGN, "static_shapes", ("self.static_shapes",)))
     if needs.user_data:
-        lines.append(INDENT * 2 + "self.stand_in = stand_in")
-        lines.append(INDENT * 2 + "self.register_load_state_dict_post_hook(data_loaded)")
-    lines.extend(members.init_lines)
-    if members.reset_lines:
-        lines.append(INDENT * 2 + "self.reset_parameters()")
-    lines.append("")
-    if members.reset_lines or needs.user_data:
-        lines.append(INDENT + "def reset_parameters(self):")
-        lines.extend(members.reset_lines)
+        init.append(Statement(ASSIGN, "stand_in", ("self.stand_in",)))
+        init.append(Statement(EXPR, "self.register_load_state_dict_post_hook(data_loaded)"))
+    init += members.init
+    if members.reset:
+        init.append(Statement(EXPR, "self.reset_parameters()"))
+    lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
+    if members.reset or needs.user_data:
+        reset = list(members.reset)
         if needs.user_data:
-            lines.append(INDENT * 2 + "self.data_missing = not self.stand_in")
-        lines.append("")
+            reset.append(Statement(ASSIGN, "not self.stand_in", ("self.data_missing",)))
+        lines += [INDENT + "def reset_parameters(self):", *print_body(reset, INDENT * 2), ""]
     return lines
 
 
