@@ -82,7 +82,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
                         else f"torch.ones({(1,) * w.rank!r}, dtype=torch.bool)")
     if sel is not None:
         args.append(sel.pairs)
-    kwargs = [f"{cb.gen.sym_name(s)}={cb._fwd_symbol(s)}" for s in info.kw_symbols]
+    kwargs = [f"{cb.gen.sym_name(s)}={cb.sizes.fwd_symbol(s)}" for s in info.kw_symbols]
     if info.uses_tape:
         kwargs.append("tape=tape")
         cb.needs.tape = True

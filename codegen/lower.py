@@ -27,7 +27,6 @@ from ncdc.ir.morphisms import (
     Rearrangement,
     Truncated,
 )
-from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import repetitions
 from ncdc.ir.rewrites import softmax_pair, stable_composition
 from ncdc.ir.tags import BlockDrawing, TapeSlot
@@ -70,12 +69,6 @@ class ClassBuilder:
         self.real_parts = False  # complex values held as real parts (codegen/complex_parts.py)
 
     # -- sizes (codegen/sizes.py) -----------------------------------------------------------
-    def _fwd_symbol(self, sym: FreeNumeric) -> str:
-        return self.sizes.fwd_symbol(sym)
-
-    def _init_symbol(self, sym: FreeNumeric) -> str:
-        return self.sizes.init_symbol(sym)
-
     def axis_size(self, axis) -> str:
         return self.sizes.axis(axis)
 
@@ -96,10 +89,6 @@ class ClassBuilder:
         """The flag saying user data may be stood in for (the class holds ``title``)."""
         self.needs.user_data.append(title)
         return "self.stand_in"
-
-    def quant_guard(self) -> str:
-        self.needs.quant = True
-        return "self.emulate"
 
     def rounding(self, encoding: str, channels: str | None = None) -> Rounding:
         """Rounding to a storage ``encoding`` in emulate mode (MX blocks of ``channels``): the
