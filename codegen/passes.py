@@ -19,6 +19,7 @@ LIMIT = 100
 
 
 def occurrences(body: list[Statement], name: str) -> int:
+    """How often ``name`` is bound or read in ``body``."""
     return sum(s.occurrences(name) for s in body)
 
 
@@ -50,7 +51,7 @@ def fold_rounding(body: list[Statement], name: str, rounding: Rounding) -> bool:
     return False
 
 
-def drop_unused(body: list[Statement], keep: frozenset = frozenset()) -> list[Statement]:
+def drop_unused(body: list[Statement]) -> list[Statement]:
     """Remove assignments whose names are never read (masks nobody consumed, a tape read whose
     value stays on the tape, a batch shape no expand needed). Only straight-line statements at
     the body's own depth are touched; a tuple target keeps its position with ``_``."""
@@ -64,7 +65,7 @@ def drop_unused(body: list[Statement], keep: frozenset = frozenset()) -> list[St
                 continue
             if idx + 1 < len(out) and out[idx + 1].depth > s.depth:
                 continue  # a header's body follows (never for plain assignments)
-            used = [n == "_" or n in keep or counts[n] > 1 for n in s.targets]
+            used = [n == "_" or counts[n] > 1 for n in s.targets]
             if all(used):
                 continue
             if not any(used):
