@@ -14,6 +14,7 @@ from ncdc.ir.arrays import Array
 from ncdc.ir.axes import AffineSparseAxis, SparseAxis
 
 from .liveness import StaticLive
+from .statements import ASSIGN, Statement
 
 
 def can_be_dead(array: Array) -> bool:
@@ -33,11 +34,12 @@ def input_statics(gen, dom) -> list:
     return out
 
 
-def default_lines(var: str, live: str) -> list[str]:
-    """The forward's first lines: an omitted mask is all live; dead positions hold 0 (what the
-    generated code assumes of every dead position)."""
-    return [f"{live} = torch.ones_like({var}, dtype=torch.bool) if {live} is None else {live}",
-            f"{var} = torch.where({live}, {var}, 0)"]
+def default_statements(var: str, live: str) -> list[Statement]:
+    """The forward's first statements: an omitted mask is all live; dead positions hold 0 (what
+    the generated code assumes of every dead position)."""
+    return [Statement(ASSIGN, f"torch.ones_like({var}, dtype=torch.bool) if {live} is None "
+                      f"else {live}", (live,)),
+            Statement(ASSIGN, f"torch.where({live}, {var}, 0)", (var,))]
 
 
 def mask_names(module, dom) -> dict[int, str]:
@@ -50,4 +52,4 @@ def mask_names(module, dom) -> dict[int, str]:
     return dict(zip(slots, names)) if len(slots) == len(names) else {}
 
 
-__all__ = ["can_be_dead", "default_lines", "input_statics", "mask_names"]
+__all__ = ["can_be_dead", "default_statements", "input_statics", "mask_names"]

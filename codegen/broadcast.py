@@ -36,14 +36,14 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
     keeps = then is None and isinstance(b.operator, (View, BlockOperator))  # codegen/flips.py
     on_pairs = wants_pairs(cb, b, wires)
     if on_pairs or not keeps:
-        wires = [flips.plain(cb, w) for w in wires]
+        wires = [flips.plain(cb.fw, w) for w in wires]
     if on_pairs:
         start = len(cb.fw.bound)
         outs = lower_on_pairs(cb, b, wires, then, fn)
         fresh = set(cb.fw.bound[start:])
         return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
     operands = [read_operand(cb, b, k, w, flips=keeps) for k, w in enumerate(wires)]
-    operands = flips.settle_operands(cb, b, operands)
+    operands = flips.settle_operands(cb.fw, b, operands)
     for k, w in enumerate(wires):  # a complex value held as real parts: read both alike
         if w.imag is not None:
             operands[k].imag = read_operand(cb, b, k, dataclasses.replace(w, var=w.imag)).expr
@@ -60,7 +60,7 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
                     for w, p, r in zip(outs, parts, results)]
         if isinstance(b.operator, View):
             outs = [flips.view_output(b, operands[0], w) for w in outs]
-            outs = [flips.plain(cb, w) if flips.rounds_in_blocks(b, j, w) else w
+            outs = [flips.plain(cb.fw, w) if flips.rounds_in_blocks(b, j, w) else w
                     for j, w in enumerate(outs)]
     else:
         ctx = Ctx(cb, b, operands, relabel=fusion_relabel(b, then), final=then)
@@ -100,14 +100,14 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool,
         cb.fw.held_in[w.var] = fmt  # input values moved, or their magnitudes: the identity
         return w
     cb.gen.prelude.add("quant")
-    code = cb.held_code(w.var, enc, None if scale is None else cb.size_code(scale.channels))
+    rounding = cb.rounding(enc, None if scale is None else cb.size_code(scale.channels))
     note = f"held in {_format_text(dt)}"
     if fresh:
-        cb.fw.emit(f"{w.var} = {code}", note)
+        cb.fw.round(w.var, rounding, note)
         cb.fw.held_in[w.var] = fmt
         return w
     name = "as_" + ("mxfp8" if scale is not None else enc.lower())
-    var = cb.fw.bind(name, code, note)
+    var = cb.fw.bind(name, w.var, note, rounding)
     cb.fw.held_in[var] = fmt
     return dataclasses.replace(w, var=var, slot=None)
 

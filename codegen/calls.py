@@ -10,11 +10,12 @@ from ncdc.ir.morphisms import Block
 from ncdc.ir.params import repetitions
 
 from . import chunks, flips, liveness
-from .classinfo import INDENT, shape_text
+from .classinfo import shape_text
 from .escapes import ARGUMENT, NotCompact, escape
 from .experts import note_unsliceable
 from .names import attribute_name, comment_text, identifier
 from .pairs import Selection, leading_sparse_axis
+from .statements import FOR
 from .wires import Wire
 
 
@@ -31,19 +32,19 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     """Call a submodule for ``block`` (a loop over a ModuleList when it repeats);
     ``lifted``: the degree axes the call runs over (for shape comments)."""
     reps = repetitions(block, cb.gen.env)
-    wires, reversed_axes = flips.settle_call(cb, block, wires, reps > 1)
+    wires, reversed_axes = flips.settle_call(cb.gen, cb.fw, block, wires, reps > 1)
     tape_before = dict(cb.tape)
     passed = [w for w in wires if w.pairs is not None]
     if passed:
         escape(frozenset().union(*(w.origins for w in passed)),
                "a pairs array passed to a block")
-    site = cb.call_sites
-    cb.call_sites += 1
+    site = cb.pairs.call_sites
+    cb.pairs.call_sites += 1
     info, sel = None, None
-    if reps == 1 and not lifted and site not in cb.excluded_sites:
+    if reps == 1 and not lifted and site not in cb.pairs.excluded:
         info, sel = _pairs_class(cb, block, wires)
     if sel is not None and info.experts is None:
-        note_unsliceable(cb, sel, f"block {block.title!r} on the pairs cannot be sliced")
+        note_unsliceable(cb.iface.selection, sel, f"block {block.title!r} on the pairs cannot be sliced")
     if info is None:
         info = cb.gen.class_for(block, wires, cb.tape)
     if reps > 1:
@@ -65,13 +66,13 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     ctor = [f"{cb.gen.sym_name(s)}={cb.init_size_code(s)}" for s in info.ctor_symbols]
     if info.needs_quant:
         ctor.append("quant=quant")
-        cb.passes_quant = True
+        cb.needs.passes_quant = True
     if info.needs_stand_in:
         ctor.append("stand_in=stand_in")
-        cb.passes_stand_in = True
+        cb.needs.passes_stand_in = True
     if info.needs_static:
         ctor.append("static_shapes=static_shapes")
-        cb.passes_static = True
+        cb.needs.passes_static = True
     make = f"{info.name}({', '.join(ctor)})"
     args = []
     for w, st in zip(wires, info.input_static):
@@ -81,15 +82,15 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
                         else f"torch.ones({(1,) * w.rank!r}, dtype=torch.bool)")
     if sel is not None:
         args.append(sel.pairs)
-    kwargs = [f"{cb.gen.sym_name(s)}={cb._fwd_symbol(s)}" for s in info.kw_symbols]
+    kwargs = [f"{cb.gen.sym_name(s)}={cb.sizes.fwd_symbol(s)}" for s in info.kw_symbols]
     if info.uses_tape:
         kwargs.append("tape=tape")
-        cb.uses_tape = True
+        cb.needs.tape = True
     call_args = ", ".join(args + kwargs)
     outs: list[Wire] = []
     names = []
     if sel is not None:
-        origins = frozenset({ARGUMENT if sel is cb.selection else site})
+        origins = frozenset({ARGUMENT if sel is cb.iface.selection else site})
     for k, (arr, st, full) in enumerate(info.outputs):
         base = snake if len(info.outputs) == 1 else f"{snake}_{k + 1}"
         var = cb.fw.names.fresh(base)
@@ -112,39 +113,38 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
                       "iteration")
         for w, var, st in zip(wires, outs, info.input_static):
-            cb.fw.emit(f"{var.var} = {w.var}")
+            cb.fw.assign(var.var, w.var)
             if st is not None:
                 src = w.live if w.live is not None else "True"
-                cb.fw.emit(f"{var.live} = {src}")
+                cb.fw.assign(var.live, src)
         loop_args = []
         for w in outs:
             loop_args.append(w.var)
             if w.live is not None:
                 loop_args.append(w.live)
-        target = ", ".join(names)
         call = ", ".join(loop_args + kwargs)
-        cb.fw.emit(f"for {loop_var} in self.{attr}:")
-        cb.fw.emit(INDENT + f"{target} = {loop_var}({call})", shapes)
+        with cb.fw.nested(FOR, f"self.{attr}", loop_var):
+            cb.fw.assign(tuple(names), f"{loop_var}({call})", shapes)
     else:
         attr = cb.members.add_sub(snake, info, make)
-        target = ", ".join(names) if names else "_"
+        target = tuple(names) if names else ("_",)
         chunk = chunks.plan(cb, block, wires, info) if names and sel is None else None
         if chunk is not None:
             chunks.call_line(cb, chunk, block, f"self.{attr}", wires, info, target, shapes)
         elif names:
-            cb.fw.emit(f"{target} = self.{attr}({call_args})", shapes)
+            cb.fw.assign(target, f"self.{attr}({call_args})", shapes)
         else:
-            cb.fw.emit(f"self.{attr}({call_args})")
+            cb.fw.call(f"self.{attr}({call_args})")
     cb.tape.update(info.tape_after)
-    if cb.lead_source is None:
+    if cb.batch.source is None:
         for w in outs:
             w.full = False
-    return flips.restore_outputs(cb, outs, reversed_axes)
+    return flips.restore_outputs(cb.fw, outs, reversed_axes)
 
 def _pairs_class(cb, block: Block, wires: list[Wire]):
     """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when
     this function knows the axis's selection, else (None, None)."""
-    if cb.lead_source is None or not all(w.full for w in wires):
+    if cb.batch.source is None or not all(w.full for w in wires):
         return None, None  # the pairs index rows of this function's leading dims
     axes = {}
     for arr in block.cod:
@@ -152,8 +152,8 @@ def _pairs_class(cb, block: Block, wires: list[Wire]):
         if a is not None:
             axes[a.uid] = a
     for uid in sorted(axes):
-        own = cb.selection is not None and cb.selection.axis.uid == uid
-        if not own and uid not in cb.selections and uid not in cb.masks:
+        own = cb.iface.selection is not None and cb.iface.selection.axis.uid == uid
+        if not own and uid not in cb.pairs.selections and uid not in cb.pairs.masks:
             continue
         saved = cb.gen.snapshot()
         try:
@@ -164,21 +164,21 @@ def _pairs_class(cb, block: Block, wires: list[Wire]):
         if not any(info.pairs_outputs):
             cb.gen.restore(saved)
             continue
-        return info, (cb.selection if own else _selection(cb, axes[uid]))
+        return info, (cb.iface.selection if own else _selection(cb, axes[uid]))
     return None, None
 
 def _selection(cb, axis) -> Selection:
     """The live pairs of ``axis`` in this function (made once, from its mask)."""
-    sel = cb.selections.get(axis.uid)
+    sel = cb.pairs.selections.get(axis.uid)
     if sel is None:
-        mask = cb.masks[axis.uid]
+        mask = cb.pairs.masks[axis.uid]
         cb.gen.prelude.add("pairs")
         label = comment_text(axis.label, 20)
-        cb.needs_static = True
+        cb.needs.static = True
         var = cb.fw.bind(identifier(axis.label, "sparse") + "_pairs",
                          f"live_pairs({mask.live}, {cb.lead()}, "
                          f"{cb.sizes.fwd(axis.activity)}, self.static_shapes)",
                          f"the live (row, {label}) pairs")
         sel = Selection(axis, var, mask.live)
-        cb.selections[axis.uid] = sel
+        cb.pairs.selections[axis.uid] = sel
     return sel

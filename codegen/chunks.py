@@ -247,7 +247,7 @@ def _out_dims(info, axis) -> tuple:
     return tuple(out)
 
 
-def call_line(cb, c: Chunking, block, callee: str, wires: list, info, target: str,
+def call_line(cb, c: Chunking, block, callee: str, wires: list, info, target: tuple,
               comment: str) -> None:
     """Emit ``target = chunked(callee, *operands, ...)``: the call of ``block`` run over chunks
     of ``c.axis`` (its operands as :func:`codegen.calls.call_block` passes them)."""
@@ -265,8 +265,8 @@ def call_line(cb, c: Chunking, block, callee: str, wires: list, info, target: st
     grown = ", ".join(comment_text(a.label, 20) for a in c.grows)
     cb.fw.comment(f"{comment_text(block.title)} over chunks of "
                   f"{comment_text(c.axis.label, 20)}: its intermediates grow with {grown}")
-    cb.fw.emit(f"{target} = chunked({callee}, {', '.join(args)}, dims={_tuple(dims)}, "
-               f"out_dims={_tuple(c.out_dims)}, width={width})", comment)
+    cb.fw.assign(target, f"chunked({callee}, {', '.join(args)}, dims={_tuple(dims)}, "
+                 f"out_dims={_tuple(c.out_dims)}, width={width})", comment)
 
 
 def _tuple(values) -> str:

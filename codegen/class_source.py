@@ -3,14 +3,18 @@ signature, prologue (batch shape, data-fixed sizes, pairs) and the lowered state
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 from ncdc.ir.names import plain_title
 
-from .boundary import default_lines
-from .classinfo import INDENT
-from .emit import drop_unused, fold_casts, fold_masks, return_directly, wrap_line
+from .boundary import default_statements
+from .classinfo import INDENT, ClassInfo
+from .classstate import Batch, Interface, Needs
+from .emit import wrap_line
 from .experts import expert_attribute_lines
 from .names import check_docstring, comment_text, docstring, string_literal
+from .passes import simplify
+from .statements import ASSIGN, EXPR, IF, RETURN, Statement, print_body
 
 BASE = "Module"
 """The base class of every generated class (:func:`base_class_source`)."""
@@ -40,15 +44,42 @@ def base_class_source(rounds: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def class_source(cb, ret: list[str], derivable: dict) -> str:
-    gen, info = cb.gen, cb.info
-    lines = [f"class {info.name}({BASE}):"]
-    doc = doc_text(cb)
+@dataclass(frozen=True)
+class ClassParts:
+    """What the source of one class is written from: the file's :class:`Generator` (symbol
+    names, defaults), the class's :class:`ClassInfo`, its interface, needs and batch shape
+    (:mod:`codegen.classstate`), sizes, members and forward's statements (with the names it
+    returns, ``ret``, and the data-fixed sizes it derives, ``derivable``)."""
+
+    gen: object
+    info: ClassInfo
+    iface: Interface
+    needs: Needs
+    batch: Batch
+    sizes: object  # codegen.sizes.SizeCodes
+    members: object  # codegen.members.Members
+    forward: list  # Statements
+    ret: list
+    derivable: dict
+
+
+def class_source(c: ClassParts) -> str:
+    """The class's source: docstring, class attributes, ``__init__``, ``reset_parameters``
+    and ``forward``, every line wrapped."""
+    lines = [f"class {c.info.name}({BASE}):"]
+    doc = doc_text(c.iface, c.info.outputs)
     lit = docstring(doc, INDENT)
     check_docstring(lit, INDENT, doc)
     lines.append(INDENT + lit)
     lines.append("")
-    lines.extend(expert_attribute_lines(cb))
+    lines.extend(expert_attribute_lines(c.info, c.iface.selection))
+    lines.extend(init_lines(c.gen, c.info, c.needs, c.sizes, c.members))
+    lines.extend(forward_lines(c))
+    return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
+
+
+def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
+    """``__init__`` (allocation, sizes kept for forward) and ``reset_parameters``."""
     params = []
     for s in info.ctor_symbols:
         d = gen.default_of(s)
@@ -60,97 +91,104 @@ def class_source(cb, ret: list[str], derivable: dict) -> str:
     if info.needs_static:
         params.append("static_shapes=False")
     sig = "self" + (", *, " + ", ".join(params) if params else "")
-    lines.append(INDENT + f"def __init__({sig}):")
-    lines.append(INDENT * 2 + f"super().__init__({'quant' if cb.needs_quant else ''})")
-    kept = [gen.sym_name(s) for s in sorted(cb.sizes.fwd_symbols, key=gen.sym_name)]
+    init = [Statement(EXPR, f"super().__init__({'quant' if needs.quant else ''})")]
+    kept = [gen.sym_name(s) for s in sorted(sizes.fwd_symbols, key=gen.sym_name)]
     if kept:  # the sizes forward reads, in one statement
-        lines.append(INDENT * 2 + ", ".join(f"self.{n}" for n in kept) + " = "
-                     + ", ".join(kept))
-    if cb.needs_static:
-        lines.append(INDENT * 2 + "self.static_shapes = static_shapes")
-    if cb.user_data:
-        lines.append(INDENT * 2 + "self.stand_in = stand_in")
-        lines.append(INDENT * 2 + "self.register_load_state_dict_post_hook(data_loaded)")
-    lines.extend(cb.members.init_lines)
-    if cb.members.reset_lines:
-        lines.append(INDENT * 2 + "self.reset_parameters()")
-    lines.append("")
-    if cb.members.reset_lines or cb.user_data:
-        lines.append(INDENT + "def reset_parameters(self):")
-        lines.extend(cb.members.reset_lines)
-        if cb.user_data:
-            lines.append(INDENT * 2 + "self.data_missing = not self.stand_in")
-        lines.append("")
+        init.append(Statement(ASSIGN, ", ".join(kept), tuple(f"self.{n}" for n in kept)))
+    if needs.static:
+        init.append(Statement(ASSIGN, "static_shapes", ("self.static_shapes",)))
+    if needs.user_data:
+        init.append(Statement(ASSIGN, "stand_in", ("self.stand_in",)))
+        init.append(Statement(EXPR, "self.register_load_state_dict_post_hook(data_loaded)"))
+    init += members.init
+    if members.reset:
+        init.append(Statement(EXPR, "self.reset_parameters()"))
+    lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
+    if members.reset or needs.user_data:
+        reset = list(members.reset)
+        if needs.user_data:
+            reset.append(Statement(ASSIGN, "not self.stand_in", ("self.data_missing",)))
+        lines += [INDENT + "def reset_parameters(self):", *print_body(reset, INDENT * 2), ""]
+    return lines
+
+
+def forward_lines(c: ClassParts) -> list[str]:
+    """``forward``: its signature, then the prologue, the lowered statements and the return,
+    simplified (:func:`codegen.passes.simplify`) and printed."""
+    gen, iface = c.gen, c.iface
     args = ["self"]
     optional = []  # root class: masks keyword-only, None = all live (codegen/boundary.py)
-    for w, live in zip(cb.inputs, cb.input_masks):
+    for w, live in zip(iface.inputs, iface.input_masks):
         args.append(w.var)
-        if live is not None and cb.optional_masks:
+        if live is not None and iface.optional_masks:
             optional.append((w.var, live))
         elif live is not None:
             args.append(live)
-    if cb.selection is not None:
-        args.append(f"{cb.selection.pairs}=None")
+    if iface.selection is not None:
+        args.append(f"{iface.selection.pairs}=None")
     kw = [f"{live}: torch.Tensor | None = None" for _, live in optional]
-    for s in info.kw_symbols:
+    for s in c.info.kw_symbols:
         d = gen.default_of(s)
         kw.append(f"{gen.sym_name(s)}: int = {d}" if d is not None
                   else f"{gen.sym_name(s)}: int")
-    if cb.uses_tape:
+    if c.needs.tape:
         kw.append("tape: dict | None = None")
     sig = ", ".join(args) + (", *, " + ", ".join(kw) if kw else "")
-    head = INDENT + f"def forward({sig}):"
-    lines.append(head)
-    body = [INDENT * 2 + ln for var, live in optional for ln in default_lines(var, live)]
-    if cb.user_data:
-        body.append(INDENT * 2 + f"require_data(self, {string_literal(', '.join(cb.user_data))})")
-    if cb.uses_tape:
-        body.append(INDENT * 2 + "tape = {} if tape is None else tape")
-    if cb.lead_used and cb.lead_source is not None:
+    body = [s for var, live in optional for s in default_statements(var, live)]
+    body += prologue(c)
+    body += c.forward
+    body.append(Statement(RETURN, ", ".join(c.ret) if c.ret else "()"))
+    indent = INDENT * 2
+    return [INDENT + f"def forward({sig}):"] + print_body(simplify(body, len(indent)), indent,
+                                                          INDENT)
+
+
+def prologue(c: ClassParts) -> list[Statement]:
+    """The forward's statements before the lowered ones: user data checked, the tape, the batch
+    shape, sizes fixed by the data, the selection's pairs."""
+    gen, iface, needs = c.gen, c.iface, c.needs
+    out = []
+    if needs.user_data:
+        out.append(Statement(EXPR, f"require_data(self, {string_literal(', '.join(needs.user_data))})"))
+    if needs.tape:
+        out.append(Statement(ASSIGN, "{} if tape is None else tape", ("tape",)))
+    if c.batch.used and c.batch.source is not None:
         shapes = [f"{w.var}.shape[:{w.var}.dim() - {w.rank}]" if w.rank else f"{w.var}.shape"
-                  for w in cb.inputs]
+                  for w in iface.inputs]
         code = shapes[0] if len(shapes) == 1 else \
             f"torch.broadcast_shapes({', '.join(shapes)})"
-        body.append(INDENT * 2 + f"lead = {code}" + "  # leading (batch) dims")
-    for sym, code in derivable.items():
-        if sym in cb.sizes.data_used:
-            body.append(INDENT * 2 + f"{gen.sym_name(sym)} = {code}"
-                        + "  # fixed by the data")
-    if cb.selection is not None:
-        sel = cb.selection
-        body.append(INDENT * 2 + f"{cb.all_pairs} = {sel.pairs} is None")
-        body.append(INDENT * 2 + f"if {cb.all_pairs}:  # every (row, "
-                    f"{comment_text(sel.axis.label, 20)}) pair, dense results")
-        body.append(INDENT * 3 + f"{sel.pairs} = every_pair(lead, {cb._pairs_size}, "
-                    f"{cb.inputs[0].var}.device)")
-    body.extend(cb.fw.lines)
-    if not ret:
-        body.append(INDENT * 2 + "return ()")
-    elif len(ret) == 1:
-        body.append(INDENT * 2 + f"return {ret[0]}")
-    else:
-        body.append(INDENT * 2 + "return " + ", ".join(ret))
-    body = return_directly(fold_casts(fold_masks(drop_unused(body, keep=set()))))
-    lines.extend(body)
-    return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
+        out.append(Statement(ASSIGN, code, ("lead",), comment="leading (batch) dims"))
+    for sym, code in c.derivable.items():
+        if sym in c.sizes.data_used:
+            out.append(Statement(ASSIGN, code, (gen.sym_name(sym),), comment="fixed by the data"))
+    if iface.selection is not None:
+        sel = iface.selection
+        out.append(Statement(ASSIGN, f"{sel.pairs} is None", (iface.all_pairs,)))
+        out.append(Statement(IF, iface.all_pairs, comment=f"every (row, "
+                             f"{comment_text(sel.axis.label, 20)}) pair, dense results"))
+        out.append(Statement(ASSIGN, f"every_pair(lead, {iface.pairs_size}, "
+                             f"{iface.inputs[0].var}.device)", (sel.pairs,), depth=1))
+    return out
 
-def doc_text(cb) -> str:
-    parts = [plain_title(cb.title) or "Block"]
-    if cb.description:
-        parts.append(textwrap.fill(" ".join(cb.description.split()), 88))
-    if cb.formula:
-        parts.append(textwrap.fill("Formula: " + " ".join(cb.formula.split()), 88,
+
+def doc_text(iface: Interface, outputs: list) -> str:
+    """The class docstring: title, description, formula, inputs and outputs, masks, pairs."""
+    parts = [plain_title(iface.title) or "Block"]
+    if iface.description:
+        parts.append(textwrap.fill(" ".join(iface.description.split()), 88))
+    if iface.formula:
+        parts.append(textwrap.fill("Formula: " + " ".join(iface.formula.split()), 88,
                                    break_long_words=False, break_on_hyphens=False))
-    ins = ", ".join(f"{w.var}: {comment_text(str(w.array), 60)}" for w in cb.inputs)
-    outs = ", ".join(comment_text(str(a), 60) for a, _, _ in cb.info.outputs)
+    ins = ", ".join(f"{w.var}: {comment_text(str(w.array), 60)}" for w in iface.inputs)
+    outs = ", ".join(comment_text(str(a), 60) for a, _, _ in outputs)
     parts.append(f"Inputs: {ins or 'none'}.\nReturns: {outs or 'nothing'}.")
-    masks = [w.var for w in cb.inputs if w.live is not None]
-    if masks or any(st is not None for _, st, _ in cb.info.outputs):
+    masks = [w.var for w in iface.inputs if w.live is not None]
+    if masks or any(st is not None for _, st, _ in outputs):
         parts.append("Arrays that can hold dead positions (FORMAT.md §2.4) travel with a "
                      "bool mask `<name>_live`;\ndead positions hold 0.")
-    if cb.selection is not None:
-        axis = comment_text(cb.selection.axis.label, 20)
-        parts.append(f"`{cb.selection.pairs}`: the live (row, {axis}) pairs of a selection "
+    if iface.selection is not None:
+        axis = comment_text(iface.selection.axis.label, 20)
+        parts.append(f"`{iface.selection.pairs}`: the live (row, {axis}) pairs of a selection "
                      f"(`live_pairs`). Arrays on {axis} are\ncomputed at those pairs only "
                      f"and returned as pairs arrays, one row per pair; without it\nevery "
                      "pair is computed and they are returned dense.")

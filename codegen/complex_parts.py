@@ -41,7 +41,7 @@ def _complex(arrays) -> bool:
     return any(kind(a.datatype) == "complex" for a in arrays)
 
 
-def _has_parts_form(cb, b: Broadcasted) -> bool:
+def _has_parts_form(inline, b: Broadcasted) -> bool:
     op = b.operator
     if isinstance(op, _PLAIN):
         return True
@@ -50,14 +50,14 @@ def _has_parts_form(cb, b: Broadcasted) -> bool:
     if isinstance(op, Einops):  # a pointwise product (no group is summed)
         return not any(op.signature) and len(b.output_weaves) == 1
     if isinstance(op, BlockOperator):  # drawn in place: its body is lowered here
-        return op.block is not None and not b.degree and cb.inline_block(op.block)
+        return op.block is not None and not b.degree and inline(op.block)
     return False
 
 
-def eligible(cb, body, pairs_mode: bool = False) -> bool:
+def eligible(inline, body, pairs_mode: bool = False) -> bool:
     """Whether the class lowering ``body`` holds its complex values as real parts: it has some,
-    and each is made and used only by operators with a real-parts form (blocks drawn in place
-    included, their bodies checked too)."""
+    and each is made and used only by operators with a real-parts form (blocks drawn in place,
+    those ``inline(block)`` accepts, included, their bodies checked too)."""
     if pairs_mode:
         return False
     try:
@@ -76,7 +76,7 @@ def eligible(cb, body, pairs_mode: bool = False) -> bool:
                 return False
             continue
         if isinstance(n, Block) and n is not body:
-            if (_complex(n.dom) or _complex(n.cod)) and not cb.inline_block(n):
+            if (_complex(n.dom) or _complex(n.cod)) and not inline(n):
                 return False
             continue
         if not isinstance(n, Broadcasted):
@@ -85,6 +85,6 @@ def eligible(cb, body, pairs_mode: bool = False) -> bool:
         if not any(kind(dt) == "complex" for dt in arrays):
             continue
         found = True
-        if not _has_parts_form(cb, n):
+        if not _has_parts_form(inline, n):
             return False
     return found

@@ -76,22 +76,23 @@ class Ctx:
     # -- the forward's dtype and device (codegen/dtypes.py, PRECISION.md) ----------------------
     def real_dtype(self) -> str:
         """Code for the forward's real dtype (its first real input's, else torch's default)."""
-        return dtypes.real_dtype(self.cb.inputs)
+        return dtypes.real_dtype(self.cb.iface.inputs)
 
     def wide_real(self) -> str:
         """Code for float32 at least (float64 stays float64)."""
-        return dtypes.wide_real(self.cb.inputs)
+        return dtypes.wide_real(self.cb.iface.inputs)
 
     def complex_dtype(self) -> str:
         """Code for complex64 at least (complex128 in a float64 forward)."""
-        return dtypes.complex_dtype(self.cb.inputs)
+        return dtypes.complex_dtype(self.cb.iface.inputs)
 
     def device(self) -> str | None:
         """Code for the forward's device, or None in a nullary forward."""
-        return dtypes.device(self.cb.inputs)
+        return dtypes.device(self.cb.iface.inputs)
 
     def unit(self) -> str:
-        return self.cb.unit()
+        """A float scalar 1 buffer of the class (follows the module's dtype and device)."""
+        return self.cb.members.unit()
 
     def run_block(self, block, wires: list[Wire], lifted: tuple = ()) -> list[Wire]:
         """The outputs of ``block`` on ``wires``: inlined when drawn in place and not lifted over

@@ -19,17 +19,17 @@ from ncdc.ir.morphisms import Broadcasted, Morphism
 from .names import string_literal
 
 
-def read_call(cb, b: Broadcasted, k: int, general: list[int], name: str):
+def read_call(gen, size_code, taken: set, b: Broadcasted, k: int, general: list[int], name: str):
     """``read(site)`` -> the opening of the call that reads input ``k`` of ``b`` through its
     general rows ``general``: ``affine_read(``, or for a look-back along the token axis
-    ``token_read(self, "<site>", <keep>, `` (the source, rows, sizes and dim follow)."""
+    ``token_read(self, "<site>", <keep>, `` (the source, rows, sizes and dim follow; ``taken``:
+    the class's site keys so far, ``size_code``: forward's size printer)."""
     kind, row, keep, _reach, _why = classify_reindexing(b, k)
     if kind != "lookback" or row not in general:
         return lambda site: "affine_read("
-    cb.gen.prelude.add("decoding")
-    keep_code = cb.size_code(keep)
+    gen.prelude.add("decoding")
+    keep_code = size_code(keep)
     pos = general.index(row)
-    taken = cb.__dict__.setdefault("_decoder_sites", set())
 
     def read(site: str) -> str:
         base, n = site or name, 1

@@ -6,12 +6,14 @@ or the degree of an enclosing box) may precede them, so every dim is addressed f
 """
 from __future__ import annotations
 
-import re
+import contextlib
 
 import sympy
 from ncdc.ir.errors import SpecError
 
 from .names import Namer
+from .passes import fold_rounding
+from .statements import ASSIGN, EXPR, Rounding, Statement
 
 
 class SizePrinter:
@@ -85,67 +87,68 @@ class SizePrinter:
         return f"({text})" if own < outer else text
 
 
-_HELD = re.compile(r"^(\w+) = self\.held\(\1, (.*)\)$")
-
-
 class FunctionWriter:
-    """Lines of one method body with a namespace of locals."""
+    """The statements of one method body (:mod:`codegen.statements`) with a namespace of
+    locals."""
 
     def __init__(self, indent: str = "        ", taken=()):
         self.indent = indent
-        self.lines: list[str] = []
+        self.body: list[Statement] = []
         self.names = Namer(taken)
         self.bound: list[str] = []
         self.pending: str | None = None
         self.held_in: dict[str, str] = {}  # local -> the encoding emulate mode rounded it to
+        self.depth = 0
 
-    def emit(self, line: str, comment: str | None = None) -> None:
-        """Append ``line``; a rounding ``y = self.held(y, ...)`` right after the statement
-        binding ``y`` is folded into it (``y = self.held(<expr>, ...)``), keeping that
-        statement's comment: one line per operation."""
-        if self.pending is None and self._fold(line):
-            return
-        if comment:
-            line = f"{line}  # {comment}"
+    def _add(self, kind: str, expr: str, targets=(), comment: str | None = None,
+             rounding: Rounding | None = None) -> None:
+        headings = ()
         if self.pending:
-            self.lines.append(self.indent + "# " + self.pending)
-            self.pending = None
-        self.lines.append(self.indent + line)
+            headings, self.pending = (self.pending,), None
+        self.body.append(Statement(kind, expr, tuple(targets), rounding, comment or None,
+                                   headings, self.depth))
 
-    def _fold(self, line: str) -> bool:
-        """Fold a rounding into the statement binding its value, when the statements since
-        (a mask, a heading) do not read that value."""
-        m = _HELD.match(line)
-        if not m:
-            return False
-        name = m.group(1)
-        head = f"{self.indent}{name} = "
-        word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
-        for at in range(len(self.lines) - 1, max(-1, len(self.lines) - 4), -1):
-            code, comment = _split_comment(self.lines[at])
-            if code.startswith(head):
-                self.lines[at] = (f"{head}self.held({code.rstrip()[len(head):]}, "
-                                  f"{m.group(2)})" + (f"  {comment}" if comment else ""))
-                return True
-            if word.search(code) or not code.startswith(self.indent) or \
-                    code[len(self.indent)].isspace():
-                return False
-        return False
+    def assign(self, targets, expr: str, comment: str | None = None,
+               rounding: Rounding | None = None) -> None:
+        """``targets = expr`` (``targets``: one name, a subscript's code, or a tuple of them)."""
+        self._add(ASSIGN, expr, (targets,) if isinstance(targets, str) else targets, comment,
+                  rounding)
+
+    def call(self, expr: str, comment: str | None = None) -> None:
+        """An expression statement (a call made for its effect)."""
+        self._add(EXPR, expr, (), comment)
+
+    def round(self, name: str, rounding: Rounding, comment: str | None = None) -> None:
+        """``name = self.held(name, ...)``, folded into the statement binding ``name`` where the
+        statements since (a mask, a heading) do not read it: one statement per operation."""
+        if self.pending is None and self.depth == 0 and name.isidentifier() and \
+                fold_rounding(self.body, name, rounding):
+            return
+        self.assign(name, name, comment, rounding)
+
+    @contextlib.contextmanager
+    def nested(self, kind: str, expr: str, target: str | None = None,
+               comment: str | None = None):
+        """``if expr:`` (``IF``) or ``for target in expr:`` (``FOR``); the statements added
+        inside the ``with`` are its body."""
+        self._add(kind, expr, (target,) if target else (), comment)
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
 
     def comment(self, text: str) -> None:
         """A heading comment for the next statement (dropped if none follows)."""
         self.pending = text
 
-    def bind(self, base: str, expr: str, comment: str | None = None) -> str:
+    def bind(self, base: str, expr: str, comment: str | None = None,
+             rounding: Rounding | None = None) -> str:
         """``name = expr`` with a fresh local name derived from ``base``; returns the name."""
         name = self.names.fresh(base)
-        self.emit(f"{name} = {expr}", comment)
+        self.assign(name, expr, comment, rounding)
         self.bound.append(name)
         return name
-
-    def blank(self) -> None:
-        if self.lines and self.lines[-1].strip():
-            self.lines.append("")
 
 
 def is_atom(expr: str) -> bool:
@@ -235,159 +238,19 @@ def einsum_letters(labels_in_order: list, hint) -> dict:
 
 
 _LOWER = "abcdefghijklmnopqrstuvwxyz"
-_ASSIGN = re.compile(r"^(\s*)([A-Za-z_]\w*(?:, [A-Za-z_]\w*)*) = (.*)$")
 
 
-_CAST = re.compile(r"^(\s*)(\w+) = self\.held\((\w+), (.*)\)$")
-
-
-def fold_casts(lines: list[str]) -> list[str]:
-    """A cast ``y = self.held(v, ...)`` of a value ``v`` read nowhere else, bound by an unrounded
-    statement just before, is folded into that statement, which keeps its name
-    (``v = self.held(<expr>, ...)``); later reads of ``y`` read ``v``."""
-    out = list(lines)
-    i = 0
-    while i < len(out):
-        code, _ = _split_comment(out[i])
-        m = _CAST.match(code.rstrip())
-        i += 1
-        if not m:
-            continue
-        indent, name, v, args = m.groups()
-        head = f"{indent}{v} = "
-        word = re.compile(rf"(?<![\w.'\"]){re.escape(v)}\b")
-        if sum(len(word.findall(_split_comment(ln)[0])) for ln in out) != 2:
-            continue
-        for j in range(i - 2, max(-1, i - 5), -1):
-            prev, comment = _split_comment(out[j])
-            if not prev.strip():
-                continue  # a heading comment
-            if prev.startswith(head):
-                expr = prev.rstrip()[len(head):]
-                if expr.startswith("self.held("):
-                    break
-                out[j] = f"{head}self.held({expr}, {args})" + (f"  {comment}" if comment else "")
-                del out[i - 1]
-                i -= 1
-                if not _split_comment(out[i - 1])[0].strip() and i - 1 > j:
-                    del out[i - 1]  # the cast's heading comment
-                    i -= 1
-                rename = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
-                out[i:] = [rename.sub(v, ln) for ln in out[i:]]
-                break
-            if word.search(prev) or not prev.startswith(indent) or prev[len(indent)].isspace():
-                break
-    return out
-
-
-def _word(name: str):
-    return re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
-
-
-def _reads(lines: list[str], name: str) -> int:
-    word = _word(name)
-    return sum(len(word.findall(_split_comment(ln)[0])) for ln in lines)
-
-
-def fold_masks(lines: list[str]) -> list[str]:
-    """Inline a value read only by the next statement's re-zeroing ``torch.where(live, v, 0)``
-    into it, which takes the value's name; and drop an alias ``a = b`` of a name bound once
-    (later reads of ``a`` read ``b``)."""
-    out = list(lines)
-    if not out:
-        return out
-    base = min(len(ln) - len(ln.lstrip()) for ln in out if ln.strip())
-    i = 0
-    while i < len(out):
-        code = _split_comment(out[i])[0]
-        m = _ASSIGN.match(code.rstrip())
-        if not m or not m.group(2).isidentifier() or len(m.group(1)) != base:
-            i += 1
-            continue
-        indent, name, expr = m.group(1), m.group(2), m.group(3)
-        bound = re.compile(rf"^\s*(for )?{re.escape(name)} (=|in) ")
-        binds = [ln for ln in out if bound.match(_split_comment(ln)[0])]
-        if expr.isidentifier() and len(binds) == 1 and not any(
-                re.match(rf"^\s*(for )?{re.escape(expr)} (=|in) ", _split_comment(ln)[0])
-                for ln in out[i + 1:]):
-            del out[i]  # an alias
-            out[i:] = [_word(name).sub(expr, ln) for ln in out[i:]]
-            i = max(0, i - 1)
-            continue
-        nxt = i + 1
-        while nxt < len(out) and not _split_comment(out[nxt])[0].strip():
-            nxt += 1
-        if nxt < len(out) and _reads(out, name) == 2:
-            where = re.compile(rf"torch\.where\((\w+), {re.escape(name)}, 0\)")
-            code2, comment2 = _split_comment(out[nxt])
-            m2 = _ASSIGN.match(code2.rstrip())
-            if m2 and m2.group(1) == indent and m2.group(2).isidentifier() \
-                    and len(where.findall(code2)) == 1:
-                other = m2.group(2)
-                rhs = where.sub(lambda w, e=expr: f"torch.where({w.group(1)}, {e}, 0)", m2.group(3))
-                if len(f"{indent}{name} = {rhs}") > 100:
-                    i += 1
-                    continue
-                out[nxt] = f"{indent}{name} = {rhs}" + (f"  {comment2}" if comment2 else "")
-                del out[i]
-                out[nxt - 1:] = [_word(other).sub(name, ln) for ln in out[nxt - 1:]]
-                continue
-        i += 1
-    return out
-
-
-def return_directly(lines: list[str]) -> list[str]:
-    """``y = expr`` followed by ``return y`` (``y`` read nowhere else) becomes ``return expr``."""
-    if len(lines) < 2:
-        return lines
-    ret = lines[-1].strip()
-    name = ret[len("return "):] if ret.startswith("return ") else ""
-    indent = lines[-1][:len(lines[-1]) - len(lines[-1].lstrip())]
-    code, _ = _split_comment(lines[-2])
-    if not name.isidentifier() or not code.startswith(f"{indent}{name} = "):
-        return lines
-    word = re.compile(rf"(?<![\w.'\"]){re.escape(name)}\b")
-    if sum(len(word.findall(_split_comment(ln)[0])) for ln in lines) != 2:
-        return lines
-    return lines[:-2] + [f"{indent}return {code.rstrip()[len(indent) + len(name) + 3:]}"]
-
-
-def drop_unused(lines: list[str], keep: set[str]) -> list[str]:
-    """Remove assignments whose names are never read (masks nobody consumed, a tape read whose
-    value stays on the tape, a batch shape no expand needed). Only straight-line statements at
-    the body's own indent are touched; a tuple target keeps its position with ``_``."""
-    if not lines:
-        return lines
-    base = min(len(ln) - len(ln.lstrip()) for ln in lines if ln.strip())
-    out = list(lines)
-    changed = True
-    while changed:
-        changed = False
-        text = "\n".join(_split_comment(ln)[0] for ln in out)
-        for idx, line in enumerate(out):
-            m = _ASSIGN.match(line)
-            if not m or len(m.group(1)) != base:
-                continue
-            if idx + 1 < len(out) and out[idx + 1].startswith(m.group(1) + " "):
-                continue  # a block header's body follows (never for plain assignments)
-            names = m.group(2).split(", ")
-            used = []
-            for name in names:
-                if name == "_" or name in keep:
-                    used.append(True)
-                    continue
-                count = len(re.findall(rf"(?<![\w.'\"]){re.escape(name)}\b", text))
-                used.append(count > 1)
-            if all(used):
-                continue
-            if not any(used):
-                out.pop(idx)
-            else:
-                new = ", ".join(n if u else "_" for n, u in zip(names, used))
-                out[idx] = f"{m.group(1)}{new} = {m.group(3)}"
-            changed = True
-            break
-    return out
+def _assignment(code: str) -> tuple[str, str] | None:
+    """(targets, value) of a printed line ``names = value`` whose targets are plain names
+    separated by ``, ``, else None."""
+    rest = code.lstrip()
+    at = rest.find(" = ")
+    if at < 0:
+        return None
+    targets = rest[:at]
+    if not all(t.isascii() and t.isidentifier() for t in targets.split(", ")):
+        return None
+    return targets, rest[at + 3:]
 
 
 def _split_comment(line: str) -> tuple[str, str]:
@@ -460,12 +323,12 @@ def wrap_line(line: str, limit: int = 100) -> list[str]:
     if comment:
         head = [indent + comment] if len(indent + comment) <= limit + 20 else []
         return head + wrap_line(code, limit)
-    m = _ASSIGN.match(code)
-    lhs = m.group(2) + " = " if m else ""
-    rhs = m.group(3) if m else code.strip()
-    if m and ", " in m.group(2) and len(indent + lhs) > limit // 2:
+    m = _assignment(code)
+    lhs = m[0] + " = " if m else ""
+    rhs = m[1] if m else code.strip()
+    if m and ", " in m[0] and len(indent + lhs) > limit // 2:
         # a long tuple target: parenthesise it and break after its commas
-        names = [n + "," for n in m.group(2).split(", ")]
+        names = [n + "," for n in m[0].split(", ")]
         names[-1] = names[-1][:-1] + ") = " + rhs
         packed = _pack(names, indent + " ", limit, indent + "(")
         return packed[:-1] + wrap_line(packed[-1], limit)

@@ -23,40 +23,43 @@ from .classinfo import INDENT
 from .names import comment_text
 
 
-def note_expert_param(cb, sel, code: str, dim: int) -> None:
-    """Record that ``code`` (a parameter) holds the pairs argument's axis at ``dim``."""
-    if sel is not cb.selection:
+def note_expert_param(own, sel, code: str, dim: int) -> None:
+    """Record that ``code`` (a parameter) holds the pairs argument's axis at ``dim`` (``own``:
+    the class's pairs argument, ``sel``: the selection the parameter is read at)."""
+    if sel is not own:
         return
     attr = code.removeprefix("self.")
     if not code.startswith("self.") or not attr.isidentifier():
-        note_unsliceable(cb, sel, f"a parameter on the sparse axis read as {code}")
+        note_unsliceable(own, sel, f"a parameter on the sparse axis read as {code}")
     else:
         sel.expert_dims[attr] = dim
 
 
-def note_unsliceable(cb, sel, reason: str) -> None:
-    """The class cannot run on a slice of its pairs argument's axis (the first reason wins)."""
-    if sel is not None and sel is cb.selection and sel.unsliceable is None:
+def note_unsliceable(own, sel, reason: str) -> None:
+    """The class cannot run on a slice of its pairs argument's axis ``own`` (the first reason
+    wins; ``sel``: the selection met)."""
+    if sel is not None and sel is own and sel.unsliceable is None:
         sel.unsliceable = reason
 
 
-def expert_facts(cb, input_ranks: list[int]):
-    """``(EXPERT_DIMS, INPUT_RANKS)`` of a pairs-mode class that can hold a slice of its axis,
-    else None."""
-    sel = cb.selection
-    if sel is None or sel.unsliceable is not None or not cb.info.pairs_outputs \
-            or not all(cb.info.pairs_outputs):
+def expert_facts(sel, pairs_outputs: tuple, input_ranks: list[int]):
+    """``(EXPERT_DIMS, INPUT_RANKS)`` of a pairs-mode class (``sel``: its pairs argument,
+    ``pairs_outputs``: per output, whether it is a pairs array) that can hold a slice of its
+    axis, else None."""
+    if sel is None or sel.unsliceable is not None or not pairs_outputs \
+            or not all(pairs_outputs):
         return None
     return dict(sel.expert_dims), tuple(input_ranks)
 
 
-def expert_attribute_lines(cb) -> list[str]:
-    """The class attribute lines for :func:`expert_facts` (none for other classes)."""
-    facts = cb.info.experts
+def expert_attribute_lines(info, selection) -> list[str]:
+    """The class attribute lines for :func:`expert_facts` (none for other classes; ``info``: the
+    class's ClassInfo, ``selection``: its pairs argument)."""
+    facts = info.experts
     if facts is None:
         return []
     dims, ranks = facts
-    axis = comment_text(cb.selection.axis.label, 20)
+    axis = comment_text(selection.axis.label, 20)
     return [INDENT + f"EXPERT_DIMS = {tuple(dims.items())!r}  # the dim of {axis} in "
             "each parameter on it",
             INDENT + f"INPUT_RANKS = {ranks!r}  # trailing dims of each input (shard_experts)",

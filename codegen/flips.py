@@ -63,23 +63,23 @@ def _flip_static(static, axes):
     return tuple(np.ascontiguousarray(a) for a in flip)
 
 
-def plain(cb, w: Wire) -> Wire:
+def plain(fw, w: Wire) -> Wire:
     """``w`` with every dim in order (its flipped dims copied back)."""
     if not w.flipped:
         return w
     dims = tuple(p - w.rank for p in sorted(w.flipped))
-    var = cb.fw.bind(w.var if w.var.isidentifier() else "value",
+    var = fw.bind(w.var if w.var.isidentifier() else "value",
                      f"{atom(w.var)}.flip({dims})", "dims back in order")
     live, static = w.live, w.static
     if static is not None:
         static = liveness.StaticLive(*_flip_static((static.possible, static.sure),
                                                    sorted(w.flipped)))
-        live = cb.fw.bind(w.live if w.live.isidentifier() else "live",
+        live = fw.bind(w.live if w.live.isidentifier() else "live",
                           f"{atom(w.live)}.flip({dims})")
     return dataclasses.replace(w, var=var, live=live, static=static, flipped=(), slot=None)
 
 
-def plain_operand(cb, o: Operand, keep=lambda lab: False) -> Operand:
+def plain_operand(fw, o: Operand, keep=lambda lab: False) -> Operand:
     """``o`` with its flipped dims back in order, except the labels ``keep`` accepts."""
     undo = [lab for lab in o.flipped if not keep(lab)]
     if not undo:
@@ -87,22 +87,22 @@ def plain_operand(cb, o: Operand, keep=lambda lab: False) -> Operand:
     n = len(o.labels)
     pos = sorted(o.labels.index(lab) for lab in undo)
     dims = tuple(p - n for p in pos)
-    expr = cb.fw.bind("ordered", f"{atom(o.expr)}.flip({dims})", "dims back in order")
+    expr = fw.bind("ordered", f"{atom(o.expr)}.flip({dims})", "dims back in order")
     live = o.live
     if live is not None:
-        live = cb.fw.bind("ordered_live", f"{atom(live)}.flip({dims})")
+        live = fw.bind("ordered_live", f"{atom(live)}.flip({dims})")
     return dataclasses.replace(o, expr=expr, live=live, static=_flip_static(o.static, pos),
                                flipped=o.flipped - set(undo))
 
 
-def settle_operands(cb, b: Broadcasted, operands: list[Operand]) -> list[Operand]:
+def settle_operands(fw, b: Broadcasted, operands: list[Operand]) -> list[Operand]:
     """Operands whose flips the operator can take: a View keeps them all, a BlockOperator
     those of target dims (the call settles them); every other flip is undone."""
     if isinstance(b.operator, View):
         return operands
     if isinstance(b.operator, BlockOperator):
-        return [plain_operand(cb, o, keep=lambda lab: lab[0] == "t") for o in operands]
-    return [plain_operand(cb, o) for o in operands]
+        return [plain_operand(fw, o, keep=lambda lab: lab[0] == "t") for o in operands]
+    return [plain_operand(fw, o) for o in operands]
 
 
 def view_output(b: Broadcasted, o: Operand, w: Wire) -> Wire:
@@ -195,40 +195,41 @@ def equivariant(gen, block, uids: frozenset) -> bool:
     return cache[key]
 
 
-def settle_call(cb, block, wires: list[Wire], repeated: bool) -> tuple[list[Wire], frozenset]:
+def settle_call(gen, fw, block, wires: list[Wire],
+                repeated: bool) -> tuple[list[Wire], frozenset]:
     """The arguments of a call of ``block`` and the axes they hold reversed: every flipped
     axis stays flipped (in every input that carries it) when the block is equivariant in it;
     otherwise the flips are undone."""
     uids = frozenset(w.array.shape[p].uid for w in wires for p in w.flipped)
     if not uids:
         return wires, uids
-    if repeated or not equivariant(cb.gen, block, uids):
-        return [plain(cb, w) for w in wires], frozenset()
+    if repeated or not equivariant(gen, block, uids):
+        return [plain(fw, w) for w in wires], frozenset()
     out = []
     for w in wires:
         want = {p for p, a in enumerate(w.array.shape) if a.uid in uids}
         if set(w.flipped) != want:
-            w = plain(cb, w)
-            w = _flip(cb, w, sorted(want)) if want else w
+            w = plain(fw, w)
+            w = _flip(fw, w, sorted(want)) if want else w
         out.append(w)
     return out, uids
 
 
-def _flip(cb, w: Wire, positions) -> Wire:
+def _flip(fw, w: Wire, positions) -> Wire:
     """``w`` with the dims at ``positions`` reversed (marked flipped)."""
     dims = tuple(p - w.rank for p in positions)
-    var = cb.fw.bind(w.var if w.var.isidentifier() else "value",
+    var = fw.bind(w.var if w.var.isidentifier() else "value",
                      f"{atom(w.var)}.flip({dims})", "in the window's reversed order")
     live, static = w.live, w.static
     if static is not None:
         static = liveness.StaticLive(*_flip_static((static.possible, static.sure), positions))
-        live = cb.fw.bind(w.live if w.live.isidentifier() else "live",
+        live = fw.bind(w.live if w.live.isidentifier() else "live",
                           f"{atom(w.live)}.flip({dims})")
     return dataclasses.replace(w, var=var, live=live, static=static, flipped=tuple(positions),
                                slot=None)
 
 
-def restore_outputs(cb, outs: list[Wire], uids: frozenset) -> list[Wire]:
+def restore_outputs(fw, outs: list[Wire], uids: frozenset) -> list[Wire]:
     """Call results in order: dims of the reversed axes flipped back."""
     if not uids:
         return outs
@@ -236,6 +237,6 @@ def restore_outputs(cb, outs: list[Wire], uids: frozenset) -> list[Wire]:
     for w in outs:
         pos = tuple(p for p, a in enumerate(w.array.shape) if a.uid in uids)
         if pos and w.pairs is None:
-            w = plain(cb, dataclasses.replace(w, flipped=pos))
+            w = plain(fw, dataclasses.replace(w, flipped=pos))
         res.append(w)
     return res

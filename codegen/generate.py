@@ -4,7 +4,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
-import re
 import sys
 import types
 from importlib import resources
@@ -61,11 +60,12 @@ def collect_symbols(root) -> list[FreeNumeric]:
     return [found[k] for k in sorted(found)]
 
 
-def data_symbols(root: Morphism, env: Env) -> set[FreeNumeric]:
+def data_symbols(root: Morphism, specs) -> set[FreeNumeric]:
     """Sizes fixed only by the data: symbols with no value stated in the spec that size an
-    axis of the root's inputs and no parameter (one module then serves any token count)."""
+    axis of the root's inputs and no parameter (``specs``: the root's parameters) (one module
+    then serves any token count)."""
     fixed: set = set()
-    for p in param_specs(root, env):
+    for p in specs:
         for s in p.shape:
             fixed |= {x for x in sympy.sympify(s).free_symbols if isinstance(x, FreeNumeric)}
     for site_tag in _repetition_symbols(root):
@@ -159,8 +159,9 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
                         "salvaged prefix", morphism.path)
     morphism = apply_reading(morphism, reading)
     symbols = collect_symbols(morphism)
-    gen = Generator(env, data_symbols(morphism, env), quant, symbols)
-    gen.weight_formats = MemberFormats(morphism, env, weights, gen.key_of)
+    specs = param_specs(morphism, env)  # once: each use below reads this list
+    gen = Generator(env, data_symbols(morphism, specs), quant, symbols)
+    gen.weight_formats = MemberFormats(specs, weights, gen.key_of)
     title, description, formula = _root_title(morphism, module_name)
     from .names import class_name as to_class_name
 
@@ -169,7 +170,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         info = ClassInfo(key="root", name=name)
         builder = ClassBuilder(gen, info, title=title, description=description, formula=formula,
                                excluded=excluded)
-        builder.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
+        builder.iface.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
         body = morphism
         if isinstance(morphism, Block):
             from ncdc.ir.params import repetitions
@@ -182,10 +183,10 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     info = gen.build_class(make)
     info.source = info.source.rstrip("\n") + "\n" + decoder_methods(gen, morphism, INDENT)
     name = info.name
-    keys = param_keys(gen, info, morphism, env)
+    keys = param_keys(gen, info, specs)
     formats = {name: fmt for name, fmt in member_formats(info)}
     if weights is not None:
-        verify(weights, keys, formats, param_specs(morphism, env))
+        verify(weights, keys, formats, specs)
     if any(formats.values()):
         gen.prelude.add("storage")
     source = assemble(gen, info, keys, title, source_name)
@@ -230,10 +231,10 @@ def param_layouts(info: ClassInfo, prefix: str = ""):
     return ((key, p.layout) for key, p in params_by_key(info, prefix) if p.layout is not None)
 
 
-def param_keys(gen: Generator, info: ClassInfo, root, env: Env) -> dict[str, str]:
-    """state_dict key -> the interpreter's parameter key (ir.params.param_specs)."""
+def param_keys(gen: Generator, info: ClassInfo, specs) -> dict[str, str]:
+    """state_dict key -> the interpreter's parameter key (``specs``: the root's
+    :func:`ir.params.param_specs`)."""
     ours = list(instance_params(info))
-    specs = param_specs(root, env)
     if len(ours) != len(specs):
         raise SpecError(f"internal: the generated module holds {len(ours)} parameters but the "
                         f"spec has {len(specs)}")
@@ -305,7 +306,13 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     after = "\n\n" if body_parts[0].startswith("#") else "\n\n\n"
     text = parts[0] + "\n\n" + "\n".join(imports) + after + "\n\n".join(
         p.rstrip("\n") + "\n" for p in body_parts)
-    return re.sub(r"\n{4,}", "\n\n\n", text)
+    return _at_most_two_blank_lines(text)
+
+
+def _at_most_two_blank_lines(text: str) -> str:
+    while "\n\n\n\n" in text:
+        text = text.replace("\n\n\n\n", "\n\n\n")
+    return text
 
 
 LOADER = '''def load_interpreter_params(module, params):

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.weight_formats import weight_lead
 
-from .classinfo import INDENT, Param, Sub
+from .classinfo import Param, Sub
 from .names import Namer, string_literal
+from .statements import ASSIGN, EXPR, Statement
 
 
 def zeros(p: str) -> str:
@@ -42,10 +43,17 @@ class Members:
         self.attrs = Namer(taken)
         self.formats = formats or (lambda site, role: None)  # (site, role) -> storage format
         self.stored: dict[str, str] = {}  # code reading a stored weight -> its StoredWeight
-        self.init_lines: list[str] = []  # __init__ statements after the sizes
-        self.reset_lines: list[str] = []  # reset_parameters statements
+        self.init: list[Statement] = []  # __init__ statements after the sizes
+        self.reset: list[Statement] = []  # reset_parameters statements
         self.items: list = []  # Param and Sub, in order
-        self.needs_one = False
+        self._unit: str | None = None
+        self.token_sites: set[str] = set()  # keys of token_read's caches (codegen/decoder.py)
+
+    def unit(self) -> str:
+        """A float scalar 1 buffer (follows the module's dtype and device), made once."""
+        if self._unit is None:
+            self._unit = self.add_table("one", [], "torch.ones(())")
+        return self._unit
 
     def add_param(self, base: str, site: Broadcasted, role: str, shape: list[str], init: str | Callable,
                   learned: bool = True, dtype: str | None = None,
@@ -59,18 +67,18 @@ class Members:
         if fmt is not None:  # held in a storage format, dequantized where it is read
             dims = "(" + ", ".join(shape) + ("," if len(shape) == 1 else "") + ")"
             lead = 0 if layout else weight_lead(site, role)  # [out, in]: runs along in
-            self.init_lines.append(INDENT * 2 + f"{p} = StoredWeight({dims}, {fmt!r}, "
-                                   f"lead={lead})")
-            self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
+            self.init.append(Statement(ASSIGN, f"StoredWeight({dims}, {fmt!r}, lead={lead})",
+                                       (p,)))
+            self.reset.append(Statement(EXPR, init(p) if callable(init) else init))
             self.items.append(Param(attr, site, role, layout, format=fmt))
             self.stored[f"{p}.dequantize()"] = p
             return f"{p}.dequantize()"
         if learned:
-            self.init_lines.append(INDENT * 2 + f"{p} = nn.Parameter({empty(shape, dtype)})")
+            self.init.append(Statement(ASSIGN, f"nn.Parameter({empty(shape, dtype)})", (p,)))
         else:
-            self.init_lines.append(INDENT * 2 + f"self.register_buffer({string_literal(attr)}, "
-                                   f"{empty(shape, dtype)})")
-        self.reset_lines.append(INDENT * 2 + (init(p) if callable(init) else init))
+            self.init.append(Statement(EXPR, f"self.register_buffer({string_literal(attr)}, "
+                                       f"{empty(shape, dtype)})"))
+        self.reset.append(Statement(EXPR, init(p) if callable(init) else init))
         self.items.append(Param(attr, site, role, layout))
         return p
 
@@ -89,9 +97,9 @@ class Members:
                          if f is not None)
         if b_fmt is not None and n_out > 1:
             stored += f", bias_shape=({', '.join(out_shape)})"
-        self.init_lines.append(INDENT * 2 + f"self.{attr} = {'StoredLinear' if stored else 'Linear'}"
-                               f"({in_features}, {out_features}{'' if bias else ', bias=False'}"
-                               f"{stored})")
+        self.init.append(Statement(ASSIGN, f"{'StoredLinear' if stored else 'Linear'}"
+                                   f"({in_features}, {out_features}"
+                                   f"{'' if bias else ', bias=False'}{stored})", (f"self.{attr}",)))
         self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out), w_fmt))
         if bias:
             self.items.append(Param(f"{attr}.bias", site, "bias",
@@ -103,9 +111,9 @@ class Members:
         (code)."""
         attr = self.attrs.fresh(base)
         p = f"self.{attr}"
-        self.init_lines.append(INDENT * 2 + f"self.register_buffer({string_literal(attr)}, "
-                               f"{empty(shape)}, persistent=False)")
-        self.reset_lines.append(INDENT * 2 + f"{p}.copy_({value})")
+        self.init.append(Statement(EXPR, f"self.register_buffer({string_literal(attr)}, "
+                                   f"{empty(shape)}, persistent=False)"))
+        self.reset.append(Statement(EXPR, f"{p}.copy_({value})"))
         return p
 
     def add_sub(self, base: str, info, make: str, repeat: int | None = None,
@@ -113,9 +121,9 @@ class Members:
         """A submodule ``make`` (code constructing it), or a ModuleList of ``count`` of them."""
         attr = self.attrs.fresh(base)
         if repeat is None:
-            self.init_lines.append(INDENT * 2 + f"self.{attr} = {make}")
+            self.init.append(Statement(ASSIGN, make, (f"self.{attr}",)))
         else:
-            self.init_lines.append(INDENT * 2 + f"self.{attr} = nn.ModuleList("
-                                   f"[{make} for _ in range({count})])")
+            self.init.append(Statement(ASSIGN, f"nn.ModuleList([{make} for _ in range({count})])",
+                                       (f"self.{attr}",)))
         self.items.append(Sub(attr, info, repeat))
         return attr

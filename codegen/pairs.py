@@ -117,7 +117,7 @@ def wants_pairs(cb, b, wires) -> bool:
     nothing is a parameter and stays dense)."""
     if any(w.pairs is not None for w in wires):
         return True
-    sel = cb.selection
+    sel = cb.iface.selection
     return (sel is not None and isinstance(b.operator, Linear) and len(wires) == 1
             and len(b.output_weaves) == 1
             and any(a == sel.axis for a in b.output_weaves[0].target))
@@ -128,7 +128,7 @@ def lower_on_pairs(cb, b, wires, then, rule):
     sels = {id(w.pairs): w.pairs for w in wires if w.pairs is not None}
     origins = frozenset().union(*(w.origins for w in wires if w.pairs is not None))
     if not sels:
-        sel, origins = cb.selection, frozenset({ARGUMENT})
+        sel, origins = cb.iface.selection, frozenset({ARGUMENT})
     elif len(sels) > 1:
         escape(origins, "pairs arrays of two selections meet")
     else:
@@ -206,7 +206,7 @@ def _row_wise_operands(ctx) -> None:
             rest = [lab for lab in o.labels if lab != s]
             moved = align_code(o.expr, o.labels, [s] + rest)
             cb.gen.prelude.add("pairs")
-            note_unsliceable(cb, sel, "an array on the sparse axis read at the pairs")
+            note_unsliceable(cb.iface.selection, sel, "an array on the sparse axis read at the pairs")
             o.expr = ctx.bind((o.expr if o.expr.isidentifier() else "operand") + "_pairs",
                               f"take_pairs({moved}, {len(o.labels)}, {cb.lead()}, "
                               f"{sel.pairs})", [PAIRS] + rest, "at the pairs")
@@ -253,9 +253,9 @@ def linear_on_pairs(ctx):
         escape(origins, "a bias whose sparse axis is not its first")
     weight, bias, base = linear_params(ctx, in_labels, out_labels)
     weight = cb.members.stored.get(weight, weight)  # stored: dequantized a slot at a time
-    note_expert_param(cb, sel, weight, len(in_labels) + q)
+    note_expert_param(cb.iface.selection, sel, weight, len(in_labels) + q)
     if bias is not None:
-        note_expert_param(cb, sel, cb.members.stored.get(bias, bias), 0)
+        note_expert_param(cb.iface.selection, sel, cb.members.stored.get(bias, bias), 0)
     cb.gen.prelude.add("pairs")
     code = f"pairwise_matmul({x}, {weight}, {len(in_labels) + q}, {sel.pairs})"
     if bias is not None:
@@ -295,7 +295,7 @@ def contract_pairs(ctx):
             rest = [lab for lab in labs if lab != group]
             moved = align_code(o.expr, labs, [group] + rest)
             cb.gen.prelude.add("pairs")
-            note_unsliceable(cb, sel, "an array on the sparse axis read at the pairs")
+            note_unsliceable(cb.iface.selection, sel, "an array on the sparse axis read at the pairs")
             code = ctx.bind((o.expr if o.expr.isidentifier() else "operand") + "_pairs",
                             f"take_pairs({moved}, {len(labs)}, {lead}, {sel.pairs})",
                             [PAIRS] + rest, "at the pairs")

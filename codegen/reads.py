@@ -7,13 +7,12 @@ outside the source; a composed reindexing's intermediate indices are range-check
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import View
+from sympy.printing.str import StrPrinter
 
 from . import decoder, liveness
 from .affine import affine_map, simple_source
@@ -60,7 +59,7 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) ->
     flips = flips and not amap.constraints
     if wire.flipped and (not flips or any(tiled[j] in wire.flipped for j in general)
                          or len(set(labels)) != len(labels)):
-        wire = plain(cb, wire)
+        wire = plain(cb.fw, wire)
     flipped = frozenset(labels[p] for p in wire.flipped)
     expr, live, full = wire.var, wire.live, wire.full
     static = None
@@ -104,7 +103,7 @@ def _constrained(cb, b, amap, expr, labels, live, static):
     ok_ref = np.ones(sizes_ref, dtype=bool)
     rows_ref = []
     for c in amap.constraints:
-        index = _index_code(cb, [(c.row[i], grids[i]) for i in used], c.shift)
+        index = _index_code(cb.size_code, [(c.row[i], grids[i]) for i in used], c.shift)
         var = cb.fw.bind(identifier(c.axis.label, "index") + "_index", index,
                          f"intermediate index on {comment_text(c.axis.label, 20)}")
         conds.append(f"({var} >= 0) & ({var} < {cb.axis_size(c.axis)})")
@@ -187,7 +186,8 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     if len(general) == 1 and radix is None:
         return _read_in_place(cb, b, amap, cur, src_pos[0], general[0], used, deg, expr, live,
                               new_static, ok_ref, name, comment, decoder.read_call(
-                                  cb, b, k, general, name), flips)
+                                  cb.gen, cb.size_code, cb.members.token_sites, b, k, general,
+                                  name), flips)
     rows_code = "[" + ", ".join(
         "((" + ", ".join(cb.size_code(amap.rows[j][i]) for i in used)
         + ("," if len(used) == 1 else "") + f"), {cb.size_code(amap.shifts[j])})"
@@ -197,18 +197,19 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     cb.gen.prelude.add("views")
     may_leave = not ok_ref.all()
     site = cb.fw.names.fresh(name) if may_leave else None
-    read = decoder.read_call(cb, b, k, general, site or name)
+    read = decoder.read_call(cb.gen, cb.size_code, cb.members.token_sites, b, k,
+                             general, site or name)
     if may_leave:
         var = site
         live_var = cb.fw.names.fresh(var + "_live")
-        cb.fw.emit(f"{var}, {live_var} = {read(var)}{moved}, {rows_code}, {sizes_code})",
-                   comment + "; reads outside are dead")
+        cb.fw.assign((var, live_var), f"{read(var)}{moved}, {rows_code}, {sizes_code})",
+                     comment + "; reads outside are dead")
         if rest:
-            cb.fw.emit(f"{live_var} = {live_var}[{', '.join(['None'] * len(rest))}]")
+            cb.fw.assign(live_var, f"{live_var}[{', '.join(['None'] * len(rest))}]")
         out_live = live_var
         if moved_live is not None:
-            cb.fw.emit(f"{live_var} = {live_var} & {read(live_var)}{atom(moved_live)}.expand("
-                       f"{atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
+            cb.fw.assign(live_var, f"{live_var} & {read(live_var)}{atom(moved_live)}.expand("
+                         f"{atom(moved)}.shape), {rows_code}, {sizes_code})[0]")
     else:
         var = cb.fw.bind(name, f"{read(name)}{moved}, {rows_code}, {sizes_code})[0]", comment)
         out_live = None
@@ -220,7 +221,7 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
     return var, rest + new, out_live, new_static, frozenset()
 
 
-def _index_code(cb, terms, shift) -> str:
+def _index_code(size_code, terms, shift) -> str:
     """``sum(stride * grid) + shift`` as code, signs folded, zero terms left out."""
     out = ""
     for stride, grid in terms:
@@ -228,13 +229,13 @@ def _index_code(cb, terms, shift) -> str:
             continue
         neg = stride.could_extract_minus_sign()
         mag = -stride if neg else stride
-        term = grid if mag == 1 else f"{cb.size_code(mag)} * {grid}"
+        term = grid if mag == 1 else f"{size_code(mag)} * {grid}"
         out = (f"-{term}" if neg else term) if not out else \
             f"{out} {'-' if neg else '+'} {term}"
     if shift != 0:
         neg = shift.could_extract_minus_sign()
-        mag = cb.size_code(-shift if neg else shift)
-        out = f"{out} {'-' if neg else '+'} {mag}" if out else cb.size_code(shift)
+        mag = size_code(-shift if neg else shift)
+        out = f"{out} {'-' if neg else '+'} {mag}" if out else size_code(shift)
     return out or "0"
 
 
@@ -263,19 +264,19 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
     if not ok_ref.all():
         var = cb.fw.names.fresh(name)
         live_var = cb.fw.names.fresh(var + "_live")
-        cb.fw.emit(f"{var}, {live_var} = {read(var)}{expr}, {rows_code}, {sizes_code}, "
-                   f"{dim_code})", comment + "; reads outside are dead")
+        cb.fw.assign((var, live_var), f"{read(var)}{expr}, {rows_code}, {sizes_code}, "
+                     f"{dim_code})", comment + "; reads outside are dead")
         lead = ["None"] * pos
         if pos or trailing:
             idx = ", ".join(lead + [":"] * len(used) + ["None"] * trailing)
-            cb.fw.emit(f"{live_var} = {live_var}[{idx}]")
+            cb.fw.assign(live_var, f"{live_var}[{idx}]")
         out_live = live_var
         if live is not None:
             src_live = cb.fw.bind(var + "_source_live", f"{read(var + '_source_live')}"
                                   f"{atom(live)}.expand({atom(expr)}.shape), {rows_code}, "
                                   f"{sizes_code}, {dim_code})[0]")
-            cb.fw.emit(f"{live_var} = {live_var} & {src_live}", "dead where read outside or "
-                       "dead in the source")
+            cb.fw.assign(live_var, f"{live_var} & {src_live}", "dead where read outside or "
+                         "dead in the source")
     else:
         var = cb.fw.bind(name, f"{read(name)}{expr}, {rows_code}, {sizes_code}, {dim_code})[0]",
                          comment)
@@ -300,16 +301,26 @@ def _read_comment(amap, general, used, deg) -> str:
     """``[x, w|x] <- [x - w|x]``: the positions read, per source dim."""
     import sympy
 
+    names = {f"_d{i}": "i_" + comment_text(deg[i].label, 20) for i in used}
     terms = []
     for j in general:
         expr = sum((amap.rows[j][i] * sympy.Symbol(f"_d{i}") for i in used), amap.shifts[j])
-        text = sympy.sstr(sympy.expand(expr))
-        for i in used:
-            text = re.sub(rf"\b_d{i}\b", "i_" + comment_text(deg[i].label, 20), text)
-        terms.append(comment_text(text, 48))
+        terms.append(comment_text(_IndexPrinter(names).doprint(sympy.expand(expr)), 48))
     src = ", ".join(comment_text(amap.cod[j].label, 20) for j in general)
     dst = ", ".join(comment_text(deg[i].label, 20) for i in used)
     return f"[{dst}] reads [{src}] at [{', '.join(terms)}]"
+
+
+class _IndexPrinter(StrPrinter):
+    """``sympy.sstr`` with the degree dims' placeholder symbols printed by name (the terms keep
+    the placeholders' order)."""
+
+    def __init__(self, names: dict):
+        super().__init__()
+        self.names = names
+
+    def _print_Symbol(self, expr):
+        return self.names.get(expr.name) or super()._print_Symbol(expr)
 
 
 def _mixed_radix(gen, amap, general, used, deg):

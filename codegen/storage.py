@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
-from ncdc.ir.params import param_specs
 
 
 def _format(policy, spec) -> str | None:
@@ -20,10 +19,10 @@ def _format(policy, spec) -> str | None:
 
 
 class MemberFormats:
-    """``(site, role) -> format or None`` for the members of the classes generated for
-    ``morphism`` under ``policy``."""
+    """``(site, role) -> format or None`` for the members of the classes generated for a
+    morphism whose parameters are ``specs`` (:func:`ir.params.param_specs`) under ``policy``."""
 
-    def __init__(self, morphism, env, policy, key_of):
+    def __init__(self, specs, policy, key_of):
         self.policy = policy
         self.key_of = key_of
         self.by_id: dict = {}
@@ -31,7 +30,7 @@ class MemberFormats:
         self.any = False
         if policy is None or not getattr(policy, "rules", True):
             return
-        for spec in param_specs(morphism, env):
+        for spec in specs:
             fmt = _format(policy, spec)
             self.any |= fmt is not None
             self.by_id.setdefault((id(spec.site), spec.role), {}).setdefault(fmt, spec.key)

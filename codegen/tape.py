@@ -29,7 +29,7 @@ def lower_parawrap(cb, pw: ParaWrap, wires: list[Wire]) -> list[Wire]:
 
 def tape_read(cb, slot: TapeSlot, array: Array, bind: bool = True) -> Wire:
     """The value of a tape slot (a local, or the ``tape[...]`` lookup itself)."""
-    cb.uses_tape = True
+    cb.needs.tape = True
     key = cb.gen.slot_key(slot)
     entry = cb.tape.get(slot.uid)
     static = entry.static if entry is not None else None
@@ -47,12 +47,12 @@ def tape_read(cb, slot: TapeSlot, array: Array, bind: bool = True) -> Wire:
 def tape_write(cb, slot: TapeSlot, wire: Wire) -> None:
     if wire.pairs is not None:
         escape(wire.origins, "a pairs array written to the tape")
-    cb.uses_tape = True
+    cb.needs.tape = True
     key = cb.gen.slot_key(slot)
     if wire.slot == slot.uid and cb.tape.get(slot.uid) is not None:
         return
-    cb.fw.emit(f"tape[{key!r}] = {wire.var}",
+    cb.fw.assign(f"tape[{key!r}]", wire.var,
                  f"tape slot {comment_text(slot.label, 30)}: " + shape_text(wire.array))
     if wire.live is not None:
-        cb.fw.emit(f"tape[{key + '_live'!r}] = {wire.live}")
+        cb.fw.assign(f"tape[{key + '_live'!r}]", wire.live)
     cb.tape[slot.uid] = TapeEntry(key, wire.array, wire.static, wire.full)

@@ -21,6 +21,7 @@ from ncdc.ir import AffineSparseAxis, Arithmetic, Einops, FreeNumeric, RawAxis, 
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FREE_INPUT
+from ncdc.ir.params import param_specs
 
 from ncdc import codegen, interpreter
 from tests.oracles import attention
@@ -127,7 +128,8 @@ def test_the_bundled_decisions(bundled):
     rotates by token position and reads windows, so it is not."""
     env = bundled.bind("tiny").env
     data = importlib.import_module("ncdc.codegen.generate").data_symbols
-    gen = Generator(env, data(bundled.block("Sliding Window Attention"), env), "exact", [])
+    swa = bundled.block("Sliding Window Attention")
+    gen = Generator(env, data(swa, param_specs(swa, env)), "exact", [])
     core = chunk_axis(gen, bundled.block("Attention Core"))
     assert core is not None and core[0].label == "x" and [a.label for a in core[2]] == ["w|x"]
     assert chunk_axis(gen, bundled.block("Sliding Window Attention")) is None

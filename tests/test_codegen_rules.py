@@ -12,11 +12,13 @@ import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from ncdc.codegen.emit import SizePrinter, align_code, drop_unused, wrap_line
+from ncdc.codegen.emit import SizePrinter, align_code, wrap_line
 from ncdc.codegen.formula import FormulaPrinter
 from ncdc.codegen.names import class_name, docstring, identifier, snake_case
+from ncdc.codegen.passes import drop_unused, fold_masks
 from ncdc.codegen.prelude.views import affine_read, affine_write
 from ncdc.codegen.rules import RULES, load_rules
+from ncdc.codegen.statements import ASSIGN, IF, RETURN, Statement, print_body
 from ncdc.ir.numeric import FREE_INPUT, FreeNumeric
 from ncdc.ir.operators import ALL_OPERATORS
 from ncdc.ir.rewrites import REWRITE_OPERATORS
@@ -158,10 +160,26 @@ def test_wrap_line_keeps_the_statement(line):
 
 
 def test_drop_unused_removes_only_dead_assignments():
-    lines = ["    a = f(x)", "    b_live = g(a)  # a mask nobody reads", "    c, c_live = h(a)",
-             "    if e:", "        c = k(c)", "    return c"]
-    assert drop_unused(lines, set()) == ["    a = f(x)", "    c, _ = h(a)", "    if e:",
-                                         "        c = k(c)", "    return c"]
+    body = [Statement(ASSIGN, "f(x)", ("a",)),
+            Statement(ASSIGN, "g(a)", ("b_live",), comment="a mask nobody reads"),
+            Statement(ASSIGN, "h(a)", ("c", "c_live")), Statement(IF, "e"),
+            Statement(ASSIGN, "k(c)", ("c",), depth=1), Statement(RETURN, "c")]
+    assert print_body(body, "    ") == [
+        "    a = f(x)", "    b_live = g(a)  # a mask nobody reads", "    c, c_live = h(a)",
+        "    if e:", "        c = k(c)", "    return c"]
+    assert print_body(drop_unused(body), "    ") == [
+        "    a = f(x)", "    c, _ = h(a)", "    if e:", "        c = k(c)", "    return c"]
+
+
+def test_passes_read_names_not_text():
+    """A keyword argument or a string literal spelling a local's name is no read of it: the
+    passes see the parsed expression, so the dead ``dim`` and ``alpha`` go and the alias
+    ``b = a`` is renamed in code but not inside a string."""
+    body = [Statement(ASSIGN, "f(x)", ("dim",)), Statement(ASSIGN, "g(x)", ("alpha",)),
+            Statement(ASSIGN, "a", ("b",)),
+            Statement(RETURN, "torch.sum(require(b, 'alpha b'), dim=-1)")]
+    assert print_body(fold_masks(drop_unused(body), 4), "    ") == [
+        "    return torch.sum(require(a, 'alpha b'), dim=-1)"]
 
 
 # -- the torch view helpers against naive loops --------------------------------------------------

@@ -318,28 +318,42 @@ def test_rounding_folds_only_where_nothing_else_reads():
     its value, a cast the unrounded statement it reads, a re-zeroing ``where`` its value, and an
     alias disappears; each only where the value is read nowhere else and the statement is not
     conditional."""
-    from ncdc.codegen.emit import FunctionWriter, fold_casts, fold_masks, return_directly
+    from ncdc.codegen.emit import FunctionWriter
+    from ncdc.codegen.passes import fold_casts, fold_masks, return_directly
+    from ncdc.codegen.statements import ASSIGN, IF, RETURN, Rounding, Statement, print_body
+
+    def printed(body):
+        return print_body(body, "    ")
 
     fw = FunctionWriter("        ")
-    fw.emit("y = x + 1", "[n]")
-    fw.emit("y_live = m.any(dim=-1)")
-    fw.emit("y = self.held(y, 'FP32')", "held in Q(FP32)")
-    assert fw.lines == ["        y = self.held(x + 1, 'FP32')  # [n]",
-                        "        y_live = m.any(dim=-1)"]
-    fw.emit("z = y * y_live")
-    fw.emit("y = self.held(y, 'BF16')")  # y was read since: a line of its own
-    assert fw.lines[-1] == "        y = self.held(y, 'BF16')"
-    body = ["    a = torch.einsum('ij,jk->ik', p, q)  # [i, k]",
-            "    # Cast",
-            "    as_bf16 = self.held(a, 'BF16')",
-            "    return as_bf16 * 2"]
-    assert fold_casts(body) == ["    a = self.held(torch.einsum('ij,jk->ik', p, q), 'BF16')  # [i, k]",
-                                "    return a * 2"]
-    twice = body[:3] + ["    return as_bf16 * a"]
+    fw.assign("y", "x + 1", "[n]")
+    fw.assign("y_live", "m.any(dim=-1)")
+    fw.round("y", Rounding("FP32"), "held in Q(FP32)")
+    assert print_body(fw.body, fw.indent) == ["        y = self.held(x + 1, 'FP32')  # [n]",
+                                              "        y_live = m.any(dim=-1)"]
+    fw.assign("z", "y * y_live")
+    fw.round("y", Rounding("BF16"))  # y was read since: a line of its own
+    assert print_body(fw.body, fw.indent)[-1] == "        y = self.held(y, 'BF16')"
+    body = [Statement(ASSIGN, "torch.einsum('ij,jk->ik', p, q)", ("a",), comment="[i, k]"),
+            Statement(ASSIGN, "a", ("as_bf16",), Rounding("BF16"), headings=("Cast",)),
+            Statement(RETURN, "as_bf16 * 2")]
+    assert printed(body) == ["    a = torch.einsum('ij,jk->ik', p, q)  # [i, k]",
+                             "    # Cast",
+                             "    as_bf16 = self.held(a, 'BF16')",
+                             "    return as_bf16 * 2"]
+    assert printed(fold_casts(body)) == [
+        "    a = self.held(torch.einsum('ij,jk->ik', p, q), 'BF16')  # [i, k]",
+        "    return a * 2"]
+    twice = body[:2] + [Statement(RETURN, "as_bf16 * a")]
     assert fold_casts(twice) == twice
-    masked = ["    e = torch.exp(s)", "    e_2 = torch.where(live, e, 0)", "    return e_2"]
-    assert return_directly(fold_masks(masked)) == ["    return torch.where(live, torch.exp(s), 0)"]
-    alias = ["    b = a", "    return b + 1"]
-    assert fold_masks(alias) == ["    return a + 1"]
-    conditional = ["    b = c", "    if flag:", "        b = a", "    return b"]
-    assert fold_masks(conditional) == conditional
+    masked = [Statement(ASSIGN, "torch.exp(s)", ("e",)),
+              Statement(ASSIGN, "torch.where(live, e, 0)", ("e_2",)),
+              Statement(RETURN, "e_2")]
+    assert printed(return_directly(fold_masks(masked, 4))) == [
+        "    return torch.where(live, torch.exp(s), 0)"]
+    alias = [Statement(ASSIGN, "a", ("b",)), Statement(RETURN, "b + 1")]
+    assert printed(fold_masks(alias, 4)) == ["    return a + 1"]
+    conditional = [Statement(ASSIGN, "c", ("b",)), Statement(IF, "flag"),
+                   Statement(ASSIGN, "a", ("b",), depth=1), Statement(RETURN, "b")]
+    assert printed(conditional) == ["    b = c", "    if flag:", "        b = a", "    return b"]
+    assert fold_masks(conditional, 4) == conditional

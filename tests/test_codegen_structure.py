@@ -76,3 +76,42 @@ def test_rule_modules_depend_only_on_the_lowering_context():
         if mod.startswith("codegen.rules."):
             reach = nx.descendants(g, mod)
             assert not (reach & forbidden), (mod, sorted(reach & forbidden))
+
+
+TEXT_HELPERS = {"names.py", "fixed_data.py"}
+"""Modules that may use ``re``: they sanitise spec text (labels, LaTeX titles) into identifiers
+and comments, never generated code."""
+
+
+def test_no_regular_expression_touches_generated_code():
+    """The passes work on statements (codegen/passes.py), never on source text: outside the
+    spec-text helpers no codegen module imports ``re``."""
+    users = set()
+    for path in sorted(ROOT.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            if any(n == "re" or n.startswith("re.") for n in names):
+                users.add(path.relative_to(ROOT).as_posix())
+    assert users == TEXT_HELPERS, sorted(users)
+
+
+def test_parameters_are_listed_once_per_generate(bundled, monkeypatch):
+    """``generate`` computes the root's ``param_specs`` once and hands the list on (data-fixed
+    sizes, storage formats, state_dict keys); no other module of the generator lists them."""
+    import importlib
+
+    generate_module = importlib.import_module("ncdc.codegen.generate")
+    calls = []
+    real = generate_module.param_specs
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate_module, "param_specs", counted)
+    g = generate_module.generate(bundled.block("Expert Gate"), bundled.bind("tiny").env)
+    assert len(calls) == 1 and g.param_keys
+    listing = {path.relative_to(ROOT).as_posix() for path in ROOT.rglob("*.py")
+               if "param_specs(" in path.read_text("utf-8")}
+    assert listing <= {"generate.py", "check.py"}, sorted(listing)  # check.py: the check tool

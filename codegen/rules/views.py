@@ -60,8 +60,8 @@ def covariant_view(ctx):
                                  sizes_ref)
         var = ctx.fw.names.fresh(name)
         live = ctx.fw.names.fresh(var + "_live")
-        ctx.fw.emit(f"{var}, {live} = affine_write({cb.unit()}, {_rows(ctx, amap, cb, False)}, "
-                    f"{sizes_code})", ctx.shape_comment(out_t) + " ones where written")
+        ctx.fw.assign((var, live), f"affine_write({ctx.unit()}, {_rows(ctx, amap, cb, False)}, "
+                      f"{sizes_code})", ctx.shape_comment(out_t) + " ones where written")
         if liveness.make(written, written) is None:
             return [OpResult(var, out_t, full=False)]
         return [OpResult(var, out_t, live, (written, written), full=False)]
@@ -88,12 +88,12 @@ def covariant_view(ctx):
                                          keep + in_t), box_ref, rows_ref, sizes_ref)
     var = ctx.fw.names.fresh(name)
     live = ctx.fw.names.fresh(var + "_live")
-    ctx.fw.emit(f"{var}, {live} = affine_write({src}, {_rows(ctx, amap, cb, False)}, "
-                f"{sizes_code})", ctx.shape_comment(labels))
+    ctx.fw.assign((var, live), f"affine_write({src}, {_rows(ctx, amap, cb, False)}, "
+                  f"{sizes_code})", ctx.shape_comment(labels))
     src_live = ctx.aligned_live(0, keep + in_t)
     if src_live is not None:
-        ctx.fw.emit(f"{live} = {live} & affine_write({atom(src_live)}.expand({atom(src)}.shape), "
-                    f"{_rows(ctx, amap, cb, False)}, {sizes_code})[0]")
+        ctx.fw.assign(live, f"{live} & affine_write({atom(src_live)}.expand({atom(src)}.shape), "
+                      f"{_rows(ctx, amap, cb, False)}, {sizes_code})[0]")
     if liveness.make(pos, sure) is None:
         return [OpResult(var, labels)]
     return [OpResult(var, labels, live, (pos, sure))]
@@ -202,22 +202,22 @@ def _scatter_parts(ctx, parts, aligned, dst):
         if o.live is not None:
             part_live = f"{atom(align_code(o.live, labs, dst))}.expand({atom(src)}.shape)"
         if k == 0:
-            ctx.fw.emit(f"{var}, {live} = affine_write({src}, {rows}, {size_code})",
-                        ctx.shape_comment(dst) + f" part {part[1].label}")
+            ctx.fw.assign((var, live), f"affine_write({src}, {rows}, {size_code})",
+                          ctx.shape_comment(dst) + f" part {part[1].label}")
             if part_live is not None:
-                ctx.fw.emit(f"{live} = {live} & affine_write({part_live}, {rows}, "
-                            f"{size_code})[0]")
+                ctx.fw.assign(live, f"{live} & affine_write({part_live}, {rows}, "
+                              f"{size_code})[0]")
             continue
         val_k = ctx.fw.names.fresh(identifier(part[1].label, "part"))
         at_k = ctx.fw.names.fresh(val_k + "_written")
-        ctx.fw.emit(f"{val_k}, {at_k} = affine_write({src}, {rows}, {size_code})",
-                    f"part {part[1].label}")
-        ctx.fw.emit(f"{var} = torch.where({at_k}, {val_k}, {var})")
+        ctx.fw.assign((val_k, at_k), f"affine_write({src}, {rows}, {size_code})",
+                      f"part {part[1].label}")
+        ctx.fw.assign(var, f"torch.where({at_k}, {val_k}, {var})")
         if part_live is not None:
-            ctx.fw.emit(f"{live} = torch.where({at_k}, affine_write({part_live}, {rows}, "
-                        f"{size_code})[0], {live})")
+            ctx.fw.assign(live, f"torch.where({at_k}, affine_write({part_live}, {rows}, "
+                          f"{size_code})[0], {live})")
         else:
-            ctx.fw.emit(f"{live} = {live} | {at_k}")
+            ctx.fw.assign(live, f"{live} | {at_k}")
     full = ctx.any_full() or cb.lead() is not None
     if liveness.make(pos, sure) is None:
         return [OpResult(var, dst, full=full)]
@@ -242,8 +242,8 @@ def deconcatenate(ctx):
     if tiled:
         sizes = ", ".join(cb.axis_size(part[1]) for part in parts)
         names = [ctx.fw.names.fresh(identifier(part[1].label, "part")) for part in parts]
-        ctx.fw.emit(f"{', '.join(names)} = torch.split({src}, [{sizes}], dim=-1)",
-                    "parts of " + ctx.shape_comment(tl))
+        ctx.fw.assign(tuple(names), f"torch.split({src}, [{sizes}], dim=-1)",
+                      "parts of " + ctx.shape_comment(tl))
         for j, (part, expr) in enumerate(zip(parts, names)):
             results.append(_narrowed(ctx, src, live, keep, tl, j, part, expr))
         return results
@@ -296,11 +296,11 @@ def _read_part(ctx, src, live, keep, tl, j, part):
     ctx.gen.prelude.add("views")
     expr = ctx.fw.names.fresh(identifier(axis.label, "part"))
     lv = ctx.fw.names.fresh(expr + "_live")
-    ctx.fw.emit(f"{expr}, {lv} = affine_read({src}, {rows}, {sizes})",
-                ctx.shape_comment(labels) + "; reads outside are dead")
+    ctx.fw.assign((expr, lv), f"affine_read({src}, {rows}, {sizes})",
+                  ctx.shape_comment(labels) + "; reads outside are dead")
     if live is not None:
-        ctx.fw.emit(f"{lv} = {lv} & affine_read({atom(live)}.expand({atom(src)}.shape), "
-                    f"{rows}, {sizes})[0]")
+        ctx.fw.assign(lv, f"{lv} & affine_read({atom(live)}.expand({atom(src)}.shape), "
+                      f"{rows}, {sizes})[0]")
     p, s = ctx.static_of(0, keep + tl)
     extent = [ctx.gen.ref_size(whole.size)]
     box = [ctx.gen.ref_size(axis.size)]
