@@ -34,10 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # this file is named like the package it measures: keep bench/ off the import path
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
-from ncdc.codegen.check import run_generated
-
 import ncdc
 from ncdc import codegen, interpreter
+from ncdc.verify.check import run_generated
 
 DEFAULT_THREADS = torch.get_num_threads()
 SECTIONS = ("handwritten", "bfloat16", "compile", "memory", "interpreter", "codegen")

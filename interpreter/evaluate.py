@@ -101,7 +101,7 @@ class Evaluator:
         """Reset the per-evaluation state: the tape, occurrence counters, hooks, generator.
         ``observer(block, titles, outputs, batch)`` after and ``on_entry(block, titles, inputs,
         batch)`` before each block body, where given; ``perturb(values)`` replaces every
-        operator result's values (error injection: ``codegen.tolerance``)."""
+        operator result's values (error injection: ``ncdc.verify.tolerance``)."""
         self.tape = dict(tape or {})
         self.counts = {}
         self.observer = observer

@@ -190,9 +190,9 @@ def _env(morphism, spec, env, preset, sizes, constants):
         if scope is not None:
             binding = _bind(*scope, preset or DEFAULT_PRESET, sizes, constants)
         else:
-            from ncdc.interpreter.api import bind_for
+            from ncdc.interpreter.symbols import free_numerics
 
-            binding = Binding(bind_for(morphism, sizes, constants, preset or DEFAULT_PRESET))
+            binding = bind(free_numerics(morphism), preset or DEFAULT_PRESET, sizes, constants)
     _size_gate(morphism, binding)
     return binding.env
 

@@ -26,18 +26,14 @@ import warnings
 from datetime import timedelta
 from pathlib import Path
 
+from ncdc.rank import batch_bounds, read_inputs, run_rank
+
 
 def free_port() -> int:
     """A TCP port free on the loopback interface now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def batch_bounds(n: int, world: int) -> list[int]:
-    """Where each rank's rows of a batch of ``n`` start, and the end (contiguous, uneven when
-    ``world`` does not divide ``n``)."""
-    return [n * r // world for r in range(world + 1)]
 
 
 def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
@@ -282,48 +278,11 @@ def _load_source(source: str):
     return mod
 
 
-def shard_built(built) -> None:
-    """Shard a module built on the meta device (``ncdc.checkpoint.module.build_meta``) over
-    every rank of the default group, before it is given memory, with the generated file's own
-    ``shard``."""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    built.namespace.shard(built.module, init_device_mesh(device, (dist.get_world_size(),)))
-    built.sharded = True
-    # the weights overwrite reset_parameters' draws: DTensor's caveat about random numbers
-    # on CPU meshes does not apply
-    warnings.filterwarnings("ignore", "DTensor random operators")
-    del torch
-
-
-def split_batch(xs: list, lives: list, dom) -> tuple[list, list]:
-    """This rank's rows of inputs with a leading batch dim beyond their domain shape (the
-    same contiguous split for all, :func:`batch_bounds`); inputs without one are whole on
-    every rank (each rank then computes the same outputs)."""
-    import torch.distributed as dist
-
-    extra = [x.ndim - len(a.shape) for x, a in zip(xs, dom)]
-    if not xs or min(extra) < 1:
-        return xs, lives
-    rank, world = dist.get_rank(), dist.get_world_size()
-    n = max(x.shape[0] for x in xs)
-    lo, hi = batch_bounds(n, world)[rank], batch_bounds(n, world)[rank + 1]
-
-    def part(a):
-        return None if a is None else (a[lo:hi] if a.shape[0] == n else a)
-    return [part(x) for x in xs], [part(m) for m in lives]
-
-
 def _rank_of_plan(rank: int, world: int, plan):
     """One rank of ``ncdc run --nproc``: the run; rank 0 returns it with every rank's outputs
     joined along the batch (when split) and the largest peak memory, the others nothing."""
     import numpy as np
     import torch.distributed as dist
-
-    from ncdc.commands.run import run_rank
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "DTensor random operators")
@@ -347,10 +306,8 @@ def _rank_of_plan(rank: int, world: int, plan):
 
 
 def _splits(plan) -> bool:
-    """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`split_batch`)."""
-    from ncdc.commands.run import _inputs
-
-    xs, _ = _inputs(plan)
+    """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`ncdc.rank.split_batch`)."""
+    xs, _ = read_inputs(plan)
     return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom)) >= 1
 
 
@@ -378,5 +335,4 @@ def sharded_runs(rank: int, world: int, jobs: list) -> list:
     return [sharded_run(rank, world, job) for job in jobs]
 
 
-__all__ = ["batch_bounds", "free_port", "launch", "run_sharded", "shard_built", "sharded_run",
-           "sharded_runs", "split_batch"]
+__all__ = ["free_port", "launch", "run_sharded", "sharded_run", "sharded_runs"]

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TRANSFORMER
 
 import ncdc
 from ncdc.cli import COMMANDS, build_parser, main
+from tests.conftest import TRANSFORMER
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "sympy", "torch", "networkx", "ncdc.ir", "ncdc.spec", "ncdc.interpreter",

@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import ATTENTION_CORE, TRANSFORMER
 from ncdc.codegen import generate, instantiate, load_module
-from ncdc.codegen.check import ModuleCache, check_morphism, run_generated
 from ncdc.codegen.fingerprint import structural_key
 
 from ncdc import interpreter
+from ncdc.verify.check import ModuleCache, check_morphism, run_generated
+from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
 CACHE = ModuleCache()
 """Generated modules shared by every test of this file (one per block body and mode)."""

@@ -21,9 +21,9 @@ import time
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.check import CheckResult, compare, run_generated
 
 from ncdc import codegen, interpreter
+from ncdc.verify.check import CheckResult, compare, run_generated
 
 SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
 

@@ -8,12 +8,12 @@ import time
 
 import pytest
 import sympy
-from conftest import TRANSFORMER
 from ncdc.ir.cost import cost, formula_ops, weight_bytes
 from ncdc.ir.params import param_specs
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 
 @pytest.fixture(scope="module")

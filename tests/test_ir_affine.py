@@ -15,7 +15,6 @@ import random
 import numpy as np
 import pytest
 import sympy
-from conftest import ATTENTION_CORE, TRANSFORMER
 from ncdc.codegen import affine as codegen_affine
 from ncdc.interpreter import reindex
 from ncdc.ir.affine import BoundAffineMap, RangeConstraint, affine_map
@@ -37,6 +36,7 @@ from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
 from ncdc.ir.walk import walk
 
 import ncdc
+from tests.conftest import ATTENTION_CORE, TRANSFORMER
 from tests.oracles.ir_build import axis, block, composed, product, rearr, stride
 
 

@@ -6,7 +6,6 @@ import re
 
 import pytest
 import sympy
-from conftest import ATTENTION_CORE, DATA, TRANSFORMER, find_typed
 from ncdc.ir import operators as ops
 from ncdc.ir.datatypes import BlockScale, Complex, Natural, Quantified, Reals
 from ncdc.ir.errors import SpecDecodeError, SpecError, SpecFormatError
@@ -17,6 +16,7 @@ from ncdc.spec.loader import load_text
 
 import ncdc
 from ncdc import ir
+from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER, find_typed
 
 EXTRA = DATA / "extra_kinds.json"
 SPEC_FILES = (None, TRANSFORMER, ATTENTION_CORE, EXTRA, *sorted(

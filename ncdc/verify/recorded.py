@@ -15,6 +15,7 @@ path, by which the recording is matched back to the spec's own blocks.
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.env import Env
 
 
@@ -24,10 +25,9 @@ def record_block_inputs(root, env: Env, seed: int = 0,
     objects) that the model, read as ``reading``, enters (its first entry): the arrays and their
     liveness (a window's out-of-range slots are dead). Empty when ``root`` cannot be
     evaluated."""
+    from ncdc import interpreter
     from ncdc.ir.morphisms import Block
     from ncdc.ir.walk import walk
-
-    from ncdc import interpreter
 
     seen: dict = {}
     by_path = reading != "faithful"
