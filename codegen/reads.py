@@ -1,4 +1,4 @@
-"""Reading a ``Broadcasted``'s inputs through their reindexings (FORMAT.md §9).
+"""Reading a ``Broadcasted``'s inputs through their reindexings (docs/format.md §9).
 
 A reindexing that is a plain relabelling (the common case) costs no code at all: the input's
 dims just get degree labels. Windows, groups and shifted reads become ``unflatten`` or a strided
@@ -78,7 +78,7 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) ->
 def _constrained(cb, b, amap, expr, labels, live, static):
     """A composed reindexing's intermediate indices ``row . d + shift`` must stay in
     ``[0, |axis|)`` (``ir.affine`` constraints): positions where one leaves are dead and hold
-    0, like reads outside the source (FORMAT.md §7, interpreter/READINGS.md 2)."""
+    0, like reads outside the source (docs/format.md §7, interpreter/READINGS.md 2)."""
     gen = cb.gen
     used = sorted({i for c in amap.constraints for i, s in enumerate(c.row) if s != 0})
     deg = b.degree

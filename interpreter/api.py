@@ -212,7 +212,7 @@ class Interpreted:
 def interpret(morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
               stand_in: bool = False, seed: int = 0, fuse: bool = True,
               reading: str = "faithful", plan: bool = True) -> Interpreted:
-    """Prepare ``morphism`` for evaluation (FORMAT.md semantics).
+    """Prepare ``morphism`` for evaluation (docs/format.md semantics).
 
     ``env``: an :class:`~ir.env.Env` binding its sizes (e.g. ``spec.bind("tiny").env``;
     :func:`ncdc.interpret` binds from a preset for you). ``params``: key

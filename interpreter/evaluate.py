@@ -1,4 +1,4 @@
-"""Evaluation of the structural morphisms (FORMAT.md §8–§10) and of each ``Broadcasted``.
+"""Evaluation of the structural morphisms (docs/format.md §8–§10) and of each ``Broadcasted``.
 
 * ``Rearrangement`` on wires copies / discards / permutes the tuple (no data moves);
 * ``Composed`` runs left to right; ``ProductOfMorphisms`` splits the tuple by the parts' arities;

@@ -2,7 +2,7 @@
 
 ``values`` is a numpy array: float64 for reals, int64 for naturals, complex128 for complex
 numbers (also in emulate mode — rounding changes the numbers, not the storage). ``live`` is a
-bool array or ``None`` (= every position live), FORMAT.md §2.4.
+bool array or ``None`` (= every position live), docs/format.md §2.4.
 
 Internal conventions (the public API always hands out full, contiguous arrays):
 
@@ -12,7 +12,7 @@ Internal conventions (the public API always hands out full, contiguous arrays):
   dimensions is either the logical size or 1 (broadcast: the data is constant along it). Views
   with zero or negative strides are allowed and never written to.
 
-Liveness rules (FORMAT.md §2.4), all expressed with the helpers of this module:
+Liveness rules (docs/format.md §2.4), all expressed with the helpers of this module:
 
 =====================================================  ========================================
 operation                                              result liveness

@@ -211,7 +211,7 @@ class Block(Morphism):
 
 @dataclass(frozen=True, eq=False)
 class Broadcasted(Morphism):
-    """An operator applied at every index of the degree (FORMAT.md §9)."""
+    """An operator applied at every index of the degree (docs/format.md §9)."""
 
     operator: object
     input_weaves: tuple[Weave, ...]

@@ -1,4 +1,4 @@
-"""Checks of ``Broadcasted`` terms: the weave/reindexing invariants of FORMAT.md §9.4, box
+"""Checks of ``Broadcasted`` terms: the weave/reindexing invariants of docs/format.md §9.4, box
 ports (§10.4–§10.5) and cheap per-operator arity, rank and datatype rules (§11).
 
 Codes: ``weave-degree`` (TILED slot counts, one reindexing per input), ``reindexing-domain``
@@ -153,7 +153,7 @@ def _kind_is(ck, b, path, titles, k: int, want: str) -> None:
 
 
 def _ports(ck, b, path, titles, dom, cod, what: str) -> None:
-    """A box's weave targets against its block's dom/cod (FORMAT.md §10.4, §2.5)."""
+    """A box's weave targets against its block's dom/cod (docs/format.md §10.4, §2.5)."""
     for side, weaves, objs in (("input", b.input_weaves, dom), ("output", b.output_weaves, cod)):
         if objs is None:
             continue
@@ -170,7 +170,7 @@ def _ports(ck, b, path, titles, dom, cod, what: str) -> None:
             if prob.kind == "leniency":
                 ck.warning("datatype-leniency", f"{what}: {side} port {prob.position}: the block "
                            f"says {prob.left} but the weave says {prob.right.datatype} (equal "
-                           "after stripping quantisation, FORMAT.md §2.5)", where, titles,
+                           "after stripping quantisation, docs/format.md §2.5)", where, titles,
                            prob.axes_involved())
             else:
                 ck.error("box-port", f"{what}: {side} port {prob.position}: the block has "
@@ -312,7 +312,7 @@ def _box_name(op) -> str:
 
 def _convert_fields(ck, b, path, titles) -> None:
     """``source``/``target`` against the weaves: equal, or equal after stripping quantisation
-    (a ``datatype-leniency`` warning: trust the weave for typing, FORMAT.md §11.21)."""
+    (a ``datatype-leniency`` warning: trust the weave for typing, docs/format.md §11.21)."""
     op = b.operator
     for field, declared, w, wfield in (("source", op.source, b.input_weaves[0], "input_weaves"),
                                        ("target", op.target, b.output_weaves[0],
@@ -322,7 +322,7 @@ def _convert_fields(ck, b, path, titles) -> None:
         if compatible(declared, w.datatype):
             ck.warning("datatype-leniency", f"TypeConvert {field} says {declared} but the "
                        f"{wfield[:-7]} weave says {w.datatype} (equal after stripping "
-                       "quantisation, FORMAT.md §2.5)", f"{path}.operator.{field}", titles)
+                       "quantisation, docs/format.md §2.5)", f"{path}.operator.{field}", titles)
         else:
             ck.error("operator-type", f"TypeConvert {field} {declared} is incompatible with "
                      f"the weave's {w.datatype}", f"{path}.operator.{field}", titles)
@@ -330,7 +330,7 @@ def _convert_fields(ck, b, path, titles) -> None:
 
 def _covariant(ck, b, path, titles) -> None:
     """The scatter's index map: its codomain is the output target; the input target is a
-    leading part of its domain (FORMAT.md §11.14)."""
+    leading part of its domain (docs/format.md §11.14)."""
     rx = b.operator.reindexing
     dom, cod = ck.typed(rx, "dom"), ck.typed(rx, "cod")
     if dom is None or cod is None:

@@ -1,5 +1,5 @@
 """Generated PyTorch against the reference interpreter (an independent implementation of
-FORMAT.md): every distinct block of the bundled spec (salvaged) and of the older pyncd examples,
+docs/format.md): every distinct block of the bundled spec (salvaged) and of the older pyncd examples,
 and the whole models, in exact mode (float64, 1e-10 relative) and emulate mode (bit for bit on
 every quantised output); plus batch dims and token counts the module was not built for."""
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Generated modules against the interpreter at sizes drawn by hypothesis (tiny, varied
-consistently with FORMAT.md §4.5), in both modes."""
+consistently with docs/format.md §4.5), in both modes."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Generated code for the forms of FORMAT.md §14.3 (compressor, indexer, entry selection,
+"""Generated code for the forms of docs/format.md §14.3 (compressor, indexer, entry selection,
 attention over ``w|x + s|x``), each on a small hand-made term whose inputs reach the form with
 dead positions, checked against the reference interpreter in exact and emulate mode with the
 comparison ``ncdc check`` uses (:func:`ncdc.verify.check.check_morphism`)."""

@@ -1,4 +1,4 @@
-"""``ir.affine``: the one normalisation of reindexings to affine maps (FORMAT.md §7).
+"""``ir.affine``: the one normalisation of reindexings to affine maps (docs/format.md §7).
 
 Every reindexing of the bundled spec and of both older pyncd examples, and random trees of
 ``Rearrangement`` / ``StrideMorphism`` / ``Block`` / ``ProductOfMorphisms`` / ``Composed``, are

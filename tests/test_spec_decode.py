@@ -118,7 +118,7 @@ def test_identity_of_repository_records_is_kept(bundled):
 
 
 def compress(doc) -> dict:
-    """The compressed export of FORMAT.md §1.5, written independently of spec.envelope:
+    """The compressed export of docs/format.md §1.5, written independently of spec.envelope:
     records in post-order, each referring only to earlier ones, identical records shared."""
     records, index = [], {}
 

@@ -1,7 +1,7 @@
 """Every array a generated module holds in an MX format groups its block scales as the reference
 interpreter does, on non-zero random weights (biases included): the module loaded through
 ``load_interpreter_params`` and through the checkpoint loader (``ncdc.checkpoint``), the
-interpreter under the same policy, both against an encoding written here from FORMAT.md / the
+interpreter under the same policy, both against an encoding written here from docs/format.md / the
 storage policy's docstring with ml_dtypes; the module's bytes against the cost model's; and
 ``ncdc check --weights`` drawing non-zero biases, so that it would catch a grouping error."""
 from __future__ import annotations
