@@ -200,7 +200,7 @@ COMPILE_FORMS = {
 }
 """The compiled forms section 3 races against eager: inductor settings patched while each one
 compiles (its first call). ``freezing`` folds the weights in as constants (inference only, under
-``torch.no_grad``; README, *Generated modules*, compile and export)."""
+``torch.no_grad``; docs/generated-modules.md, compile and export)."""
 
 
 def section_compile(l0: Layer0, repeat: int) -> None:
