@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import sympy
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
@@ -298,8 +299,6 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
 
 def _read_comment(amap, general, used, deg) -> str:
     """``[x, w|x] <- [x - w|x]``: the positions read, per source dim."""
-    import sympy
-
     terms = []
     for j in general:
         expr = sum((amap.rows[j][i] * sympy.Symbol(f"_d{i}") for i in used), amap.shifts[j])

@@ -15,17 +15,21 @@ gathers every parameter's whole gradient.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import pickle
 import socket
+import sys
 import tempfile
 import time
 import traceback
+import types
 import warnings
 from datetime import timedelta
 from pathlib import Path
 
+from ncdc.ir.errors import DistributedError, DistributedTimeout, SpecError
 from ncdc.rank import batch_bounds, read_inputs, run_rank
 
 
@@ -64,8 +68,6 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
 def _one_line(exc: BaseException) -> str:
     """A rank's error as one line: a typed ncdc error's message, else the exception's type and
     the first line of its message."""
-    from ncdc.ir.errors import SpecError
-
     text = str(exc).strip()
     if isinstance(exc, SpecError):
         return " ".join(text.split("\n"))
@@ -124,8 +126,6 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
                 results.append(pickle.load(f))
     errors = [(r, res) for r, res in enumerate(results) if "error" in res]
     if errors:
-        from ncdc.ir.errors import DistributedError, DistributedTimeout
-
         r, first = next(((r, e) for r, e in errors if "message" in e), errors[0])
         if time.monotonic() > deadline and "message" not in first:
             raise DistributedTimeout(f"{nproc} ranks did not finish within {timeout:g} s "
@@ -267,9 +267,6 @@ def _numpy_bits(t):
 
 def _load_source(source: str):
     """Generated source executed as a fresh module (without importing the compiler)."""
-    import sys
-    import types
-
     name = f"ncdc_rank_module_{len([m for m in sys.modules if m.startswith('ncdc_rank_')])}"
     mod = types.ModuleType(name)
     mod.__file__ = f"<{name}>"
@@ -313,8 +310,6 @@ def _splits(plan) -> bool:
 
 def run_sharded(plan, timeout: float = 3600.0):
     """``ncdc run --nproc N``: ``plan`` on ``plan.nproc`` local ranks; rank 0's result."""
-    import dataclasses
-
     if plan.model_specs is not None:  # a closure: evaluate it here, hand the ranks a list
         plan = dataclasses.replace(plan, model_specs=_Given(plan.model_specs()))
     return launch(_rank_of_plan, plan.nproc, plan, timeout=timeout)[0]

@@ -2,8 +2,9 @@
 
 Every ``import`` statement counts, at module level or inside a function, so a circle hidden in a
 function-level import is still a circle. Module names follow the package-dir map in pyproject.toml
-(``ir/`` is ``ncdc.ir``), so the graph is the one the wheel has. A package's ``__init__`` importing
-its own submodules (re-exports, registration) is the package's own content, not an edge.
+(``ir/`` is ``ncdc.ir``), so the graph is the one the wheel has. A package's ``__init__`` that
+imports its own submodules (re-exports, registration) has an edge to each, so a submodule that
+imports its own package's re-exports closes a circle with it.
 """
 from __future__ import annotations
 
@@ -88,15 +89,12 @@ def import_graph() -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for module, path in files.items():
-        is_package = path.stem == "__init__"
         for base, name, line in imported_names(path, module):
             # ``from X import y`` imports the module X.y when there is one, else a name of X
             target = f"{base}.{name}" if name and f"{base}.{name}" in modules else base
             resolved = resolve(target, modules)
             if resolved is None or resolved == module:
                 continue
-            if is_package and resolved.startswith(module + "."):
-                continue  # the package's own submodule
             lines = graph.get_edge_data(module, resolved, {}).get("lines", [])
             graph.add_edge(module, resolved, lines=[*lines, line])
     return graph

@@ -74,8 +74,9 @@ def test_the_circle_test_sees_function_level_imports(tmp_path):
                                      "    return cost\n")
     assert ("ncdc.ir", "cost", 2) in imported_names(tmp_path / "mod.py", "ncdc.ir.x")
     graph = import_graph()
-    # a known function-level edge of the package itself
+    # a known function-level edge of the package itself, and a package's own submodule
     assert graph.has_edge("ncdc.commands.run", "ncdc.distributed")
+    assert graph.has_edge("ncdc.interpreter", "ncdc.interpreter.rules")
     assert "ncdc.distributed" not in nx.descendants(graph, "ncdc.rank")
 
 

@@ -19,12 +19,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ncdc import interpreter
 from ncdc.codegen.boundary import mask_names
 from ncdc.codegen.generate import DTYPES, generate, instantiate, load_module
+from ncdc.interpreter.storage_policy import apply_policy
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.env import Env
 from ncdc.ir.errors import UsageError
 from ncdc.ir.morphisms import Block
+from ncdc.ir.params import param_specs
+from ncdc.ir.readings import apply_reading
 
 from . import tolerance as tol_
 
@@ -189,9 +193,6 @@ def _stored_params(morphism, env, params, weights, seed: int):
     small values then fall to E4M3 subnormals, the one place its rounding depends on the
     group). ``held``: ``params`` with those values held in their formats as the interpreter
     holds them. The module is given ``given`` and encodes it itself."""
-    from ncdc.interpreter.storage_policy import apply_policy
-    from ncdc.ir.params import param_specs
-
     specs = param_specs(morphism, env)
     given = copy.copy(params)  # its stand-in and computed lists kept
     rng = np.random.default_rng([seed, 0x5EED])
@@ -221,9 +222,6 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
     ``weights``: a storage policy (:mod:`interpreter.storage_policy`) both sides apply, the
     interpreter to its parameters, the module by holding them in storage formats. ``seeds``
     >= 1 draws: a check that runs nothing proves nothing."""
-    from ncdc import interpreter
-    from ncdc.ir.readings import apply_reading
-
     if seeds < 1:
         raise UsageError(f"seeds must be at least 1, not {seeds}")
     morphism = apply_reading(morphism, reading)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from ncdc import interpreter
 from ncdc.codegen.boundary import mask_names
 from ncdc.codegen.decoder import token_input
 from ncdc.codegen.generate import DTYPES, generate, instantiate, load_module
@@ -100,8 +101,6 @@ def prepare(morphism: Morphism, env: Env, *, quant: str = "exact", seed: int = 0
     interpreter's parameters. ``masks``: per input its liveness or None (given to both sides);
     ``module_params``: applied to the module's parameters only (tests that a wrong weight is
     caught)."""
-    from ncdc import interpreter
-
     analysis = analyse(morphism)
     analysis.raise_if_not_causal()
     prep = Prepared(morphism, quant, analysis)
@@ -153,7 +152,6 @@ def decode_and_compare(prep: Prepared, prefill: int, chunks, *, name: str = "",
         res.problem = "not incremental: " + "; ".join(
             r.describe() for r in analysis.of_kind("unbounded"))
         return res
-    from ncdc import interpreter
 
     g, module, xs, lives, tape = prep.g, prep.module, prep.xs, prep.lives, prep.tape
     res.interp_s = prep.interp_s
