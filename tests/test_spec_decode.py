@@ -280,3 +280,12 @@ def test_every_broken_morphism_in_data_is_reported_with_its_titles(transformer_j
     assert "NoSuchOperator" in got[softmax_path].message
     for p in got.values():
         assert p.titles[:1] == ("Transformer Layer",) and p.titles[-1] == "Attention Core"
+
+
+def test_nullary_constant_operator_is_refused_by_name(attention_core_json):
+    path, softmax = find_typed(attention_core_json, "SoftMax")[0]
+    softmax.clear()
+    softmax.update({"__type__": "Constant", "value": 1.0})
+    err = _load_error(attention_core_json)
+    assert isinstance(err, SpecDecodeError) and err.node_type == "Constant"
+    assert err.json_path == path and "nullary Constant operator" in err.message
