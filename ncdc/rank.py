@@ -7,6 +7,9 @@ checkpoint or seeded synthetic values), runs one forward pass and returns a :cla
 with the outputs, the time of each stage and the peak resident memory. On a rank of a sharded run
 the module is sharded before it is given memory (:func:`shard_built`) and the inputs' batch is
 split over the ranks (:func:`split_batch`).
+
+``ncdc run``'s parser imports this module, so torch, numpy and the backends are imported by the
+functions that use them.
 """
 from __future__ import annotations
 
