@@ -34,10 +34,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # this file is named like the package it measures: keep bench/ off the import path
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
-from ncdc.codegen.check import run_generated
-
 import ncdc
 from ncdc import codegen, interpreter
+from ncdc.verify.check import run_generated
 
 DEFAULT_THREADS = torch.get_num_threads()
 SECTIONS = ("handwritten", "bfloat16", "compile", "memory", "interpreter", "codegen")
@@ -201,7 +200,7 @@ COMPILE_FORMS = {
 }
 """The compiled forms section 3 races against eager: inductor settings patched while each one
 compiles (its first call). ``freezing`` folds the weights in as constants (inference only, under
-``torch.no_grad``; README, *Generated modules*, compile and export)."""
+``torch.no_grad``; docs/generated-modules.md, compile and export)."""
 
 
 def section_compile(l0: Layer0, repeat: int) -> None:

@@ -40,7 +40,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
 from ncdc.codegen.decoder import token_input
-from ncdc.ir.incremental import is_token_axis
+from ncdc.ir.axes import is_token_axis
 
 import ncdc
 from ncdc import codegen, interpreter

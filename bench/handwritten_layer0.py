@@ -1,6 +1,6 @@
 """Layer 0 of DeepSeek-V4.1-Flash (the "Sliding Window Layer": an mHC attention sublayer and
 an mHC mixture-of-experts sublayer), written by hand in PyTorch from the block descriptions
-(FORMAT.md §14.2), independently of ncdc's code generator. Exact arithmetic (every storage-format
+(docs/format.md §14.2), independently of ncdc's code generator. Exact arithmetic (every storage-format
 cast is the identity), any leading batch dims. Used by ``bench/codegen.py`` as the speed
 reference and checked against the generated module on the same weights.
 

@@ -1,7 +1,7 @@
 """Benchmark: load + validate the bundled spec (salvaged) against bare ``json.loads``.
 
 The reference is ``json.loads`` of the *repaired prefix*: the text up to the last complete
-value with its open brackets closed (FORMAT.md's "repaired copy"), i.e. the cheapest possible
+value with its open brackets closed (docs/format.md's "repaired copy"), i.e. the cheapest possible
 way to read what the salvaging loader recovers. Both are timed in this one run, interleaved
 over 7 rounds; figures are min / median and the ratio of the minima (goal: at most 10x). The
 script runs twice, in fresh processes, and prints one table: BLAS/OpenMP pinned to one thread
@@ -37,7 +37,7 @@ _SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null")
 
 
 def repaired_prefix(text: str) -> str:
-    """``text`` cut after its last complete value, its open containers closed: FORMAT.md's
+    """``text`` cut after its last complete value, its open containers closed: docs/format.md's
     "repaired copy". A plain token scan, written for this benchmark (not the loader)."""
     closers: list[str] = []      # one per open container
     want_key: list[bool] = []    # per open container: an object expecting a key next

@@ -210,7 +210,7 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     spec = ncdc.load(None)
-    from ncdc.cost_report import _solve_tokens, token_axis
+    from ncdc.commands.cost_report import _solve_tokens, token_axis
 
     sizes = {}
     for item in args.size:

@@ -1,6 +1,7 @@
 """PyTorch code generation: any morphism of the IR becomes a standalone ``nn.Module`` source.
 
-    >>> import ncdc, codegen
+    >>> import ncdc
+    >>> from ncdc import codegen
     >>> spec = ncdc.load(); env = spec.bind("tiny").env
     >>> source, module = codegen.compile_torch(spec.block("Mixing Coefficients"), env)
 
@@ -24,29 +25,15 @@ import sys
 from .generate import DTYPES, Generated, generate, instantiate, load_module
 
 
-def _env_for(morphism, env, sizes, preset="tiny"):
-    if env is not None:
-        if sizes:
-            raise ValueError("give either env or sizes, not both")
-        return env
-    from ncdc.spec.bindings import bind
-
-    from .generate import collect_symbols
-
-    return bind(collect_symbols(morphism), preset, sizes or None, None).env
-
-
-def generate_source(morphism, env=None, *, sizes=None, quant: str = "exact",
+def generate_source(morphism, env, *, quant: str = "exact",
                     dtype: str = "float64", module_name: str | None = None,
                     source_name: str | None = None, reading: str = "faithful") -> str:
-    """The generated Python source for ``morphism`` (sizes bound by ``env``, or by the tiny
-    preset plus ``sizes``)."""
-    env = _env_for(morphism, env, sizes)
+    """The generated Python source for ``morphism``, its sizes bound by ``env``."""
     return generate(morphism, env, quant=quant, module_name=module_name,
                     source_name=source_name, reading=reading).source
 
 
-def compile_torch(morphism, env=None, *, sizes=None, quant: str = "exact",
+def compile_torch(morphism, env, *, quant: str = "exact",
                   dtype: str = "float64", module_name: str | None = None, stand_in: bool = False,
                   reading: str = "faithful"):
     """``(source, module)``: the generated source and an instance of its root class (in
@@ -54,7 +41,6 @@ def compile_torch(morphism, env=None, *, sizes=None, quant: str = "exact",
     for data only the user can supply, with a warning)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
-    env = _env_for(morphism, env, sizes)
     g = generate(morphism, env, quant=quant, module_name=module_name, reading=reading)
     mod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}

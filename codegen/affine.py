@@ -1,6 +1,6 @@
 """Reindexings (stride-category morphisms) as affine maps ``c = M d + t`` for the code generator.
 
-The normalisation is ``ir.affine``'s (FORMAT.md §7); here each source dim is classified once: a
+The normalisation is ``ir.affine``'s (docs/format.md §7); here each source dim is classified once: a
 plain relabelling (the source dim *is* degree dim ``i``), or a general affine row that needs a
 strided read (windows, groups, shifted prefixes). An operand read (``Broadcasted`` reindexing)
 whose composition has an intermediate index that can leave its axis adds that index's range

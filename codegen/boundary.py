@@ -9,6 +9,8 @@ which makes every downstream operator honour the mask.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from ncdc.ir.arrays import Array
 from ncdc.ir.axes import AffineSparseAxis, SparseAxis
@@ -44,8 +46,6 @@ def default_statements(var: str, live: str) -> list[Statement]:
 
 def mask_names(module, dom) -> dict[int, str]:
     """Input position -> name of its optional mask argument in ``module.forward``."""
-    import inspect
-
     names = [p.name for p in inspect.signature(module.forward).parameters.values()
              if p.kind is p.KEYWORD_ONLY and p.name.endswith("_live")]
     slots = [k for k, arr in enumerate(dom) if can_be_dead(arr)]

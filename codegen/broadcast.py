@@ -1,4 +1,4 @@
-"""Lowering of one ``Broadcasted`` (FORMAT.md §9): read every input through its reindexing
+"""Lowering of one ``Broadcasted`` (docs/format.md §9): read every input through its reindexing
 (:mod:`codegen.reads`), let the operator's rule compute on the target dims (:mod:`codegen.rules`,
 each seeing a :class:`codegen.ctx.Ctx`), place the results into the output weaves
 (:mod:`codegen.place`) and round them to their storage format in emulate mode.

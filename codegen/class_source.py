@@ -184,7 +184,7 @@ def doc_text(iface: Interface, outputs: list) -> str:
     parts.append(f"Inputs: {ins or 'none'}.\nReturns: {outs or 'nothing'}.")
     masks = [w.var for w in iface.inputs if w.live is not None]
     if masks or any(st is not None for _, st, _ in outputs):
-        parts.append("Arrays that can hold dead positions (FORMAT.md §2.4) travel with a "
+        parts.append("Arrays that can hold dead positions (docs/format.md §2.4) travel with a "
                      "bool mask `<name>_live`;\ndead positions hold 0.")
     if iface.selection is not None:
         axis = comment_text(iface.selection.axis.label, 20)

@@ -12,8 +12,9 @@ read) get them; one that reads later tokens is not causal (``ir.incremental``).
 """
 from __future__ import annotations
 
+from ncdc.ir.axes import is_token_axis
 from ncdc.ir.errors import SpecError
-from ncdc.ir.incremental import Analysis, analyse, classify_reindexing, is_token_axis
+from ncdc.ir.incremental import Analysis, analyse, classify_reindexing
 from ncdc.ir.morphisms import Broadcasted, Morphism
 
 from .names import string_literal

@@ -1,4 +1,4 @@
-"""Arrays the spec fixes but does not learn (FORMAT.md §11.12): computed by rule where the spec
+"""Arrays the spec fixes but does not learn (docs/format.md §11.12): computed by rule where the spec
 gives one (the Engram primes ``p_{k}``: consecutive primes summing to ``T_{k}``, as
 ``interpreter/fixed.py``), otherwise data only the user can supply (``E_cmp``, the hash
 multipliers ``alpha``): zeros the module refuses to run on until they are loaded, or seeded

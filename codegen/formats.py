@@ -4,6 +4,10 @@ in an encoding every value of which another encoding holds exactly, rounded to t
 inputs' values, rounded to a format holding them (``exact``)."""
 from __future__ import annotations
 
+import sympy
+from ncdc.ir.numeric import FREE_INPUT, IsPositive
+from ncdc.ir.operators import Arithmetic, Decomplex, Identity, PairsAsComplex, View
+
 _MINIFLOATS = frozenset({"E4M3", "E5M2", "E2M1"})
 
 # every value of each encoding on the right is a value of the one on the left (element formats
@@ -20,14 +24,9 @@ def exact(operator) -> bool:
     """True for an operator every output value of which is an input value, its magnitude,
     negation or conjugate, a part of it, 0 or 1 (a view, a complex/pairs conversion, ``|x|``,
     ``-x``, ``1[x > 0]``): rounding its result to a format holding its inputs is the identity."""
-    from ncdc.ir.numeric import FREE_INPUT, IsPositive
-    from ncdc.ir.operators import Arithmetic, Decomplex, Identity, PairsAsComplex, View
-
     if isinstance(operator, (View, Decomplex, PairsAsComplex, Identity)):
         return True
     if isinstance(operator, Arithmetic):
-        import sympy
-
         f, x = operator.formula, FREE_INPUT
         return f.free_symbols == {x} and f in (sympy.Abs(x), -x, sympy.conjugate(x),
                                                 IsPositive(x))

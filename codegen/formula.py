@@ -1,4 +1,4 @@
-"""Elementwise formulas (``Arithmetic.formula``, FORMAT.md §11.7) printed as torch expressions.
+"""Elementwise formulas (``Arithmetic.formula``, docs/format.md §11.7) printed as torch expressions.
 
 Sub-expressions that do not involve the operand are printed as plain Python scalar arithmetic
 (``math.sqrt(self.c)``), the rest as torch calls; free constants are the module's constructor

@@ -15,8 +15,9 @@ from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Block, Morphism, Truncated
 from ncdc.ir.names import plain_title
 from ncdc.ir.numeric import FreeNumeric
-from ncdc.ir.params import param_specs
+from ncdc.ir.params import param_specs, repetitions
 from ncdc.ir.readings import apply_reading
+from ncdc.ir.walk import walk
 
 from .boundary import input_statics
 from .class_source import base_class_source
@@ -24,6 +25,7 @@ from .classinfo import INDENT, ClassInfo, Param, Sub
 from .decoder import decoder_methods
 from .generator import Generator
 from .lower import ClassBuilder
+from .names import class_name as to_class_name
 from .names import comment_text, docstring, string_literal
 from .storage import MemberFormats, stored_loader, verify
 
@@ -80,8 +82,6 @@ def data_symbols(root: Morphism, specs) -> set[FreeNumeric]:
 
 
 def _repetition_symbols(root):
-    from ncdc.ir.walk import walk
-
     for site in walk(root):
         if isinstance(site.node, Block):
             rep = sympy.sympify(site.node.tag.repetition)
@@ -163,7 +163,6 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     gen = Generator(env, data_symbols(morphism, specs), quant, symbols)
     gen.weight_formats = MemberFormats(specs, weights, gen.key_of)
     title, description, formula = _root_title(morphism, module_name)
-    from .names import class_name as to_class_name
 
     def make(excluded):
         name = gen.class_names.fresh(to_class_name(plain_title(title), "Model"), sep="")
@@ -172,11 +171,8 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
                                excluded=excluded)
         builder.iface.optional_masks = True  # <input>_live=None at the boundary (codegen/boundary.py)
         body = morphism
-        if isinstance(morphism, Block):
-            from ncdc.ir.params import repetitions
-
-            if repetitions(morphism, env) == 1:
-                body = morphism.body
+        if isinstance(morphism, Block) and repetitions(morphism, env) == 1:
+            body = morphism.body
         builder.build(body, list(morphism.dom), input_statics(gen, morphism.dom), {})
         return info
 

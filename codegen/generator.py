@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 
 from ncdc.ir.env import Env
-from ncdc.ir.morphisms import Block
+from ncdc.ir.morphisms import Block, Broadcasted
 from ncdc.ir.numeric import FreeNumeric
+from ncdc.ir.operators import BlockOperator
 from ncdc.ir.tags import TapeSlot
 
 from .classinfo import ClassInfo
@@ -156,9 +157,6 @@ class Generator:
 
 def sub_block_titles(block) -> list[str]:
     """Titles of the blocks ``block``'s body applies directly, in body order."""
-    from ncdc.ir.morphisms import Broadcasted
-    from ncdc.ir.operators import BlockOperator
-
     out, stack = [], [block.body]
     while stack:
         m = stack.pop()

@@ -1,4 +1,4 @@
-"""Static liveness: which positions of a wire can hold the universal unit (FORMAT.md §2.4).
+"""Static liveness: which positions of a wire can hold the universal unit (docs/format.md §2.4).
 
 The generator only emits mask code where a position can actually be dead, so dense paths stay
 plain tensor code. It decides by propagating two boolean arrays per wire through the same rules

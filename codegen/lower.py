@@ -1,4 +1,4 @@
-"""Lowering of a block body to one ``nn.Module`` class (FORMAT.md §8, §10).
+"""Lowering of a block body to one ``nn.Module`` class (docs/format.md §8, §10).
 
 :class:`ClassBuilder` walks the body, keeps every value as a :class:`~codegen.wires.Wire`,
 inlines one-operator blocks drawn in place (casts, elementwise maps, views) and calls a

@@ -14,6 +14,8 @@ import keyword
 import re
 from importlib import resources
 
+import sympy
+
 _LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|mathit|operatorname|mathbbm|mathbb|"
                              r"mathcal|tfrac|frac|lvert|rvert|left|right)\b")
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
@@ -254,8 +256,6 @@ def formula_name(expr, x) -> str | None:
     performs rather than the label's letters: ``x + ε`` is ``shifted``, ``x / 448`` ``scaled``,
     ``1 / x`` ``reciprocal``, a clamp ``clamped``, ``x σ(x)`` ``silu``; None when no rule names
     it (the caller falls back to the label)."""
-    import sympy
-
     if not getattr(expr, "has", None) or not expr.has(x) or expr == x:
         return None
     fn = {sympy.exp: "exp", sympy.Abs: "magnitude", sympy.conjugate: "conjugate",

@@ -1,4 +1,4 @@
-"""Arrays on a data-dependent sparse axis, computed at the live pairs only (FORMAT.md §2.4, §5.3,
+"""Arrays on a data-dependent sparse axis, computed at the live pairs only (docs/format.md §2.4, §5.3,
 §11.16-17, §16 item 4).
 
 A ``TopK`` in the WEIGHTS form keeps a few live slots of a :class:`~ir.axes.SparseAxis` (``k/e``)

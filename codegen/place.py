@@ -1,4 +1,4 @@
-"""Placing a rule's labelled results into the output weaves of a ``Broadcasted`` (FORMAT.md §9)."""
+"""Placing a rule's labelled results into the output weaves of a ``Broadcasted`` (docs/format.md §9)."""
 from __future__ import annotations
 
 from ncdc.ir.arrays import TILED

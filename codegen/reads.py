@@ -1,4 +1,4 @@
-"""Reading a ``Broadcasted``'s inputs through their reindexings (FORMAT.md §9).
+"""Reading a ``Broadcasted``'s inputs through their reindexings (docs/format.md §9).
 
 A reindexing that is a plain relabelling (the common case) costs no code at all: the input's
 dims just get degree labels. Windows, groups and shifted reads become ``unflatten`` or a strided
@@ -8,6 +8,7 @@ outside the source; a composed reindexing's intermediate indices are range-check
 from __future__ import annotations
 
 import numpy as np
+import sympy
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
@@ -77,7 +78,7 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) ->
 def _constrained(cb, b, amap, expr, labels, live, static):
     """A composed reindexing's intermediate indices ``row . d + shift`` must stay in
     ``[0, |axis|)`` (``ir.affine`` constraints): positions where one leaves are dead and hold
-    0, like reads outside the source (FORMAT.md §7, interpreter/READINGS.md 2)."""
+    0, like reads outside the source (docs/format.md §7, interpreter/READINGS.md 2)."""
     gen = cb.gen
     used = sorted({i for c in amap.constraints for i, s in enumerate(c.row) if s != 0})
     deg = b.degree
@@ -299,8 +300,6 @@ def _read_in_place(cb, b, amap, cur, pos, j, used, deg, expr, live, new_static, 
 
 def _read_comment(amap, general, used, deg) -> str:
     """``[x, w|x] <- [x - w|x]``: the positions read, per source dim."""
-    import sympy
-
     names = {f"_d{i}": "i_" + comment_text(deg[i].label, 20) for i in used}
     terms = []
     for j in general:

@@ -1,4 +1,4 @@
-"""Tape reads and writes (FORMAT.md §10): a slot is a local or a ``tape[key]`` entry, with its
+"""Tape reads and writes (docs/format.md §10): a slot is a local or a ``tape[key]`` entry, with its
 liveness mask where it can hold dead positions."""
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from .evaluate import Evaluator
 from .inputs import coerce, tape_needs, tape_slots
 from .params import ParamTable, build_params
 from .plan import Plan, compile_plan
-from .symbols import free_numerics
 from .values import Value, materialise, with_rank
 
 RECURSION_LIMIT = 20_000
@@ -68,14 +67,6 @@ def _handout(v: Value, shape) -> Value:
     if v.live is None and v.values.shape == shape:
         return Value(np.array(v.values, order="C"), None)
     return materialise(v, shape)
-
-
-def bind_for(morphism, sizes=None, constants=None, preset: str | None = None) -> Env:
-    """An env for a morphism given alone: the constants file, then ``preset`` (default
-    ``tiny``), then ``sizes`` / ``constants`` by name, code form or id."""
-    from ncdc.spec.bindings import bind
-
-    return bind(free_numerics(morphism), preset or "tiny", sizes, constants).env
 
 
 class Interpreted:
@@ -218,14 +209,13 @@ class Interpreted:
         return out
 
 
-def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
-              preset: str | None = None, params=None, quant: str = "exact", tape=None,
+def interpret(morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
               stand_in: bool = False, seed: int = 0, fuse: bool = True,
               reading: str = "faithful", plan: bool = True) -> Interpreted:
-    """Prepare ``morphism`` for evaluation (FORMAT.md semantics).
+    """Prepare ``morphism`` for evaluation (docs/format.md semantics).
 
-    ``env``: an :class:`~ir.env.Env` (e.g. ``spec.bind("tiny").env``); without one the sizes
-    are bound from ``preset`` (default ``tiny``) plus ``sizes``/``constants``. ``params``: key
+    ``env``: an :class:`~ir.env.Env` binding its sizes (e.g. ``spec.bind("tiny").env``;
+    :func:`ncdc.interpret` binds from a preset for you). ``params``: key
     -> array, keys as :func:`ir.params.param_specs` gives them relative to ``morphism``;
     ``None`` initialises every parameter (seeded). Fixed arrays the spec defines by rule are
     computed when absent; user data (``E_cmp``, ``alpha``) must be given unless ``stand_in``
@@ -236,10 +226,6 @@ def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
     ``plan``: compile once and run a flat plan (:mod:`interpreter.plan`); ``False`` walks the
     term on every call (the reference).
     """
-    if env is None:
-        env = bind_for(morphism, sizes, constants, preset)
-    elif sizes or constants:
-        raise ValueError("give either env or sizes/constants, not both")
     return Interpreted(morphism, env, params=params, quant=quant, tape=tape,
                        stand_in=stand_in, seed=seed, fuse=fuse, reading=reading, plan=plan)
 

@@ -1,4 +1,4 @@
-"""Evaluation of the structural morphisms (FORMAT.md §8–§10) and of each ``Broadcasted``.
+"""Evaluation of the structural morphisms (docs/format.md §8–§10) and of each ``Broadcasted``.
 
 * ``Rearrangement`` on wires copies / discards / permutes the tuple (no data moves);
 * ``Composed`` runs left to right; ``ProductOfMorphisms`` splits the tuple by the parts' arities;
@@ -101,7 +101,7 @@ class Evaluator:
         """Reset the per-evaluation state: the tape, occurrence counters, hooks, generator.
         ``observer(block, titles, outputs, batch)`` after and ``on_entry(block, titles, inputs,
         batch)`` before each block body, where given; ``perturb(values)`` replaces every
-        operator result's values (error injection: ``codegen.tolerance``)."""
+        operator result's values (error injection: ``ncdc.verify.tolerance``)."""
         self.tape = dict(tape or {})
         self.counts = {}
         self.observer = observer

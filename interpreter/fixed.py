@@ -1,6 +1,6 @@
 """Fixed arrays the spec defines by rule, and seeded stand-ins for data it leaves to the user.
 
-**Engram primes** ``p_{k}`` (FORMAT.md §11.12): the ``|GK|`` successive primes after a start
+**Engram primes** ``p_{k}`` (docs/format.md §11.12): the ``|GK|`` successive primes after a start
 ``s``, increasing, whose sum must equal the table bound ``T_{k}`` under the env. The released
 rule is ``s = 16,000,000`` (its 24 primes sum to 384,006,168 = ``T_1``). At other sizes the start
 is derived generically: the window of ``|GK|`` consecutive primes whose sum is ``T_{k}`` is found

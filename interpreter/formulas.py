@@ -1,4 +1,4 @@
-"""Elementwise formulas (``Arithmetic.formula``, FORMAT.md §11.7) lowered once to vectorised
+"""Elementwise formulas (``Arithmetic.formula``, docs/format.md §11.7) lowered once to vectorised
 numpy through ``sympy.lambdify`` — never walked per element.
 
 Free constants (epsilons, ``\\lambda``, ``\\tau``, sizes such as ``|c|``) are substituted from the
@@ -14,7 +14,7 @@ lacks or numpy spells differently are mapped explicitly:
 ``Max``/``Min``    elementwise ``numpy.maximum`` / ``numpy.minimum`` folded over the arguments
 ``sign``           ``numpy.sign``; ``Abs`` ``numpy.abs``; ``conjugate`` ``numpy.conj``
 ``log(a)/log(2)``  ``numpy.log2(a)`` (exact at powers of two, so ``ceil(log2 x)`` of the FP8
-                   scale recipe matches the released kernel; FORMAT.md writes ``Logarithm(b, a)``
+                   scale recipe matches the released kernel; docs/format.md writes ``Logarithm(b, a)``
                    as ``log(a)/log(b)``)
 =================  ==========================================================================
 

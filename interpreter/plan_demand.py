@@ -3,7 +3,7 @@
 The pattern (the routed experts of a mixture): a ``ProductOfMorphisms`` whose parts yield a
 gate ``g`` over a :class:`~ir.axes.SparseAxis` ``A`` (``k/e``: ``k`` of ``e`` positions live,
 chosen by data) and an array ``Y[A, ...]``, followed by an ``Einops`` that multiplies the two
-and sums over ``A``. The Einops skips dead terms (FORMAT.md §2.4, §16 item 3), so ``Y`` is read
+and sums over ``A``. The Einops skips dead terms (docs/format.md §2.4, §16 item 3), so ``Y`` is read
 only where ``g`` is live. When the part that computes ``Y`` is *position-wise in A* (no
 operator reads across ``A``: every reindexing is a ``Rearrangement``, no operator has ``A`` in
 an input target, no tape), each of its bank ``Linear`` s — ``W[in, ..., A, ...]`` with ``A``

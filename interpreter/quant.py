@@ -1,4 +1,4 @@
-"""Numpy rounding to the storage formats of pyncd's quantisation layer (FORMAT.md §12).
+"""Numpy rounding to the storage formats of pyncd's quantisation layer (docs/format.md §12).
 
 Every function is pure and vectorised.  Float formats return a float64 array holding the
 value the format denotes (the rounded number, not its bit pattern); the integer formats
@@ -10,7 +10,7 @@ Overflow policy (see each docstring):
   largest finite value becomes ±inf; inf stays inf, NaN stays NaN.
 * E4M3, E5M2, E2M1 *saturate*: magnitudes beyond the format's largest value (±inf included)
   become ±max.  This is a deliberate choice matching the "Cast to MXFP8" description of the
-  seed (FORMAT.md §12.2); NaN stays NaN.
+  seed (docs/format.md §12.2); NaN stays NaN.
 * INT32 / INT64 round half to even, then saturate to the integer range; NaN raises.
 
 ``codegen/prelude/quant.py`` implements the same rules for torch tensors, bit for bit.
@@ -100,7 +100,7 @@ def round_e4m3(x) -> np.ndarray:
     subnormals down to 2^-9, RNE.
 
     Saturating: |x| > 448 (±inf included) gives ±448.  This is a deliberate choice matching
-    the seed's "Cast to MXFP8" description (FORMAT.md §12.2), not the NaN that a plain
+    the seed's "Cast to MXFP8" description (docs/format.md §12.2), not the NaN that a plain
     non-saturating E4M3FN conversion produces.  NaN stays NaN."""
     return _round_minifloat(x, 3, -6, 448.0, saturate=True)
 
@@ -166,7 +166,7 @@ _ELEMENT_ROUND = {"E4M3": round_e4m3, "E5M2": round_e5m2, "E2M1": round_e2m1}
 
 
 def mx_block_round(x, element: str = "E4M3", channels: int = 32, axis: int = -1) -> np.ndarray:
-    """MX block rounding (FORMAT.md §12.2, DeepSeek's "Cast to MXFP8" recipe).
+    """MX block rounding (docs/format.md §12.2, DeepSeek's "Cast to MXFP8" recipe).
 
     ``axis`` (default: trailing) is cut into groups of ``channels`` consecutive values, every
     other index separately.  Per group ``a = max|x|`` and the UE8M0 scale is

@@ -3,7 +3,7 @@
 A rule is ``rule(b, inputs, ctx) -> list[Value]``:
 
 * ``b`` is the :class:`~ir.morphisms.Broadcasted` being evaluated;
-* ``inputs[k]`` is input ``k`` already *lifted* (FORMAT.md §9.2): read through its reindexing
+* ``inputs[k]`` is input ``k`` already *lifted* (docs/format.md §9.2): read through its reindexing
   into shape ``(*lead, *target_k)`` where ``lead = (*batch, *degree)`` — ``batch`` are the
   dimensions of enclosing lifted blocks — and any lead dimension may be 1 (broadcast);
 * ``ctx`` is a :class:`~interpreter.context.RuleContext` (env, quant mode, the occurrence's

@@ -1,4 +1,4 @@
-"""Reindexings as affine gathers (FORMAT.md §7) and covariant scatters (§11.14–11.15).
+"""Reindexings as affine gathers (docs/format.md §7) and covariant scatters (§11.14–11.15).
 
 The normalisation of a reindexing to an affine map with its dead rule is ``ir.affine``'s
 (:func:`affine_map` here binds it under the env); this module executes such maps on numpy

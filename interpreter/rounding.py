@@ -1,4 +1,4 @@
-"""The quantisation policy of emulate mode (FORMAT.md §12). See ``QUANT_POLICY.md`` beside this
+"""The quantisation policy of emulate mode (docs/format.md §12). See ``QUANT_POLICY.md`` beside this
 file for the full statement the torch code generator mirrors.
 
 exact mode: nothing is ever rounded; every ``TypeConvert`` is the identity.

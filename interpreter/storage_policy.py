@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import tomllib
 from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import EvaluationError
+from ncdc.ir.params import param_specs
 from ncdc.ir.weight_formats import format_name, weight_lead
+
+from .params import Params, build_params
 
 ELEMENT = {"mxfp8": (ml_dtypes.float8_e4m3fn, 448.0), "mxfp4": (ml_dtypes.float4_e2m1fn, 6.0)}
 GROUP = 32
@@ -81,8 +85,6 @@ class StoragePolicy:
                                   f"{exc.strerror or exc}") from None
         try:
             if path.endswith(".toml"):
-                import tomllib
-
                 doc = tomllib.loads(raw.decode("utf-8"))
             else:
                 doc = json.loads(raw.decode("utf-8"))
@@ -197,7 +199,6 @@ def apply_policy(params: dict, specs, policy: StoragePolicy):
     format (same dict type, extra attributes kept), and ``[(key, format, stored bytes)]``."""
     if not policy.rules:
         return params, []
-    from .params import Params
 
     out = Params(params, stand_ins=getattr(params, "stand_ins", ()),
                  computed=getattr(params, "computed", ()))
@@ -221,9 +222,7 @@ def weights_params(morphism, env, params, items, *, seed: int = 0, stand_in: boo
     policy = StoragePolicy.parse(items)
     if not policy.rules:
         return params, []
-    from ncdc.ir.params import param_specs
 
-    from .params import build_params
 
     specs = param_specs(morphism, env)
     built = build_params(specs, env, params, seed, stand_in)

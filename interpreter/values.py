@@ -2,7 +2,7 @@
 
 ``values`` is a numpy array: float64 for reals, int64 for naturals, complex128 for complex
 numbers (also in emulate mode — rounding changes the numbers, not the storage). ``live`` is a
-bool array or ``None`` (= every position live), FORMAT.md §2.4.
+bool array or ``None`` (= every position live), docs/format.md §2.4.
 
 Internal conventions (the public API always hands out full, contiguous arrays):
 
@@ -12,7 +12,7 @@ Internal conventions (the public API always hands out full, contiguous arrays):
   dimensions is either the logical size or 1 (broadcast: the data is constant along it). Views
   with zero or negative strides are allowed and never written to.
 
-Liveness rules (FORMAT.md §2.4), all expressed with the helpers of this module:
+Liveness rules (docs/format.md §2.4), all expressed with the helpers of this module:
 
 =====================================================  ========================================
 operation                                              result liveness
@@ -29,10 +29,14 @@ nullary sources                                        all live
 """
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 from ncdc.ir.datatypes import Datatype, kind
+from ncdc.ir.errors import EvaluationError
+
+from .weights import available_bytes
 
 
 class Value(NamedTuple):
@@ -150,12 +154,6 @@ def check_allocation(shape, what: str, itemsize: int = 8) -> None:
     """Refuse (:class:`~ir.errors.EvaluationError`) to allocate an array of ``shape`` that
     would not fit in the memory available, naming it — before numpy tries and fails with a
     ``MemoryError``. The cost model's preflight estimates whole runs; this guards each site."""
-    import math
-
-    from ncdc.ir.errors import EvaluationError
-
-    from .weights import available_bytes
-
     need = math.prod(int(n) for n in shape) * itemsize
     if need > (1 << 28) and need > available_bytes():
         raise EvaluationError(f"{what}: an array of shape {tuple(shape)} needs {need:,} bytes, "

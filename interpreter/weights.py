@@ -30,6 +30,7 @@ import struct
 import zipfile
 
 import numpy as np
+from ncdc.ir.datatypes import Quantified
 from ncdc.ir.errors import EvaluationError
 
 FORMATS = (".npz", ".safetensors")
@@ -234,8 +235,6 @@ def load_params(path, budget: int | None = None) -> Loaded:
 
 def storage_of(datatype) -> str | None:
     """The safetensors dtype an array of ``datatype`` is stored in (None: float64 & co)."""
-    from ncdc.ir.datatypes import Quantified
-
     if isinstance(datatype, Quantified) and datatype.scale is None:
         return STORAGE.get(datatype.form.value)
     return None

@@ -1,4 +1,4 @@
-"""Reindexings as affine index maps: the one normalisation (FORMAT.md §7).
+"""Reindexings as affine index maps: the one normalisation (docs/format.md §7).
 
 Every stride-category morphism — ``Rearrangement`` over axes, ``StrideMorphism``, and
 ``Block`` / ``ProductOfMorphisms`` / ``Composed`` of them — is an affine map from index tuples of

@@ -27,7 +27,7 @@ class Array:
         return f"{self.datatype}[{', '.join(a.label for a in self.shape)}]"
 
     def matches(self, other: Array) -> bool:
-        """Same axes (by uid, in order) and compatible datatypes (FORMAT.md §2.5)."""
+        """Same axes (by uid, in order) and compatible datatypes (docs/format.md §2.5)."""
         return self.shape == other.shape and compatible(self.datatype, other.datatype)
 
 

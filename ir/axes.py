@@ -70,3 +70,14 @@ class ConcatenatedAxis(Axis):
         if self.name is not None:
             return self.name.text
         return " + ".join(p.label for p in self.parts)
+
+
+def is_token_axis(axis: Axis) -> bool:
+    """Whether ``axis`` is the sequence (token) axis: code form ``tokens`` (or ``tokens_size``),
+    or, without a code form, the name ``x``."""
+    name = axis.name
+    if name is None:
+        return False
+    if name.code_form:
+        return name.code_form.removesuffix("_size") == "tokens"
+    return name.text == "x"

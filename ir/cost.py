@@ -35,9 +35,10 @@ from dataclasses import dataclass, replace
 
 import sympy
 
-from .axes import Axis
+from .axes import Axis, is_token_axis
 from .cost_rules import bank_axes, flops, formula_ops, is_contraction, prod, work
 from .datatypes import Datatype, kind
+from .incremental import classify_reindexing
 from .morphisms import Block, Broadcasted, Morphism, Truncated
 from .operators import BlockOperator, Linear, ParaBlockOperator
 from .params import param_roles
@@ -51,15 +52,6 @@ from .weight_formats import (
 )
 
 ZERO, ONE = sympy.Integer(0), sympy.Integer(1)
-
-
-def is_token_axis(axis: Axis) -> bool:
-    name = axis.name
-    if name is None:
-        return False
-    if name.code_form:
-        return name.code_form.removesuffix("_size") == "tokens"
-    return name.text == "x"
 
 
 def tokens_of(objects) -> sympy.Expr:
@@ -340,8 +332,6 @@ def _leaf(b: Broadcasted) -> Cost:
 
 
 def _state(b: Broadcasted) -> tuple[StateCost, ...]:
-    from .incremental import classify_reindexing
-
     out = []
     for k, rx in enumerate(b.reindexings):
         kind, _row, keep, _reach, _why = classify_reindexing(b, k)
@@ -359,5 +349,5 @@ def _state(b: Broadcasted) -> tuple[StateCost, ...]:
 
 
 __all__ = ["FORMATS", "ArrayCost", "Cost", "ParamCost", "StateCost", "block_costs", "cost",
-           "domain", "element_bytes", "format_name", "formula_ops", "is_token_axis",
+           "domain", "element_bytes", "format_name", "formula_ops",
            "scale_layout", "tokens_of", "weight_bytes", "weight_lead", "with_tokens"]

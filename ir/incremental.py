@@ -23,7 +23,7 @@ tapes and repetition):
 Pointwise operators (``Arithmetic``, ``Elementwise``, casts, ``Identity``, complex pairs) may
 hold the token axis in their target: they still work position by position.
 
-A token axis is one :func:`ir.cost.is_token_axis` recognises. Pure IR and sympy.
+A token axis is one :func:`ncdc.ir.axes.is_token_axis` recognises. Pure IR and sympy.
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import sympy
 
 from .affine import affine_map
-from .cost import is_token_axis
+from .axes import is_token_axis
 from .errors import NonCausalError, SpecError
 from .morphisms import Block, Broadcasted, Morphism
 from .operators import (

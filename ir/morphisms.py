@@ -16,6 +16,7 @@ from .arrays import Array, Weave
 from .axes import Axis
 from .errors import SpecTypeError, TruncatedError
 from .names import Name
+from .operators import BlockOperator, ParaBlockOperator
 from .tags import BlockTag, TapeSlot
 
 
@@ -211,7 +212,7 @@ class Block(Morphism):
 
 @dataclass(frozen=True, eq=False)
 class Broadcasted(Morphism):
-    """An operator applied at every index of the degree (FORMAT.md §9)."""
+    """An operator applied at every index of the degree (docs/format.md §9)."""
 
     operator: object
     input_weaves: tuple[Weave, ...]
@@ -257,8 +258,6 @@ class Broadcasted(Morphism):
         return tuple(out)
 
     def children(self):
-        from .operators import BlockOperator, ParaBlockOperator
-
         if isinstance(self.operator, (BlockOperator, ParaBlockOperator)):
             return ((".operator.block", self.operator.block),)
         return ()

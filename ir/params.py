@@ -1,6 +1,6 @@
 """The arrays a spec needs but does not hold: learned parameters and fixed arrays.
 
-Keys are per occurrence (FORMAT.md §13.2): the titles of the enclosing blocks, relative to the
+Keys are per occurrence (docs/format.md §13.2): the titles of the enclosing blocks, relative to the
 root being enumerated, joined by ``/``, then the operator's label and a role suffix::
 
     Sliding Window Layer/Single-Pass mHC/Mixing Coefficients/H_{0}.weight

@@ -1,6 +1,6 @@
 """Readings: how a diagram's operators are understood.
 
-* ``faithful`` (the default): every node means what FORMAT.md and its own fields say.
+* ``faithful`` (the default): every node means what docs/format.md and its own fields say.
 * ``pyncd``: a compatibility reading that computes what pyncd's own torch lowering computes
   where that departs from the diagram (evidence in interpreter/READINGS.md): every operator
   declared ``Elementwise`` or ``ReLU`` is ReLU, whatever its name; every ``Normalize`` is a

@@ -85,7 +85,7 @@ class JoinProblem:
     ``kind``: ``arity`` (different number of wires; ``position`` is -1), ``category`` (an axis
     meets an array), ``axes`` (different axes, compared by uid, in order), ``datatype``
     (incompatible datatypes) or ``leniency`` (datatypes differ only in their quantisation, which
-    FORMAT.md §2.5 accepts: a warning, not an error)."""
+    docs/format.md §2.5 accepts: a warning, not an error)."""
 
     kind: str
     position: int
@@ -108,7 +108,7 @@ class JoinProblem:
             return f"{head} (the axes differ)"
         if self.kind == "datatype":
             return f"{head} (incompatible datatypes)"
-        return f"{head} (they differ only in quantisation; accepted, FORMAT.md §2.5)"
+        return f"{head} (they differ only in quantisation; accepted, docs/format.md §2.5)"
 
     def axes_involved(self) -> tuple[str, ...]:
         if self.kind == "arity":

@@ -4,24 +4,16 @@
 numpy reference interpreter, and ``compile_torch`` it to standalone PyTorch source.
 
 The design's top-level folders are installed as subpackages: ``ncdc.spec``, ``ncdc.ir``,
-``ncdc.interpreter`` and ``ncdc.codegen``. Public names are imported lazily on first use, so
-``import ncdc`` (and ``ncdc --help``) stays cheap and importing ``ncdc.ir`` never pulls in numpy
-or torch.
+``ncdc.interpreter`` and ``ncdc.codegen`` (pyproject's package-dir map; in a checkout the
+editable install maps them to ``spec/``, ``ir/``, ... beside ``ncdc/``). Public names are
+imported lazily on first use, so ``import ncdc`` (and ``ncdc --help``) stays cheap and importing
+``ncdc.ir`` never pulls in numpy or torch.
 """
 from __future__ import annotations
 
 import importlib
-import os
 
 __version__ = "0.2.0"
-
-# In a source checkout the design's folders sit beside ncdc/ rather than inside it; an installed
-# wheel has them inside. Search both so ``ncdc.ir`` resolves either way.
-_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if os.path.isfile(os.path.join(_root, "pyproject.toml")) and os.path.isdir(
-    os.path.join(_root, "ir")
-):
-    __path__.append(_root)
 
 # public name -> module that defines it
 _EXPORTS = {

@@ -12,12 +12,18 @@ import weakref
 from collections.abc import Mapping
 from importlib import resources
 
-from ncdc.ir.errors import Diagnostic
+from ncdc.ir.errors import BindingError, Diagnostic
 from ncdc.ir.morphisms import Block, Morphism
 from ncdc.ir.params import ParamSpec, param_specs
 from ncdc.ir.walk import Site, blocks, walk
 from ncdc.spec.bindings import PRESETS, Binding, bind
+from ncdc.spec.checks_sites import all_sites
+from ncdc.spec.checks_sizes import check_sizes
 from ncdc.spec.loader import Document, load_path
+from ncdc.spec.validate import Checker, validate
+
+from .naming import find, labels
+from .sizenames import check_keys, qualified_names, resolve
 
 BUNDLED_NAME = "deepseek_v41_flash.json"
 DEFAULT_PRESET = "tiny"
@@ -62,8 +68,6 @@ class Spec:
 
     def validate(self, binding: Binding | None = None) -> list[Diagnostic]:
         """Every problem found, in one pass."""
-        from ncdc.spec.validate import validate
-
         return validate(self.doc, binding)
 
     def block(self, name: str) -> Morphism:
@@ -73,8 +77,6 @@ class Spec:
 
     def site(self, name: str) -> Site:
         """The occurrence :meth:`block` finds, with its JSON path and enclosing titles."""
-        from .naming import find
-
         site = find(self.doc.data, name)
         _SCOPES[site.node] = (tuple(self.doc.symbols.values()), self.size_names())
         return site
@@ -84,16 +86,12 @@ class Spec:
 
     def label(self, site_or_path) -> str:
         """The label ``ncdc`` prints for a block site (``A / B~1 / C``)."""
-        from .naming import labels
-
         path = getattr(site_or_path, "path", site_or_path)
         return labels(self.doc.data).get(path, path)
 
     def size_names(self) -> dict:
         """Every symbol -> its readable name (qualified ``k@L_{q}`` where labels are shared)."""
         if self._names is None:
-            from .sizenames import qualified_names
-
             self._names = qualified_names(self.doc)
         return self._names
 
@@ -138,8 +136,6 @@ def load(path: str | os.PathLike | None = None, salvage: bool = False,
 
 
 def _bind(symbols, names, preset, sizes, constants) -> Binding:
-    from .sizenames import check_keys, resolve
-
     sizes, constants = resolve(sizes, names), resolve(constants, names)
     check_keys(symbols, names, sizes, "--size")
     check_keys(symbols, names, constants, "--constant")
@@ -190,9 +186,9 @@ def _env(morphism, spec, env, preset, sizes, constants):
         if scope is not None:
             binding = _bind(*scope, preset or DEFAULT_PRESET, sizes, constants)
         else:
-            from ncdc.interpreter.api import bind_for
+            from ncdc.interpreter.symbols import free_numerics
 
-            binding = Binding(bind_for(morphism, sizes, constants, preset or DEFAULT_PRESET))
+            binding = bind(free_numerics(morphism), preset or DEFAULT_PRESET, sizes, constants)
     _size_gate(morphism, binding)
     return binding.env
 
@@ -202,11 +198,6 @@ def _size_gate(morphism, binding: Binding) -> None:
     ``size-invalid``: negative, non-integral or out-of-int64 sizes, arrays past ``2**63 - 1``
     elements, repetitions past the limit) with the same typed error, a
     :class:`~ir.errors.BindingError` ``refused: size-invalid: ...``, before any allocation."""
-    from ncdc.ir.errors import BindingError
-    from ncdc.spec.checks_sites import all_sites
-    from ncdc.spec.checks_sizes import check_sizes
-    from ncdc.spec.validate import Checker
-
     ck = Checker(binding)
     try:
         sites = list(all_sites(morphism))

@@ -12,6 +12,10 @@ import argparse
 import importlib
 import sys
 
+from ncdc import __version__
+
+from .commands.common import emit_json, report_error
+
 COMMANDS = ("validate", "show", "blocks", "params", "cost", "graph", "view", "eval", "compile", "check",
             "run")
 
@@ -31,8 +35,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message):
         if Parser.json_errors:
-            from .commands.common import emit_json
-
             emit_json({"error": {"type": "UsageError", "message": message,
                                  "usage": self.format_usage().strip(), "exit_status": 2}})
             sys.exit(2)
@@ -40,8 +42,6 @@ class Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from ncdc import __version__
-
     p = Parser(prog="ncdc", description="ncdc, the neural-circuit-diagram compiler: pyncd "
                "diagram specs to a validated IR, a numpy reference interpreter and PyTorch "
                "code.", epilog=START, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -74,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return 0
-    from .commands.common import report_error
 
     try:
         return int(args.run(args) or 0)

@@ -15,16 +15,22 @@ gathers every parameter's whole gradient.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import multiprocessing
 import os
 import pickle
 import socket
+import sys
 import tempfile
 import time
 import traceback
+import types
 import warnings
 from datetime import timedelta
 from pathlib import Path
+
+from ncdc.ir.errors import DistributedError, DistributedTimeout, SpecError
+from ncdc.rank import batch_bounds, read_inputs, run_rank
 
 
 def free_port() -> int:
@@ -32,12 +38,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def batch_bounds(n: int, world: int) -> list[int]:
-    """Where each rank's rows of a batch of ``n`` start, and the end (contiguous, uneven when
-    ``world`` does not divide ``n``)."""
-    return [n * r // world for r in range(world + 1)]
 
 
 def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
@@ -68,8 +68,6 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
 def _one_line(exc: BaseException) -> str:
     """A rank's error as one line: a typed ncdc error's message, else the exception's type and
     the first line of its message."""
-    from ncdc.ir.errors import SpecError
-
     text = str(exc).strip()
     if isinstance(exc, SpecError):
         return " ".join(text.split("\n"))
@@ -128,8 +126,6 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
                 results.append(pickle.load(f))
     errors = [(r, res) for r, res in enumerate(results) if "error" in res]
     if errors:
-        from ncdc.ir.errors import DistributedError, DistributedTimeout
-
         r, first = next(((r, e) for r, e in errors if "message" in e), errors[0])
         if time.monotonic() > deadline and "message" not in first:
             raise DistributedTimeout(f"{nproc} ranks did not finish within {timeout:g} s "
@@ -271,9 +267,6 @@ def _numpy_bits(t):
 
 def _load_source(source: str):
     """Generated source executed as a fresh module (without importing the compiler)."""
-    import sys
-    import types
-
     name = f"ncdc_rank_module_{len([m for m in sys.modules if m.startswith('ncdc_rank_')])}"
     mod = types.ModuleType(name)
     mod.__file__ = f"<{name}>"
@@ -282,48 +275,11 @@ def _load_source(source: str):
     return mod
 
 
-def shard_built(built) -> None:
-    """Shard a module built on the meta device (``ncdc.checkpoint.module.build_meta``) over
-    every rank of the default group, before it is given memory, with the generated file's own
-    ``shard``."""
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-
-    device = "cuda" if dist.get_backend() == "nccl" else "cpu"
-    built.namespace.shard(built.module, init_device_mesh(device, (dist.get_world_size(),)))
-    built.sharded = True
-    # the weights overwrite reset_parameters' draws: DTensor's caveat about random numbers
-    # on CPU meshes does not apply
-    warnings.filterwarnings("ignore", "DTensor random operators")
-    del torch
-
-
-def split_batch(xs: list, lives: list, dom) -> tuple[list, list]:
-    """This rank's rows of inputs with a leading batch dim beyond their domain shape (the
-    same contiguous split for all, :func:`batch_bounds`); inputs without one are whole on
-    every rank (each rank then computes the same outputs)."""
-    import torch.distributed as dist
-
-    extra = [x.ndim - len(a.shape) for x, a in zip(xs, dom)]
-    if not xs or min(extra) < 1:
-        return xs, lives
-    rank, world = dist.get_rank(), dist.get_world_size()
-    n = max(x.shape[0] for x in xs)
-    lo, hi = batch_bounds(n, world)[rank], batch_bounds(n, world)[rank + 1]
-
-    def part(a):
-        return None if a is None else (a[lo:hi] if a.shape[0] == n else a)
-    return [part(x) for x in xs], [part(m) for m in lives]
-
-
 def _rank_of_plan(rank: int, world: int, plan):
     """One rank of ``ncdc run --nproc``: the run; rank 0 returns it with every rank's outputs
     joined along the batch (when split) and the largest peak memory, the others nothing."""
     import numpy as np
     import torch.distributed as dist
-
-    from ncdc.commands.run import run_rank
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "DTensor random operators")
@@ -347,17 +303,13 @@ def _rank_of_plan(rank: int, world: int, plan):
 
 
 def _splits(plan) -> bool:
-    """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`split_batch`)."""
-    from ncdc.commands.run import _inputs
-
-    xs, _ = _inputs(plan)
+    """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`ncdc.rank.split_batch`)."""
+    xs, _ = read_inputs(plan)
     return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom)) >= 1
 
 
 def run_sharded(plan, timeout: float = 3600.0):
     """``ncdc run --nproc N``: ``plan`` on ``plan.nproc`` local ranks; rank 0's result."""
-    import dataclasses
-
     if plan.model_specs is not None:  # a closure: evaluate it here, hand the ranks a list
         plan = dataclasses.replace(plan, model_specs=_Given(plan.model_specs()))
     return launch(_rank_of_plan, plan.nproc, plan, timeout=timeout)[0]
@@ -378,5 +330,4 @@ def sharded_runs(rank: int, world: int, jobs: list) -> list:
     return [sharded_run(rank, world, job) for job in jobs]
 
 
-__all__ = ["batch_bounds", "free_port", "launch", "run_sharded", "shard_built", "sharded_run",
-           "sharded_runs", "split_batch"]
+__all__ = ["free_port", "launch", "run_sharded", "sharded_run", "sharded_runs"]

@@ -6,22 +6,25 @@ than two equal-looking ``12*h*k*m``.
 """
 from __future__ import annotations
 
+import difflib
+
 import sympy
 
+from ncdc.ir.errors import BindingError
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.shapes import size_text
+from ncdc.spec.bindings import match
+from ncdc.spec.checks_binding import symbol_uses
+from ncdc.spec.checks_sites import all_sites
+from ncdc.spec.symbol_names import has_namesakes
+from ncdc.spec.symbol_names import qualified_names as names_of
 
 
 def qualified_names(doc) -> dict[FreeNumeric, str]:
     """Every symbol of a loaded document (``Spec.doc``) -> its readable name."""
-    from ncdc.spec.symbol_names import has_namesakes
-    from ncdc.spec.symbol_names import qualified_names as names_of
-
     symbols = list(doc.symbols.values())
     if not has_namesakes(symbols):
         return {s: s.label for s in symbols}
-    from ncdc.spec.checks_binding import symbol_uses
-    from ncdc.spec.checks_sites import all_sites
 
     sites = list(all_sites(doc.data))
     return names_of(symbols, symbol_uses(sites), {s.path: s.node for s in sites})
@@ -45,11 +48,6 @@ def resolve(keys, names: dict[FreeNumeric, str]) -> dict:
 def check_keys(symbols, names: dict[FreeNumeric, str], keys, origin: str) -> None:
     """A :class:`BindingError` for the first key of ``keys`` that names no symbol, listing
     the names known (qualified where labels are shared) and the close matches."""
-    import difflib
-
-    from ncdc.ir.errors import BindingError
-    from ncdc.spec.bindings import match
-
     syms = list(symbols)
     for key in keys or {}:
         if match(syms, key):

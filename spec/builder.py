@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ncdc.ir.errors import SpecDecodeError
 from ncdc.ir.morphisms import Morphism, Truncated
 
+from .enums import decode_registered
 from .jsontext import Incomplete
 
 DECODERS: dict[str, Callable] = {}
@@ -142,7 +143,6 @@ class Builder:
         hit = _REGISTERED.get(key) if all(k is None or k.__class__ is str for k in key) else None
         if hit is not None:
             return hit
-        from .enums import decode_registered
 
         for name in ("__registered__", "type", "name", "repr"):
             if name in value and not isinstance(value[name], str):

@@ -3,12 +3,12 @@
 **Stride rows** (``stride-out-of-range``, warning). A row ``axis <- Σ s_i·dom_i + shift`` of a
 ``StrideMorphism`` reads (gather) or writes (scatter: ``CovariantView``, ``ConcatenateAxes``)
 positions ``lo..hi`` of ``axis`` over the whole domain box. A position outside ``[0, |axis|)``
-is legal — it reads the universal unit (FORMAT.md §2.4) — and several views of the seed do it by
+is legal — it reads the universal unit (docs/format.md §2.4) — and several views of the seed do it by
 design (the window ``x <- x - j``, the Engram look-back and prefix). Such reads are always paired
 with a sparse axis that declares the dead positions, so the rule is: **warn only when the axis
 read is a ``RawAxis`` and no domain axis with a non-zero stride is an ``AffineSparseAxis`` or
 ``SparseAxis``**; reading a sparse or concatenated axis is never flagged. With the consistent
-sizes of FORMAT.md §4.5 the seed gives no warning; an inconsistent size choice (e.g.
+sizes of docs/format.md §4.5 the seed gives no warning; an inconsistent size choice (e.g.
 ``|c| < |Ẽ|·|ŷ|``, making ``qgrp`` read past ``c``) does. Rows whose sizes are not all bound are
 skipped (the unbound symbols are reported separately).
 

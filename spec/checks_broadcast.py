@@ -1,4 +1,4 @@
-"""Checks of ``Broadcasted`` terms: the weave/reindexing invariants of FORMAT.md §9.4, then
+"""Checks of ``Broadcasted`` terms: the weave/reindexing invariants of docs/format.md §9.4, then
 the operator's own arity, rank and datatype rules (§11), which each operator class states
 (``check``, beside the class in ``ir/operators/``; the vocabulary is :mod:`ir.operators.site`).
 

@@ -1,5 +1,5 @@
 """Checks of the structural terms: composition joins, products, rearrangements, repeated
-blocks, ParaWrap entries, truncation (FORMAT.md §8, §10.3, §1.4).
+blocks, ParaWrap entries, truncation (docs/format.md §8, §10.3, §1.4).
 
 Each check takes the :class:`~spec.validate.Checker` and one site; it never raises (the
 checker turns unexpected typing errors into diagnostics).
@@ -24,7 +24,7 @@ from .summary import CutBlock
 
 
 def check_joins(ck, content: tuple, path: str, titles) -> None:
-    """``cod(content[i]) == dom(content[i+1])`` position by position (FORMAT.md §8.2). A join
+    """``cod(content[i]) == dom(content[i+1])`` position by position (docs/format.md §8.2). A join
     next to a truncated item, or next to an item that cannot be typed (reported where it is),
     is skipped. A wrong number of wires into or out of a product is ``product-arity``."""
     for i in range(len(content) - 1):
@@ -108,7 +108,7 @@ def check_product(ck, node: ProductOfMorphisms, path: str, titles) -> None:
 
 
 def check_rearrangement(ck, node: Rearrangement, path: str, titles) -> None:
-    """Every mapping entry indexes the domain (FORMAT.md §7, §8.1)."""
+    """Every mapping entry indexes the domain (docs/format.md §7, §8.1)."""
     n = len(node.dom_)
     bad = [(j, m) for j, m in enumerate(node.mapping) if not 0 <= m < n]
     if bad:
@@ -120,7 +120,7 @@ def check_rearrangement(ck, node: Rearrangement, path: str, titles) -> None:
 
 
 def check_block(ck, node: Block, path: str, titles) -> None:
-    """A repeated block feeds its outputs back as inputs: dom must equal cod (FORMAT.md §8.4)."""
+    """A repeated block feeds its outputs back as inputs: dom must equal cod (docs/format.md §8.4)."""
     rep = node.tag.repetition
     if isinstance(rep, sympy.Integer) and int(rep) < 1:
         ck.error("block-repetition", f"block {node.title!r} repeats {int(rep)} times",
@@ -140,7 +140,7 @@ def check_block(ck, node: Block, path: str, titles) -> None:
 
 
 def check_parawrap(ck, node: ParaWrap, path: str, titles) -> None:
-    """One grab entry per body operand, one drop entry per body result (FORMAT.md §10.3)."""
+    """One grab entry per body operand, one drop entry per body result (docs/format.md §10.3)."""
     for attr, entries, name in (("dom", node.grabs, "grabs"), ("cod", node.drops, "drops")):
         objs = ck.typed(node.body, attr)
         if objs is None:

@@ -1,4 +1,4 @@
-"""Tape balance (FORMAT.md §10): every read of a slot needs a write of it earlier in
+"""Tape balance (docs/format.md §10): every read of a slot needs a write of it earlier in
 evaluation order.
 
 Evaluation order: a composition left to right, a product part by part, a block's body (once: a

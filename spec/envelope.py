@@ -11,6 +11,8 @@ import math
 
 from ncdc.ir.errors import SpecFormatError
 
+from .jsontext import JsonTextError, parse_strict
+
 SCALAR, ARRAY, OBJECT = 0, 1, 2
 
 
@@ -26,8 +28,6 @@ def unwrap(doc: object, depth: int = 0) -> tuple[object, str]:
                                   "diagram (expected 'dataUpdate')", "msgType")
         inner = doc.get("data")
         if isinstance(inner, str):
-            from .jsontext import JsonTextError, parse_strict
-
             try:
                 inner = parse_strict(inner)
             except JsonTextError as exc:

@@ -2,7 +2,7 @@
 
 * :func:`block_titles` — the inventory of block titles: occurrences in ``data`` (both categories)
   and the tag records of the repository with that title, referenced by a block or not. A title
-  none of whose tags is referenced by a block of ``data`` is *repository-only* (FORMAT.md §15: the
+  none of whose tags is referenced by a block of ``data`` is *repository-only* (docs/format.md §15: the
   repository is written in full, so it names the blocks of the truncated remainder too).
 * :func:`salvage_summary` — for a salvaged document: the blocks recovered complete, the blocks
   that were cut (with an *inference* of what they were, see :func:`infer_cut_block`), the
@@ -13,7 +13,7 @@ so look for a complete block at the *analogous* path — the cut block's path wi
 list index replaced by an earlier one (innermost list first, nearest earlier index first). The
 title of that block is the guess. The tag is then: the analogue's own tag when it is the only tag
 with that title (a shared block, e.g. "Mixing Coefficients"), else the single unreferenced tag
-with that title if there is exactly one, else unknown. This reproduces FORMAT.md §1.4; it is an
+with that title if there is exactly one, else unknown. This reproduces docs/format.md §1.4; it is an
 inference and always reported as one.
 """
 from __future__ import annotations

@@ -163,9 +163,8 @@ def free_input(b, obj, path):
 def constant(b, obj, path):
     sym = b.field(obj, "symbol", path, None)
     if sym is None and "value" in obj:  # pyncd's nullary Constant operator carries a value
-        from .terms_operators import constant_operator
-
-        return constant_operator(b, obj, path)
+        raise SpecDecodeError("the nullary Constant operator is not supported yet", path,
+                              node_type="Constant")
     table = {"EULER": sympy.E, "PI": sympy.pi, "IMAGINARY_UNIT": sympy.I,
              "INFINITY": sympy.oo}
     if sym not in table:

@@ -200,9 +200,4 @@ def para_block_operator(b, obj, path):
                                  grabs=tuple(grabs), drops=tuple(drops))
 
 
-def constant_operator(b, obj, path):
-    raise SpecDecodeError("the nullary Constant operator is not supported yet", path,
-                          node_type="Constant")
-
-
 __all__ = ["Block", "Name"]

@@ -6,7 +6,7 @@
 * :mod:`spec.checks_structure` — composition joins (``compose-mismatch``, ``product-arity``),
   rearrangement bounds, repeated blocks, ParaWrap entry counts, truncation (``truncated``);
 * :mod:`spec.checks_broadcast` — weave/reindexing invariants, box ports, operator rules,
-  datatype leniency (FORMAT.md §2.5: a warning, never an error);
+  datatype leniency (docs/format.md §2.5: a warning, never an error);
 * :mod:`spec.checks_tape` — tape balance;
 * :mod:`spec.checks_binding` — with a binding only: stride rows reading past an axis, unbound
   symbols.
@@ -23,7 +23,7 @@ code                        severity  meaning
 ``product-arity``           error     the same, when a product's parts do not split the
                                       wires; or a product mixing index and array maps
 ``datatype-leniency``       warning   datatypes equal only after stripping quantisation
-                                      (FORMAT.md §2.5): box ports, TypeConvert fields, joins
+                                      (docs/format.md §2.5): box ports, TypeConvert fields, joins
 ``rearrangement-bounds``    error     a mapping entry outside the domain
 ``block-repetition``        error     a repeated block whose cod is not its dom
 ``parawrap-entries``        error     grab/drop entries vs the body's operands/results

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import sympy
 import torch
-from conftest import TRANSFORMER
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 
 def test_every_public_name_resolves():

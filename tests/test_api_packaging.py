@@ -67,6 +67,7 @@ def test_wheel_has_one_top_level_package(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert tops == {"ncdc"}
+    assert not any(n.startswith("ncdc/tests/") for n in names)
     # every module and data file of the design's folders is in it, under ncdc/
     for folder, target in FOLDERS.items():
         for f in (ROOT / folder).rglob("*"):

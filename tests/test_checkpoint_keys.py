@@ -8,9 +8,9 @@ import struct
 
 import numpy as np
 import pytest
-from conftest import TRANSFORMER
 
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 T = str(TRANSFORMER)
 FF = "Feed Forward"

@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from test_checkpoint_map import L0, MAP, write_sharded
+
+from tests.test_checkpoint_map import L0, MAP, write_sharded
 
 ROOT = Path(__file__).resolve().parents[1]
 SIZES = {"m": 1024, "f": 512, "e": 128}      # 3 x 67M expert elements: 201 MB in FP8

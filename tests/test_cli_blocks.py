@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import TRANSFORMER
 
 import ncdc
 from ncdc.cli import main
 from ncdc.naming import BlockLookupError, find, named_blocks
+from tests.conftest import TRANSFORMER
 
 
 def test_every_label_and_json_path_names_its_own_block(bundled, transformer):

@@ -5,10 +5,10 @@ import json
 
 import networkx as nx
 import pytest
-from conftest import DATA, TRANSFORMER
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import DATA, TRANSFORMER
 
 
 def run(capsys, *argv):

@@ -12,10 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TRANSFORMER
 
 import ncdc
 from ncdc.cli import COMMANDS, build_parser, main
+from tests.conftest import TRANSFORMER
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("numpy", "sympy", "torch", "networkx", "ncdc.ir", "ncdc.spec", "ncdc.interpreter",
@@ -105,7 +105,7 @@ METAVAR = re.compile(r"^(?:[A-Z][A-Z0-9_]*(?:=[A-Z])?)$")
 def test_help_is_plain_and_every_option_has_help(name):
     p = subparsers()[name]
     text = p.format_help()
-    for markup in ("``", "`", ":mod:", ":func:", ":class:", "§", "FORMAT.md"):
+    for markup in ("``", "`", ":mod:", ":func:", ":class:", "§", "docs/format.md"):
         assert markup not in text, (name, markup)
     for action in p._actions:
         if isinstance(action, argparse._HelpAction):

@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
-from conftest import TRANSFORMER
 
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 T = str(TRANSFORMER)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TRANSFORMER
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 
 def _by_name(spec):

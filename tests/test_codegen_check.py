@@ -1,5 +1,5 @@
 """Generated PyTorch against the reference interpreter (an independent implementation of
-FORMAT.md): every distinct block of the bundled spec (salvaged) and of the older pyncd examples,
+docs/format.md): every distinct block of the bundled spec (salvaged) and of the older pyncd examples,
 and the whole models, in exact mode (float64, 1e-10 relative) and emulate mode (bit for bit on
 every quantised output); plus batch dims and token counts the module was not built for."""
 from __future__ import annotations
@@ -7,12 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import ATTENTION_CORE, TRANSFORMER
 from ncdc.codegen import generate, instantiate, load_module
-from ncdc.codegen.check import ModuleCache, check_morphism, run_generated
 from ncdc.codegen.fingerprint import structural_key
 
 from ncdc import interpreter
+from ncdc.verify.check import ModuleCache, check_morphism, run_generated
+from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
 CACHE = ModuleCache()
 """Generated modules shared by every test of this file (one per block body and mode)."""

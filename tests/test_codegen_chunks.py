@@ -250,7 +250,7 @@ def one_row_chunks(monkeypatch):
 def test_dead_slots_and_rows_with_no_live_slot(bundled, one_row_chunks, quant):
     """Chunked to one row at a time, the caller agrees with the interpreter (values and
     liveness; bit for bit in emulate mode)."""
-    from ncdc.codegen.check import check_morphism
+    from ncdc.verify.check import check_morphism
 
     caller, _ = _core_with_dead_rows(bundled)
     env = bundled.bind("tiny").env
@@ -263,7 +263,7 @@ def test_dead_slots_and_rows_with_no_live_slot(bundled, one_row_chunks, quant):
 def test_decoding_a_few_tokens_at_a_time_when_chunked(bundled, one_row_chunks):
     """``prefill`` and ``step`` (prelude decoding) with one-row chunks: every position as the
     interpreter gives it on the whole sequence."""
-    from ncdc.codegen.decoder_check import check_incremental
+    from ncdc.verify.decoder_check import check_incremental
 
     blk = bundled.block("Sliding Window Attention")
     env = bundled.bind("tiny").env

@@ -10,8 +10,8 @@ bundled spec.
 
 Also here: the static grouped product's kernel (one ``torch._grouped_mm`` where its stride rules
 allow) against per-pair products; the rotary embeddings on real parts (no complex tensor,
-bit-identical to the complex form); the README's compile form for inference (inductor's
-``freezing``) against eager and the interpreter."""
+bit-identical to the complex form); the compile form for inference of docs/generated-modules.md
+(inductor's ``freezing``) against eager and the interpreter."""
 from __future__ import annotations
 
 import importlib.util
@@ -21,9 +21,9 @@ import time
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.check import CheckResult, compare, run_generated
 
 from ncdc import codegen, interpreter
+from ncdc.verify.check import CheckResult, compare, run_generated
 
 SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
 
@@ -355,9 +355,9 @@ def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
 
 @pytest.mark.parametrize("title", ["Rotary Embedding", "Mixture of Experts"])
 def test_frozen_compile_form_gives_the_eager_outputs(bundled, title):
-    """The README's form for inference (``torch.compile`` under ``torch.no_grad`` with inductor's
-    ``freezing``: weights folded in as constants) gives eager's outputs within float32 rounding,
-    and agrees with the interpreter at float32's tolerance."""
+    """The form for inference of docs/generated-modules.md (``torch.compile`` under
+    ``torch.no_grad`` with inductor's ``freezing``: weights folded in as constants) gives eager's
+    outputs within float32 rounding, and agrees with the interpreter at float32's tolerance."""
     import torch._inductor.config
 
     m = bundled.block(title)

@@ -1,11 +1,12 @@
 """Generated modules against the interpreter at sizes drawn by hypothesis (tiny, varied
-consistently with FORMAT.md §4.5), in both modes."""
+consistently with docs/format.md §4.5), in both modes."""
 from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ncdc.codegen.check import check_morphism
+
+from ncdc.verify.check import check_morphism
 
 SETTINGS = settings(max_examples=6, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -12,7 +12,6 @@ import sympy
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ncdc.codegen.check import check_morphism
 from ncdc.codegen.emit import SizePrinter, einsum_letters
 from ncdc.codegen.generate import generate, load_module
 from ncdc.ir.errors import SpecError
@@ -21,6 +20,7 @@ from ncdc.ir.numeric import FreeNumeric
 from ncdc.spec.loader import load_text
 
 import ncdc
+from ncdc.verify.check import check_morphism
 
 HOSTILE = ["None", "F", "super", "range", "torch", "nn", "math", "functools", "warnings", "self",
            "held", "forward", "training", "lead", "tape", "quant", "stand_in", "ValueError",

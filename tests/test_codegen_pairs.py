@@ -9,12 +9,12 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.check import CheckResult, check_morphism, compare, run_generated
 from ncdc.codegen.generator import Generator
 from ncdc.ir.morphisms import Composed, Rearrangement
 from torch.utils.flop_counter import FlopCounterMode
 
 from ncdc import codegen, interpreter
+from ncdc.verify.check import CheckResult, check_morphism, compare, run_generated
 
 TOKENS = 24
 

@@ -1,7 +1,7 @@
-"""Generated code for the forms of FORMAT.md §14.3 (compressor, indexer, entry selection,
+"""Generated code for the forms of docs/format.md §14.3 (compressor, indexer, entry selection,
 attention over ``w|x + s|x``), each on a small hand-made term whose inputs reach the form with
 dead positions, checked against the reference interpreter in exact and emulate mode with the
-comparison ``ncdc check`` uses (:func:`codegen.check.check_morphism`)."""
+comparison ``ncdc check`` uses (:func:`ncdc.verify.check.check_morphism`)."""
 from __future__ import annotations
 
 import itertools
@@ -9,7 +9,6 @@ import itertools
 import pytest
 import sympy
 from ncdc.codegen import generate
-from ncdc.codegen.check import check_morphism
 from ncdc.ir import (
     ConcatenateAxes,
     CovariantView,
@@ -25,6 +24,7 @@ from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
 
+from ncdc.verify.check import check_morphism
 from tests.oracles.ir_build import (
     Q,
     R,

@@ -209,9 +209,8 @@ def test_cli_compile_and_check(tmp_path, capsys):
 
 
 def test_cli_check_default_runs_every_distinct_block_and_the_model(capsys):
-    from conftest import TRANSFORMER
-
     from ncdc.cli import main
+    from tests.conftest import TRANSFORMER
 
     assert main(["check", str(TRANSFORMER), "--quant", "emulate"]) == 0
     out = capsys.readouterr().out
@@ -220,9 +219,8 @@ def test_cli_check_default_runs_every_distinct_block_and_the_model(capsys):
 
 def test_cli_check_reports_mismatch(monkeypatch, capsys):
     """A wrong generated module makes the check fail with a non-zero status."""
-    from ncdc.codegen import check as chk
-
     from ncdc.cli import main
+    from ncdc.verify import check as chk
 
     real = chk.run_generated
 

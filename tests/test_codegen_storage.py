@@ -9,13 +9,13 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.check import check_morphism
 from ncdc.codegen.prelude import storage as S
 from ncdc.interpreter.storage_policy import StoragePolicy, decode, encode
 from ncdc.ir.errors import SpecError
 
 from ncdc import codegen
 from ncdc.cli import main
+from ncdc.verify.check import check_morphism
 
 E4M3_ALL = np.arange(256, dtype=np.uint8)
 

@@ -1,5 +1,5 @@
 """The cost model (ir/cost.py) against counts worked out by hand from the block descriptions
-(FORMAT.md §13-14 and the spec's BlockTag descriptions) and the counting rules stated in the
+(docs/format.md §13-14 and the spec's BlockTag descriptions) and the counting rules stated in the
 module docstring; and ``ncdc cost``."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import time
 
 import pytest
 import sympy
-from conftest import TRANSFORMER
 from ncdc.ir.cost import cost, formula_ops, weight_bytes
 from ncdc.ir.params import param_specs
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def test_expert_gate(spec):
     m, e, k = S(spec, "m", "e", "k")
     c = cost(block(spec, "Expert Gate"))
     assert c.tokens == 1  # runs per token
-    # W^R [m, e] and the router bias [e] (FORMAT.md §13.1)
+    # W^R [m, e] and the router bias [e] (docs/format.md §13.1)
     assert sympy.expand(c.learned - (m * e + e)) == 0
     assert sympy.expand(c.activated_per_token - (m * e + e)) == 0
     # cast to FP32 (m), W^R (2 m e), x/tau (e), sqrt(softplus) = sqrt(log(exp(x) + 1)) (4 e),

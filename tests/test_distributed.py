@@ -22,7 +22,8 @@ from ncdc.codegen.generate import generate, instantiate
 from ncdc.interpreter.inputs import random_inputs
 
 import ncdc
-from ncdc.distributed import batch_bounds, launch, sharded_runs
+from ncdc.distributed import launch, sharded_runs
+from ncdc.rank import batch_bounds
 from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
 
 pytestmark = GLOO
@@ -103,7 +104,7 @@ def _jobs_and_plan(rank, world, jobs, plan):
 def _run_plan(spec, tmp, nproc):
     """A RankPlan as ``ncdc run --block "Mixture of Experts" --params P --inputs I --dtype
     float64 --nproc N`` makes it: a weights file and a batch of 5 inputs."""
-    from ncdc.commands.run import RankPlan
+    from ncdc.rank import RankPlan
 
     site = spec.site("Mixture of Experts")
     run = ncdc.interpret(site.node, env=spec.bind("tiny").env)
@@ -237,7 +238,7 @@ def test_ncdc_run_nproc_matches_one_process(two_ranks):
     process."""
     import dataclasses
 
-    from ncdc.commands.run import run_rank
+    from ncdc.rank import run_rank
 
     _, _, plan, sharded = two_ranks
     single = run_rank(dataclasses.replace(plan, nproc=1))

@@ -103,7 +103,7 @@ def _plans(spec, tmp):
     """RankPlans as ``ncdc run --block "Mixture of Experts" --params FILE --inputs I --dtype
     float64 --weights ... --nproc 2`` makes them; FILE written by a one-process run's
     ``--save-params`` on synthetic weights."""
-    from ncdc.commands.run import RankPlan, run_rank
+    from ncdc.rank import RankPlan, run_rank
 
     site = spec.site("Mixture of Experts")
     env = spec.bind("tiny").env
@@ -119,9 +119,9 @@ def _plans(spec, tmp):
         plans[name] = dataclasses.replace(first, source=str(params), nproc=2)
     # a DeepSeek-V3-named FP8 checkpoint through the example map (tests/test_checkpoint_map.py)
     from ncdc.ir.params import param_specs
-    from test_checkpoint_map import MAP, deepseek_moe, write_sharded
 
     from ncdc.distributed import _Given
+    from tests.test_checkpoint_map import MAP, deepseek_moe, write_sharded
 
     m, e, f = (env.size(d) for d in spec.params(site.node, spec.bind("tiny"))[2].shape)
     index = write_sharded(deepseek_moe(m, f, e)[0], tmp / "ckpt")
@@ -212,7 +212,7 @@ def test_exchange_bytes_unchanged_by_storage(two_ranks):
 def test_ncdc_run_nproc_synthetic_stored_weights(two_ranks):
     """Synthetic weights are drawn per shard (values differ from one process): the run
     completes with finite outputs of the one-process shapes."""
-    from ncdc.commands.run import run_rank
+    from ncdc.rank import run_rank
 
     plan, sharded = two_ranks[1]["synthetic"]
     single = run_rank(dataclasses.replace(plan, nproc=1))
@@ -227,7 +227,7 @@ def test_ncdc_run_nproc_stored_matches_one_process(two_ranks, name):
     """``ncdc run --nproc 2 --weights ... --params FILE`` (each rank cuts its part of every
     whole encoded weight) gives the one-process outputs on the same file (mapped: a sharded
     FP8 checkpoint through a map, ``--map``)."""
-    from ncdc.commands.run import run_rank
+    from ncdc.rank import run_rank
 
     plan, sharded = two_ranks[1][name]
     single = run_rank(dataclasses.replace(plan, nproc=1))

@@ -8,14 +8,14 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import ATTENTION_CORE, TRANSFORMER
 from ncdc.codegen import generate, instantiate, load_module
-from ncdc.codegen.check import ModuleCache, check_morphism
-from ncdc.codegen.recorded import record_block_inputs
-from ncdc.codegen.tolerance import UNIT_ROUNDOFF, round_to, tolerance
 
 import ncdc
 from ncdc import interpreter
+from ncdc.verify.check import ModuleCache, check_morphism
+from ncdc.verify.recorded import record_block_inputs
+from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to, tolerance
+from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
 CACHE = ModuleCache()
 NARROW = ("float32", "bfloat16", "float16")

@@ -10,10 +10,10 @@ import pytest
 import torch
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.codegen.boundary import can_be_dead, mask_names
-from ncdc.codegen.check import ModuleCache, check_morphism
-from ncdc.codegen.recorded import record_block_inputs
 
 from ncdc import interpreter
+from ncdc.verify.check import ModuleCache, check_morphism
+from ncdc.verify.recorded import record_block_inputs
 
 CACHE = ModuleCache()
 

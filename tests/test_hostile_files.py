@@ -12,7 +12,6 @@ import zipfile
 import ml_dtypes
 import numpy as np
 import pytest
-from conftest import ATTENTION_CORE, TRANSFORMER
 from ncdc.interpreter.weights import (
     METADATA_KEY,
     compare_metadata,
@@ -25,6 +24,7 @@ from ncdc.ir.errors import EvaluationError, SpecFormatError
 from ncdc.spec.loader import load_text, read_text
 
 from ncdc.cli import main
+from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
 SIZES = ["--size", "k=2", "--size", "h=2", "--size", "q=3", "--size", "x=4"]
 
@@ -307,7 +307,7 @@ def test_generated_loader_refuses_what_the_interpreter_refuses(transformer):
 
 
 def test_check_counts_a_module_that_raises_as_a_failure(monkeypatch, capsys):
-    import ncdc.codegen.check as check_mod
+    import ncdc.verify.check as check_mod
 
     def broken(g, module, inputs, tape, dtype, masks=None):
         raise RuntimeError("the generated forward raised")

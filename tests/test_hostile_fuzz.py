@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import time
 
-from conftest import ATTENTION_CORE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ncdc.cli import main
+from tests.conftest import ATTENTION_CORE
 
 SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow,

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch._dynamo
 from ncdc.codegen.decoder import token_input
-from ncdc.ir.incremental import is_token_axis
+from ncdc.ir.axes import is_token_axis
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import ncdc

@@ -10,12 +10,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ncdc.codegen.decoder import token_input
-from ncdc.codegen.decoder_check import TOLERANCE, decode_and_compare, prepare
 from ncdc.codegen.fingerprint import structural_key
 
 import ncdc
 from ncdc.cli import main
 from ncdc.naming import named_blocks
+from ncdc.verify.decoder_check import TOLERANCE, decode_and_compare, prepare
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

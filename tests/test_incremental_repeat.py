@@ -7,7 +7,6 @@ from __future__ import annotations
 import pytest
 import sympy
 from ncdc.codegen import generate
-from ncdc.codegen.decoder_check import decode_and_compare, prepare
 from ncdc.ir import Linear, View
 from ncdc.ir.axes import RawAxis
 from ncdc.ir.env import Env
@@ -15,6 +14,7 @@ from ncdc.ir.incremental import analyse
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FreeNumeric
 
+from ncdc.verify.decoder_check import decode_and_compare, prepare
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, stride, weave
 
 TOKENS = FreeNumeric(990_001, Name("b"))

@@ -124,7 +124,7 @@ def _views_on_sparse_axes():
 
 @pytest.mark.parametrize("view", _views_on_sparse_axes(), ids=lambda b: b.operator.label)
 def test_derived_liveness_matches_the_affine_sparse_axis_forms(view):
-    """FORMAT.md §5.2: the stated form of every AffineSparseAxis a view produces is what the
+    """docs/format.md §5.2: the stated form of every AffineSparseAxis a view produces is what the
     liveness of out-of-range reads gives (all-live input)."""
     from ncdc.ir import AffineSparseAxis
 

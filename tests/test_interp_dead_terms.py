@@ -1,4 +1,4 @@
-"""Dead terms are skipped by selection (FORMAT.md §2.4 L1, §16 item 3): an unrouted expert's
+"""Dead terms are skipped by selection (docs/format.md §2.4 L1, §16 item 3): an unrouted expert's
 NaN or inf never reaches the mixture through its dead gate."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Quantisation modes (FORMAT.md §12, interpreter/QUANT_POLICY.md): exact mode never rounds;
+"""Quantisation modes (docs/format.md §12, interpreter/QUANT_POLICY.md): exact mode never rounds;
 emulate mode rounds at every TypeConvert (bit-exact against ml_dtypes) and the results of
 operations whose output weave is a quantised real."""
 from __future__ import annotations

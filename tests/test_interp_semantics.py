@@ -1,6 +1,6 @@
 """Evaluation semantics on small hand-built terms: reindexings as affine gathers with dead
 out-of-range reads, liveness through folds, sums and products, covariant scatters, selections,
-boxes, repetition and the tape (FORMAT.md §2.4, §7–§11, §16)."""
+boxes, repetition and the tape (docs/format.md §2.4, §7–§11, §16)."""
 from __future__ import annotations
 
 import numpy as np

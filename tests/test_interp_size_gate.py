@@ -10,12 +10,12 @@ import time
 
 import numpy as np
 import pytest
-from conftest import ATTENTION_CORE
 from ncdc.ir.errors import BindingError
 from ncdc.ir.numeric import INT64_MAX
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import ATTENTION_CORE
 
 HUGE = {"x": 3, "h": 2**31, "k": 2**31, "q": 1}
 """Attention core sizes whose R[x, h, k] holds 3 * 2**62 > 2**63 - 1 elements."""

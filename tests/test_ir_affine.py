@@ -1,4 +1,4 @@
-"""``ir.affine``: the one normalisation of reindexings to affine maps (FORMAT.md §7).
+"""``ir.affine``: the one normalisation of reindexings to affine maps (docs/format.md §7).
 
 Every reindexing of the bundled spec and of both older pyncd examples, and random trees of
 ``Rearrangement`` / ``StrideMorphism`` / ``Block`` / ``ProductOfMorphisms`` / ``Composed``, are
@@ -15,7 +15,6 @@ import random
 import numpy as np
 import pytest
 import sympy
-from conftest import ATTENTION_CORE, TRANSFORMER
 from ncdc.codegen import affine as codegen_affine
 from ncdc.interpreter import reindex
 from ncdc.ir.affine import BoundAffineMap, RangeConstraint, affine_map
@@ -37,6 +36,7 @@ from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
 from ncdc.ir.walk import walk
 
 import ncdc
+from tests.conftest import ATTENTION_CORE, TRANSFORMER
 from tests.oracles.ir_build import axis, block, composed, product, rearr, stride
 
 

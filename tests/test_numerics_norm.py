@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 from ncdc.codegen import generate
-from ncdc.codegen.check import ModuleCache, check_morphism
 
 from ncdc import interpreter
+from ncdc.verify.check import ModuleCache, check_morphism
 
 CACHE = ModuleCache()
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 from ncdc.codegen import generate, instantiate, load_module
-from ncdc.codegen.tolerance import UNIT_ROUNDOFF, round_to
 from ncdc.ir import dataflow
 from ncdc.ir.rewrites import SinkShift, stable_composition
 
 from ncdc import interpreter
+from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
           "float16": torch.float16}
@@ -207,7 +207,7 @@ def test_dead_slots_never_enter_the_maximum(core, env, generated):
 
 
 def test_emulate_stays_bit_identical(core, env):
-    from ncdc.codegen.check import check_morphism
+    from ncdc.verify.check import check_morphism
 
     r = check_morphism(core, env, quant="emulate")
     assert r.ok, r.problem
@@ -261,9 +261,8 @@ def _unsafe_exponentials(spec) -> list[str]:
 def test_every_exponential_is_in_a_safe_form(bundled):
     """Bundled: First Sinkhorn Round (softmax pair), Attention Core (sink shift), Expert Gate
     (softplus as LogSumExp); pyncd examples: SoftMax operators and a sigmoid only."""
-    from conftest import PYNCD
-
     import ncdc
+    from tests.conftest import PYNCD
 
     assert _unsafe_exponentials(bundled) == []
     for path in sorted(PYNCD.glob("*.json")):

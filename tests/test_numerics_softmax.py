@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 import torch
 from ncdc.codegen import generate, instantiate, load_module
-from ncdc.codegen.check import ModuleCache, check_morphism
-from ncdc.codegen.tolerance import UNIT_ROUNDOFF, round_to
 from ncdc.ir.operators import Arithmetic, L1Norm, SoftMax
 from ncdc.ir.rewrites import softmax_pair
 
 from ncdc import interpreter
+from ncdc.verify.check import ModuleCache, check_morphism
+from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to
 
 CACHE = ModuleCache()
 

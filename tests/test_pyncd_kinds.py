@@ -8,7 +8,6 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import DATA, PYNCD
 from ncdc.codegen import compile_torch
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import ThreadedComposed
@@ -18,6 +17,7 @@ from ncdc.spec.validate import validate
 
 import ncdc
 from ncdc.cli import main
+from tests.conftest import DATA, PYNCD
 
 EXPORTS = sorted(PYNCD.glob("*.json"))
 PROGRAM = DATA / "tensorlogic_program.json"

@@ -1,4 +1,4 @@
-"""Rounding to quantised formats (FORMAT.md §12): numpy interpreter vs ml_dtypes ground truth,
+"""Rounding to quantised formats (docs/format.md §12): numpy interpreter vs ml_dtypes ground truth,
 and the torch prelude vs the numpy interpreter, bit for bit."""
 
 import ast

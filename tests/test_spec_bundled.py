@@ -52,7 +52,7 @@ def test_salvaged_spec_validates_without_errors(bundled):
     diags = bundled.validate()
     by_code = counts_by_code(diags)
     assert not [d for d in diags if d.severity == "error"]
-    # FORMAT.md §2.5: five BlockOperator ports and seven TypeConverts, nothing else.
+    # docs/format.md §2.5: five BlockOperator ports and seven TypeConverts, nothing else.
     lenient = [d for d in diags if d.code == "datatype-leniency"]
     ports = [d for d in lenient if ".operator." not in d.json_path]
     converts = [d for d in lenient if d.json_path.endswith(".operator.source")]
@@ -119,7 +119,7 @@ def test_repository_only_titles_match_format_section_15(bundled):
     assert {e.title for e in only} == FORMAT_REPOSITORY_ONLY
     rows = {e.title: e for e in block_titles(bundled.doc)}
     assert len(rows) == 99 and sum(e.has_body for e in rows.values()) == 60
-    # [referenced, unreferenced] tag records per title, as FORMAT.md §15 lists them
+    # [referenced, unreferenced] tag records per title, as docs/format.md §15 lists them
     for title, counts in {"Cast": (36, 328), "Sliding Window Layer": (1, 1),
                           "Single-Pass mHC": (2, 18), "Mixing Coefficients": (1, 0),
                           "win": (1, 9), "qgrp": (2, 38), "Entry Gather": (0, 8)}.items():
@@ -162,7 +162,7 @@ def test_window_shape(bundled, released6):
     assert released6.sizes(kv.shape) == (12, 128, 512)
 
 
-# FreeNumeric ids of FORMAT.md §4.4
+# FreeNumeric ids of docs/format.md §4.4
 M, T1, E, K, W, C, E_TILDE, Y_HAT, H, G, J, T, BAR_P, B = (
     2073802315, 336459836, 1621082764, 1323411805, 990851622, 296734870, 559632892, 903385593,
     2130048138, 1338770949, 141018594, 1181195560, 1390890971, 662338339)

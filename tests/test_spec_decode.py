@@ -6,7 +6,6 @@ import re
 
 import pytest
 import sympy
-from conftest import ATTENTION_CORE, DATA, TRANSFORMER, find_typed
 from ncdc.ir import operators as ops
 from ncdc.ir.datatypes import BlockScale, Complex, Natural, Quantified, Reals
 from ncdc.ir.errors import SpecDecodeError, SpecError, SpecFormatError
@@ -17,6 +16,7 @@ from ncdc.spec.loader import load_text
 
 import ncdc
 from ncdc import ir
+from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER, find_typed
 
 EXTRA = DATA / "extra_kinds.json"
 SPEC_FILES = (None, TRANSFORMER, ATTENTION_CORE, EXTRA, *sorted(
@@ -125,7 +125,7 @@ def test_identity_of_repository_records_is_kept(bundled):
 
 
 def compress(doc) -> dict:
-    """The compressed export of FORMAT.md §1.5, written independently of spec.envelope:
+    """The compressed export of docs/format.md §1.5, written independently of spec.envelope:
     records in post-order, each referring only to earlier ones, identical records shared."""
     records, index = [], {}
 
@@ -287,3 +287,12 @@ def test_every_broken_morphism_in_data_is_reported_with_its_titles(transformer_j
     assert "NoSuchOperator" in got[softmax_path].message
     for p in got.values():
         assert p.titles[:1] == ("Transformer Layer",) and p.titles[-1] == "Attention Core"
+
+
+def test_nullary_constant_operator_is_refused_by_name(attention_core_json):
+    path, softmax = find_typed(attention_core_json, "SoftMax")[0]
+    softmax.clear()
+    softmax.update({"__type__": "Constant", "value": 1.0})
+    err = _load_error(attention_core_json)
+    assert isinstance(err, SpecDecodeError) and err.node_type == "Constant"
+    assert err.json_path == path and "nullary Constant operator" in err.message

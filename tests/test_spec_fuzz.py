@@ -7,7 +7,6 @@ import copy
 import json
 
 import pytest
-from conftest import ATTENTION_CORE, json_nodes
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ncdc.ir.errors import SpecError
@@ -15,6 +14,7 @@ from ncdc.spec.jsontext import Incomplete, parse_salvage
 from ncdc.spec.loader import load_text
 
 import ncdc
+from tests.conftest import ATTENTION_CORE, json_nodes
 
 SETTINGS = settings(max_examples=60, deadline=3000, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from conftest import DATA, find_typed
 from ncdc.ir.errors import Diagnostic
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import counts, validate
 
 import ncdc
+from tests.conftest import DATA, find_typed
 
 
 def _spec(doc):

@@ -1,7 +1,7 @@
 """Every array a generated module holds in an MX format groups its block scales as the reference
 interpreter does, on non-zero random weights (biases included): the module loaded through
 ``load_interpreter_params`` and through the checkpoint loader (``ncdc.checkpoint``), the
-interpreter under the same policy, both against an encoding written here from FORMAT.md / the
+interpreter under the same policy, both against an encoding written here from docs/format.md / the
 storage policy's docstring with ml_dtypes; the module's bytes against the cost model's; and
 ``ncdc check --weights`` drawing non-zero biases, so that it would catch a grouping error."""
 from __future__ import annotations
@@ -13,7 +13,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.check import check_morphism
 from ncdc.codegen.generate import generate, instantiate, load_module
 from ncdc.interpreter.storage_policy import StoragePolicy, apply_policy
 from ncdc.ir.cost import cost
@@ -23,6 +22,7 @@ from ncdc.ir.params import param_specs
 
 from ncdc import interpreter
 from ncdc.checkpoint.module import build_meta, interpreter_arrays, materialize
+from ncdc.verify.check import check_morphism
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*seeded stand-in values")
 

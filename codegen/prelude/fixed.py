@@ -43,7 +43,7 @@ def _primes_after(start, count):
 
 
 def consecutive_primes(count, total, bound):
-    """The Engram primes (FORMAT.md §11.12): `count` consecutive primes summing to `total`,
+    """The Engram primes (docs/format.md §11.12): `count` consecutive primes summing to `total`,
     the ones after 16,000,000 when they do (the released rule), else the unique window of
     consecutive primes with that sum; every prime below `bound`."""
     window = _primes_after(RELEASED_PRIME_START, count)

@@ -1,4 +1,4 @@
-"""Rounding to pyncd's storage formats for torch tensors (emulation mode, FORMAT.md §12).
+"""Rounding to pyncd's storage formats for torch tensors (emulation mode, docs/format.md §12).
 
 Float formats return the denoted value in a floating input's dtype (float64 for integer
 inputs), computed internally in float64; integer formats return int64.  Saturating: E4M3, E5M2, E2M1 (|x| above

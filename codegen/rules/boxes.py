@@ -1,4 +1,4 @@
-"""Boxes: a block applied at every degree index (FORMAT.md §9.2, §10.4, §10.5).
+"""Boxes: a block applied at every degree index (docs/format.md §9.2, §10.4, §10.5).
 
 Each operand is laid out as ``[*degree, *target]`` (expanded where its reindexing drops a degree
 axis) and the block runs on it with the degree as extra leading dims: lifting costs nothing

@@ -1,6 +1,7 @@
 """Elementwise operators: formulas, named functions, format changes, complex pairs."""
 from __future__ import annotations
 
+import numpy as np
 import sympy
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
@@ -198,7 +199,6 @@ def decomplex(ctx):
     var = ctx.bind("unpaired", code, out)
     if o.live is None:
         return [OpResult(var, out)]
-    import numpy as np
 
     live = ctx.bind(var + "_live", f"{o.live}.repeat_interleave(2, dim=-1)")
     p, s = o.static

@@ -4,6 +4,7 @@ from __future__ import annotations
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import WeightedTriangularLower
 
+from .. import liveness
 from ..operands import OpResult
 from ..registry import rule
 
@@ -33,7 +34,6 @@ def weighted_tril(ctx):
         return [OpResult(var, out)]
     live = ctx.aligned_live(0, keep + tl)
     var = ctx.bind(var, ctx.where_live(live, var), out)
-    from .. import liveness
 
     st = (liveness.align(o.static[0], o.labels, keep + tl),
           liveness.align(o.static[1], o.labels, keep + tl))

@@ -1,6 +1,7 @@
 """Normalisations over the target axes: RMSNorm, L2 and L1 normalisation, (older) softmax."""
 from __future__ import annotations
 
+import sympy
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import L1Norm, L2Norm, Normalize, SoftMax
 
@@ -103,8 +104,6 @@ def normalize(ctx):
 
 
 def _integral(expr) -> bool:
-    import sympy
-
     return sympy.sympify(expr).is_Integer is True
 
 

@@ -1,4 +1,4 @@
-"""Selections: top-k, reading through a selection, index selection (FORMAT.md §11.16-18).
+"""Selections: top-k, reading through a selection, index selection (docs/format.md §11.16-18).
 
 Top-k ranks the live entries of its one target axis with a stable descending sort, so ties go
 to the lower position as in the reference (interpreter/READINGS.md 13); the ``WEIGHTS`` form
@@ -138,7 +138,7 @@ def select(ctx):
         idx, idx_live, idx_static = _slot_operand(ctx, 0, out)
         return [_gather(ctx, 1, out, idx, idx_live, idx_static)]
     raise SpecError(f"Select with {len(ctx.ops)} operands of kinds {', '.join(kinds)} is not "
-                    "a known form (FORMAT.md §11.17)", b.path)
+                    "a known form (docs/format.md §11.17)", b.path)
 
 
 def _slot_operand(ctx, k, out):
@@ -157,7 +157,7 @@ def _slot_operand(ctx, k, out):
 
 def _gather(ctx, pi, out, idx, idx_live, idx_static, named=True):
     """``payload[..., idx]`` along the payload's one target axis, ``out``'s last dim the slots:
-    dead where the position is dead or names a dead payload entry (FORMAT.md §11.17-18)."""
+    dead where the position is dead or names a dead payload entry (docs/format.md §11.17-18)."""
     lead = out[:-1]
     pl = ctx.aligned(pi, lead + [("t", pi, 0)], expand=True)
     labels = out if named else None

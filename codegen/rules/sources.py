@@ -1,9 +1,9 @@
 """Nullary sources that are not learned: fixed arrays and rotary tables."""
 from __future__ import annotations
 
+from ncdc.ir.axes import is_token_axis
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
-from ncdc.ir.incremental import is_token_axis
 from ncdc.ir.names import plain_title
 from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 

@@ -174,7 +174,7 @@ def concatenate(ctx):
 
 def _scatter_parts(ctx, parts, aligned, dst):
     """Each part written at ``offset_k + stride_k * j`` of the whole axis, later parts over
-    earlier ones; unwritten positions and dead part entries are dead (FORMAT.md §11.15)."""
+    earlier ones; unwritten positions and dead part entries are dead (docs/format.md §11.15)."""
     cb = ctx.cb
     whole = ctx.axis(("o", 0, 0))
     size_code = f"({cb.axis_size(whole)},)"

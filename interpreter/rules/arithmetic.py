@@ -1,4 +1,4 @@
-"""Elementwise functions: ``Arithmetic`` formulas (FORMAT.md §11.7, lowered once through sympy,
+"""Elementwise functions: ``Arithmetic`` formulas (docs/format.md §11.7, lowered once through sympy,
 :mod:`interpreter.formulas`), ``GenericOperator`` (meaning by name, §11.22) and the older
 ``Elementwise`` (the function its decoder named). Dead in, dead out."""
 from __future__ import annotations

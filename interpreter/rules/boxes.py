@@ -1,4 +1,4 @@
-"""Boxes (FORMAT.md §10.4–§10.5): the block applied at every degree index, i.e. evaluated
+"""Boxes (docs/format.md §10.4–§10.5): the block applied at every degree index, i.e. evaluated
 *lifted* — the box's ``(*batch, *degree)`` becomes the block's batch.
 
 ``ParaBlockOperator``: inputs are one per grab first, then the block's operands; the grabbed

@@ -1,4 +1,4 @@
-"""``PairsAsComplex`` / ``Decomplex`` (FORMAT.md §11.20) on the one target axis:
+"""``PairsAsComplex`` / ``Decomplex`` (docs/format.md §11.20) on the one target axis:
 ``p[t] = v[2t] + i v[2t+1]``; ``y[2t] = Re p[t]``, ``y[2t+1] = Im p[t]``. A complex number is
 dead iff either element of its pair is; both elements of a dead number are dead."""
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""``Einops`` (FORMAT.md §11.1): ``out = sum over every group of prod_k in_k``.
+"""``Einops`` (docs/format.md §11.1): ``out = sum over every group of prod_k in_k``.
 
 Lowered to one ``numpy.einsum`` in sublist form with an Ellipsis for the lead (batch + degree)
 dimensions. Liveness is the same contraction over the bool masks (product = AND, sum = OR): the
 result is dead iff, for every group index, some operand is dead — a product propagates dead,
 a fold skips dead terms and is dead only if all are. Naturals stay exact int64.
 
-Dead terms are skipped by selection, not by multiplying with their stored 0 (FORMAT.md §16
+Dead terms are skipped by selection, not by multiplying with their stored 0 (docs/format.md §16
 item 3): when the result is not finite, the contraction is redone after every other operand's
 dead positions are selected out of each non-finite operand (for each operand whose groups are a subset of its own), so an
 unrouted expert's inf/NaN never reaches the sum through a dead gate.

@@ -1,4 +1,4 @@
-"""``TypeConvert`` (FORMAT.md §11.21) and ``Cast`` (§11.11): identity on values (stored in the
+"""``TypeConvert`` (docs/format.md §11.21) and ``Cast`` (§11.11): identity on values (stored in the
 output kind's dtype). emulate mode rounds a ``TypeConvert``'s result to its ``target`` in the
 evaluator, once the result lies in its output layout (block scales group along the wire's last
 axis; see ``QUANT_POLICY.md``). ``Cast`` only retypes naturals and never rounds."""

@@ -1,4 +1,4 @@
-"""``Embedding`` (FORMAT.md §11.3): ``out[o...] = T[idx, o...]`` for a rank-0 natural index.
+"""``Embedding`` (docs/format.md §11.3): ``out[o...] = T[idx, o...]`` for a rank-0 natural index.
 A dead index gives a dead row; an index outside ``[0, N)`` is an
 :class:`~ir.errors.EvaluationError` naming the table's key, the index and ``N``."""
 from __future__ import annotations

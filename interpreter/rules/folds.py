@@ -1,4 +1,4 @@
-"""Sums of wires and folds over one axis (FORMAT.md §11.6, §11.8–§11.10).
+"""Sums of wires and folds over one axis (docs/format.md §11.6, §11.8–§11.10).
 
 * ``AdditionOp``: pointwise sum; a dead operand counts as 0 (its stored value), the result is
   dead only if every operand is (§16 item 1). Naturals sum exactly.

@@ -1,4 +1,4 @@
-"""``Linear`` (FORMAT.md §11.2): ``y[o] = sum_in x[in] W[in, o] (+ b[o])``, the same ``W`` at
+"""``Linear`` (docs/format.md §11.2): ``y[o] = sum_in x[in] W[in, o] (+ b[o])``, the same ``W`` at
 every degree index; with no input the output *is* ``W``. Weight layout ``[in targets..., out
 target...]`` (several inputs: all their targets, in input order). The fold over the input
 targets skips dead terms; a result is dead iff all its terms are, and gets no bias."""

@@ -1,4 +1,4 @@
-"""Normalisations over target axes (FORMAT.md §11.4, §11.5; older ``SoftMax``).
+"""Normalisations over target axes (docs/format.md §11.4, §11.5; older ``SoftMax``).
 
 * ``Normalize``: ``y = x (mean(x^2) + eps)^(-1/2)`` over **all target axes jointly**, the mean
   over live positions only (divided by the live count); then ``* gain``, ``+ shift``. The

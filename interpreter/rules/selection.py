@@ -1,4 +1,4 @@
-"""Selections (FORMAT.md §11.16–§11.18).
+"""Selections (docs/format.md §11.16–§11.18).
 
 ``TopK`` ranks the live entries of its one target axis; ties go to the lower position (stable
 order); with fewer than ``k`` live entries all of them are kept.

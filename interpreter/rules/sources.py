@@ -1,10 +1,10 @@
-"""Nullary sources that are not learned (FORMAT.md §11.12, §11.19).
+"""Nullary sources that are not learned (docs/format.md §11.12, §11.19).
 
 * ``FixedArray``: its value (computed by rule or supplied; :mod:`interpreter.fixed`).
 * ``Rotary``: ``F[i_x, i_t] = exp(i * position_stride * i_x * theta[i_t])`` with
   ``theta[i_t] = base^(-i_t / |t|)``, positions from 0, over the target ``[x, t]``.
 * ``YarnRotary``: ``theta'[t] = theta[t] (1 - r[t] + r[t] / factor)`` with
-  ``r[t] = clamp((t - ramp_start) / (ramp_end - ramp_start), 0, 1)`` (FORMAT.md §11.19 as
+  ``r[t] = clamp((t - ramp_start) / (ramp_end - ramp_start), 0, 1)`` (docs/format.md §11.19 as
   stated).
 """
 from __future__ import annotations

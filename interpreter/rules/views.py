@@ -1,4 +1,4 @@
-"""Pure data movement (FORMAT.md §11.13–§11.15): gathers and scatters.
+"""Pure data movement (docs/format.md §11.13–§11.15): gathers and scatters.
 
 * ``View`` / ``Identity``: the identity on each scalar — the Broadcasted's reindexing (already
   applied when the input was lifted) does the work, so a ``View`` result is usually a strided

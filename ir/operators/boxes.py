@@ -18,7 +18,7 @@ class BlockOperator(Operator):
     family = "box"
 
     def check(self, site):
-        """The weave targets are the block's dom and cod (FORMAT.md §10.4)."""
+        """The weave targets are the block's dom and cod (docs/format.md §10.4)."""
         ports(site, site.typed(self.block, "dom"), site.typed(self.block, "cod"))
 
     def flops(self, b):
@@ -40,7 +40,7 @@ class ParaBlockOperator(Operator):
 
     def check(self, site):
         """Ports: one input per grab, then the block's dom; its cod, then one per drop
-        (FORMAT.md §10.5)."""
+        (docs/format.md §10.5)."""
         dom, cod = site.typed(self.block, "dom"), site.typed(self.block, "cod")
         if dom is not None:
             dom = tuple(g.size for g in self.grabs) + tuple(dom)
@@ -62,7 +62,7 @@ def box_name(op) -> str:
 
 
 def ports(site, dom, cod) -> None:
-    """A box's weave targets against its block's ``dom``/``cod`` (FORMAT.md §10.4, §2.5):
+    """A box's weave targets against its block's ``dom``/``cod`` (docs/format.md §10.4, §2.5):
     ``box-arity``, ``box-port``, and ``datatype-leniency`` warnings."""
     b, what = site.b, f"box {box_name(site.op)}"
     for side, weaves, objs in (("input", b.input_weaves, dom), ("output", b.output_weaves, cod)):
@@ -80,7 +80,7 @@ def ports(site, dom, cod) -> None:
             if prob.kind == "leniency":
                 site.warning("datatype-leniency", f"{what}: {side} port {prob.position}: the "
                              f"block says {prob.left} but the weave says {prob.right.datatype} "
-                             "(equal after stripping quantisation, FORMAT.md §2.5)", where,
+                             "(equal after stripping quantisation, docs/format.md §2.5)", where,
                              prob.axes_involved())
             else:
                 site.error("box-port", f"{what}: {side} port {prob.position}: the block has "

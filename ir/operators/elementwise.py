@@ -75,7 +75,7 @@ class TypeConvert(Operator):
     def check(self, site):
         """One operand, one result; ``source``/``target`` equal the weaves' datatypes, or equal
         after stripping quantisation (``datatype-leniency`` warning: the weave is trusted,
-        FORMAT.md §11.21)."""
+        docs/format.md §11.21)."""
         if not site.arity(n_in=1, n_out=1):
             return
         b = site.b
@@ -86,7 +86,7 @@ class TypeConvert(Operator):
             if compatible(declared, w.datatype):
                 site.warning("datatype-leniency", f"TypeConvert {fld} says {declared} but the "
                              f"{side} weave says {w.datatype} (equal after stripping "
-                             "quantisation, FORMAT.md §2.5)", f".operator.{fld}")
+                             "quantisation, docs/format.md §2.5)", f".operator.{fld}")
             else:
                 site.error("operator-type", f"TypeConvert {fld} {declared} is incompatible "
                            f"with the weave's {w.datatype}", f".operator.{fld}")

@@ -1,7 +1,7 @@
 """What an operator's ``check`` sees: one ``Broadcasted`` applying it, and where to report.
 
 :meth:`Operator.check <ir.operators.base.Operator.check>` states an operator's arity, rank and
-datatype rules (FORMAT.md §11) with the vocabulary of :class:`Site`; ``spec.checks_broadcast``
+datatype rules (docs/format.md §11) with the vocabulary of :class:`Site`; ``spec.checks_broadcast``
 builds the site and calls it. The sink is any object with the :class:`Diagnostics` methods
 (``spec.validate.Checker``), so ``ir`` states the rules without depending on ``spec``.
 

@@ -40,7 +40,7 @@ class CovariantView(_Move):
 
     def check(self, site):
         """One result; the index map's codomain is the output target and the input target is
-        a leading part of its domain (FORMAT.md §11.14)."""
+        a leading part of its domain (docs/format.md §11.14)."""
         if not site.arity(n_out=1):
             return
         b = site.b

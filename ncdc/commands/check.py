@@ -52,7 +52,7 @@ def add_parser(subparsers) -> None:
                    help="torch dtype; float64: relative tolerance 1e-10; narrower dtypes: "
                         "inputs and weights rounded to it on both sides, each block fed the "
                         "inputs the model gives it, tolerance estimated per block from the "
-                        "dtype (codegen/tolerance.py); emulate: identical (default: float64)")
+                        "dtype (ncdc/verify/tolerance.py); emulate: identical (default: float64)")
     add_weights_arg(p)
     p.add_argument("--seeds", type=int, default=1, metavar="N",
                    help="random draws per block (default: 1)")
@@ -63,7 +63,6 @@ def add_parser(subparsers) -> None:
 def targets(spec, args):
     """(label, morphism, cache key) to check, in spec order."""
     from ncdc.codegen.fingerprint import structural_key
-
     from ncdc.naming import named_blocks
 
     if args.block:
@@ -120,7 +119,7 @@ class Progress:
 
 def _fed(recorded: dict, m, args) -> dict:
     """What the model passes into ``m``: its liveness always (a window's dead slots), its
-    values in a narrower dtype (codegen/recorded.py)."""
+    values in a narrower dtype (ncdc/verify/recorded.py)."""
     got = recorded.get(id(m))
     if got is None:
         return {}
@@ -148,8 +147,8 @@ def table(rows: list[dict]) -> list[str]:
 
 
 def run(args) -> int:
-    from ncdc.codegen.check import TOLERANCE, ModuleCache, check_morphism
     from ncdc.ir.errors import UsageError
+    from ncdc.verify.check import TOLERANCE, ModuleCache, check_morphism
 
     if args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}: at least one draw per block")
@@ -168,7 +167,7 @@ def run(args) -> int:
                  max_memory=args.max_memory, torch_bytes=8 if args.dtype == "float64" else 4)
     cache = ModuleCache()
     from ncdc.codegen.boundary import can_be_dead
-    from ncdc.codegen.recorded import record_block_inputs
+    from ncdc.verify.recorded import record_block_inputs
 
     from .compile import target
 

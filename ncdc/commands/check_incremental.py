@@ -1,5 +1,5 @@
 """``ncdc check --incremental``: the generated ``prefill`` and ``step`` against the interpreter's
-whole-sequence outputs (:mod:`codegen.decoder_check`), block by block."""
+whole-sequence outputs (:mod:`ncdc.verify.decoder_check`), block by block."""
 from __future__ import annotations
 
 import time
@@ -32,8 +32,8 @@ def _chunks(text: str) -> tuple[int, ...]:
 
 
 def run_incremental(args, targets) -> int:
-    from ncdc.codegen.decoder_check import TOLERANCE, check_incremental
     from ncdc.ir.errors import UsageError
+    from ncdc.verify.decoder_check import TOLERANCE, check_incremental
 
     if args.dtype != "float64":
         raise UsageError("--incremental compares in float64 (exact: 1e-12; emulate: identical)")
@@ -41,8 +41,8 @@ def run_incremental(args, targets) -> int:
     spec = load_spec(args)
     env = bind_from_args(spec, args, default_preset="tiny").env
     from ncdc.codegen.boundary import can_be_dead
-    from ncdc.codegen.recorded import record_block_inputs
     from ncdc.ir.readings import apply_reading
+    from ncdc.verify.recorded import record_block_inputs
 
     from .compile import target
 

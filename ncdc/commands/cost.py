@@ -1,5 +1,5 @@
 """``ncdc cost``: what the model (or a block) costs, per block and in total (the report is
-built by ``ncdc.cost_report``; the counting rules are stated in ``ir/cost.py``)."""
+built by ``ncdc.commands.cost_report``; the counting rules are stated in ``ir/cost.py``)."""
 from __future__ import annotations
 
 from .common import add_block_arg, add_size_args, add_spec_args
@@ -38,6 +38,6 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
-    from ncdc.cost_report import run as report
+    from ncdc.commands.cost_report import run as report
 
     return report(args)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-from dataclasses import dataclass, field
+
+from ncdc.rank import SYNTHETIC, RankPlan, RankResult, run_rank
 
 from .common import (
     add_block_arg,
@@ -35,8 +35,6 @@ checkpoint map (--map, see docs/checkpoints.md), or seeded synthetic values. One
 runs; the time and peak resident memory of each block are printed, and the outputs can be
 written to a file. The memory preflight refuses a run that would not fit.
 """
-
-SYNTHETIC = "synthetic"
 
 
 def add_parser(subparsers) -> None:
@@ -87,171 +85,6 @@ def add_parser(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-@dataclass
-class RankPlan:
-    """What one process runs: a morphism under a binding, with its weights and inputs.
-    ``model_specs``: a function giving the whole model's parameter specs (for keys of a file
-    written from an enclosing block), or None."""
-
-    morphism: object
-    env: object
-    source: str
-    map: str | None = None
-    key_prefix: str | None = None
-    weights: tuple = ()
-    dtype: str = "float32"
-    quant: str = "exact"
-    reading: str = "faithful"
-    seed: int = 0
-    stand_in: bool = False
-    inputs: str | None = None
-    depth: int = 2
-    model_specs: object = None
-    nproc: int = 1  # > 1: one rank of a sharded run (ncdc/distributed.py)
-
-
-@dataclass
-class RankResult:
-    outputs: list
-    lives: list
-    tape: dict
-    blocks: list
-    load: object
-    seconds: dict = field(default_factory=dict)
-    peak: int = 0
-    tensors: str = ""
-
-
-def open_source(plan: RankPlan):
-    """The tensors ``plan`` loads (None for synthetic weights): a weights file, or a checkpoint
-    seen through its map."""
-    from ncdc.checkpoint.files import open_source as open_
-
-    if plan.source == SYNTHETIC:
-        return None
-    return open_(plan.source, plan.map, dtype=plan.dtype)
-
-
-def build_and_load(plan: RankPlan):
-    """``(built, load report, seconds)``: the module of ``plan`` built on the meta device and
-    filled from its weights."""
-    from ncdc.interpreter.storage_policy import StoragePolicy
-
-    from ncdc.checkpoint.keys import resolve
-    from ncdc.checkpoint.module import build_meta, materialize
-
-    t0 = time.perf_counter()
-    policy = StoragePolicy.parse(plan.weights)
-    built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
-                       dtype=plan.dtype, stand_in=plan.stand_in,
-                       weights=policy if policy.rules else None)
-    if plan.nproc > 1:
-        from ncdc.distributed import shard_built
-        shard_built(built)
-    t1 = time.perf_counter()
-    source = open_source(plan)
-    try:
-        key_map, prefix = {}, ""
-        if source is not None:
-            specs = list(built.specs.values())
-            key_map, prefix = resolve(specs, source.names(), plan.model_specs,
-                                      plan.key_prefix)
-        report = materialize(built, source, key_map=key_map, seed=plan.seed,
-                             synthetic=source is None, policy=policy if policy.rules else None,
-                             prefix=prefix)
-    finally:
-        if source is not None:
-            source.close()
-    return built, report, {"build": t1 - t0, "load": time.perf_counter() - t1}
-
-
-def _inputs(plan: RankPlan):
-    """Inputs (numpy) and their masks (or None) in dom order."""
-    from ncdc.ir.errors import EvaluationError
-
-    from ncdc import interpreter
-
-    n = len(plan.morphism.dom)
-    if plan.inputs is None:
-        return interpreter.random_inputs(plan.morphism, plan.env, plan.seed), [None] * n
-    from ncdc.interpreter.weights import read_npz
-
-    data = read_npz(plan.inputs)
-    xs, lives = [], []
-    for k in range(n):
-        name = next((c for c in (f"in{k}", f"arr_{k}") if c in data), None)
-        if name is None:
-            raise EvaluationError(f"{plan.inputs}: no array in{k} (input {k} of {n})")
-        xs.append(data[name])
-        live = data.get(f"live{k}")
-        lives.append(None if live is None else live.astype(bool))
-    return xs, lives
-
-
-def _torch(a, dtype):
-    """``a`` as a tensor of the module's dtype (complex and integer arrays keep their kind)."""
-    from ncdc.codegen.check import to_torch
-
-    return to_torch(a, dtype)
-
-
-def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
-    """Build, load and run one module: the unit a process (or a distributed rank) runs;
-    ``save_params``: a file to write the loaded weights to (interpreter keys and layout)."""
-    import numpy as np
-    import torch
-    from ncdc.codegen.boundary import mask_names
-
-    from ncdc import interpreter
-    from ncdc.checkpoint.errors import CheckpointError
-    from ncdc.checkpoint.module import missing_user_data
-    from ncdc.checkpoint.profile import Profiler, peak_bytes
-
-    built, report, seconds = build_and_load(plan)
-    lacking = missing_user_data(built.module)
-    if lacking:
-        raise CheckpointError(f"data the spec leaves to the user is not in the weights: "
-                              f"{', '.join(lacking)} (give it, or use --stand-in for seeded "
-                              "stand-ins)")
-    g, module = built.generated, built.module
-    if save_params:
-        from ncdc.interpreter.weights import save_params as save
-
-        from ncdc.checkpoint.module import interpreter_arrays
-
-        save(interpreter_arrays(built), save_params)
-    xs, lives = _inputs(plan)
-    if plan.nproc > 1:
-        from ncdc.distributed import split_batch
-        xs, lives = split_batch(xs, lives, plan.morphism.dom)
-    args = [_torch(x if m is None else np.where(m, x, 0), built.dtype)
-            for x, m in zip(xs, lives)]
-    names = mask_names(module, plan.morphism.dom)
-    kwargs = {names[k]: torch.from_numpy(m) for k, m in enumerate(lives)
-              if m is not None and k in names}
-    tape = {}
-    if g.root.uses_tape:
-        given = interpreter.random_tape(plan.morphism, plan.env, plan.seed)
-        tape = {g.slot_keys[uid]: _torch(v, built.dtype) for uid, v in given.items()
-                if uid in g.slot_keys}
-        kwargs["tape"] = tape
-    prof = Profiler(module, plan.depth)
-    t0 = time.perf_counter()
-    try:
-        with torch.no_grad():
-            out = module(*args, **kwargs)
-    finally:
-        prof.remove()
-    seconds["forward"] = time.perf_counter() - t0
-    flat = list(out) if isinstance(out, tuple) else [out]
-    outputs, out_lives = [], []
-    for _arr, st, _ in g.root.outputs:
-        outputs.append(flat.pop(0))
-        out_lives.append(flat.pop(0) if st is not None else None)
-    return RankResult(outputs, out_lives, tape, list(prof.rows.values()), report, seconds,
-                      peak_bytes())
-
-
 def _numpy(t):
     import torch
 
@@ -281,7 +114,6 @@ def _preflight(morphism, env, args) -> None:
     formats of --weights where the module holds them) and its largest activations would not
     fit."""
     from ncdc.interpreter.storage_policy import StoragePolicy
-
     from ncdc.preflight import check_budget, estimate, parse_size
 
     fmt = None if args.dtype == "float64" else args.dtype
@@ -348,9 +180,8 @@ def run(args) -> int:
                     args.stand_in, args.inputs, args.depth,
                     model_specs if args.block else None, args.nproc)
     if args.nproc > 1:
-        from ncdc.ir.errors import DistributedError
-
         from ncdc.distributed import run_sharded
+        from ncdc.ir.errors import DistributedError
         try:
             res = run_sharded(plan)
         except DistributedError as exc:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import sympy
 
 from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
+from ncdc.ir.cost import block_costs, with_tokens
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import (
@@ -50,7 +51,7 @@ from ncdc.ir.morphisms import (
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
-from ncdc.ir.walk import arity
+from ncdc.ir.walk import arity, walk
 
 from .labels import is_math, operator_label, plain_label
 
@@ -368,9 +369,6 @@ def _cost_text(expr, env: Env | None) -> str:
 def _attach_costs(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
     """Give every block node the cost of one call of it (``ir.cost``): learned elements,
     elements activated per token, FLOPs per token, bfloat16 weight bytes, decoder state."""
-    from ncdc.ir.cost import block_costs, with_tokens
-    from ncdc.ir.walk import walk
-
     memo = _safe(lambda: block_costs(root), None)
     if memo is None:
         return

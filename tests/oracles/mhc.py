@@ -34,7 +34,7 @@ def mixing_coefficients(X, H0, b0, H1, b1, H2, b2, eps, eps_hc, rounds=20):
 
 
 def single_pass_mhc(a, X, coef_params, gamma, body, eps, eps_rms, eps_hc):
-    """FORMAT.md §14.2: collapse ``u = sum_n a X``, RMSNorm with gain, the body, then
+    """docs/format.md §14.2: collapse ``u = sum_n a X``, RMSNorm with gain, the body, then
     ``X' = post y + sum_n' comb[n', n] X[n']``; returns (pre, X')."""
     pre, post, comb = mixing_coefficients(X, *coef_params, eps, eps_hc)
     u = np.einsum("xn,xnm->xm", a, X)

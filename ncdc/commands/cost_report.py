@@ -12,7 +12,8 @@ import sympy
 from ncdc.commands.common import emit_json, load_spec, parse_assignments
 from ncdc.commands.show import note_unbound
 from ncdc.interpreter.storage_policy import StoragePolicy
-from ncdc.ir.cost import FORMATS, block_costs, domain, is_token_axis, with_tokens
+from ncdc.ir.axes import is_token_axis
+from ncdc.ir.cost import FORMATS, block_costs, domain, with_tokens
 from ncdc.ir.errors import BindingError
 from ncdc.ir.incremental import analyse
 from ncdc.ir.morphisms import Block

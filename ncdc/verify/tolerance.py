@@ -25,6 +25,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ncdc import interpreter
+from ncdc.ir.morphisms import Broadcasted
+from ncdc.ir.walk import walk
+
 UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "bfloat16": 2.0 ** -8,
                  "float16": 2.0 ** -11}
 """Half the distance from 1 to the next number of each dtype."""
@@ -78,8 +82,6 @@ def rounding_error(morphism, env, params: dict, inputs: list, tape: dict, refere
     """The relative output change when the interpreter (float64, ``inputs`` as it takes them:
     arrays or ``(values, live)`` pairs, already in the dtype like ``params``) rounds every
     operator result to ``dtype``: the rounding error at operator boundaries."""
-    from ncdc import interpreter
-
     run = interpreter.interpret(morphism, env, params=params, quant=quant, stand_in=True,
                                 seed=seed)
     ev = run.evaluate(*inputs, tape=tape, perturb=lambda a: round_to(a, dtype))
@@ -89,9 +91,6 @@ def rounding_error(morphism, env, params: dict, inputs: list, tape: dict, refere
 def reduction_length(morphism, env) -> int:
     """The most terms one operator of ``morphism`` sums (contractions, folds, norms): the
     largest product of an input's target sizes."""
-    from ncdc.ir.morphisms import Broadcasted
-    from ncdc.ir.walk import walk
-
     longest = 1
     for site in walk(morphism):
         b = site.node

@@ -4,7 +4,7 @@ The interpreter evaluates a block on a whole sequence of ``T`` tokens once. The 
 then decodes the same sequence in calls: ``prefill`` on the first ``k`` tokens, then ``step`` on
 chunks of the given sizes (1 for one token at a time), the same parameters and tape (sliced along
 the token axis). Every output position of every call is compared with the interpreter's output
-at that position, with :func:`codegen.check.compare`: within ``1e-12`` relative in float64
+at that position, with :func:`ncdc.verify.check.compare`: within ``1e-12`` relative in float64
 (exact), bit for bit in emulate mode, liveness exactly.
 """
 from __future__ import annotations
@@ -14,15 +14,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from ncdc import interpreter
+from ncdc.codegen.boundary import mask_names
+from ncdc.codegen.decoder import token_input
+from ncdc.codegen.generate import DTYPES, generate, instantiate, load_module
+from ncdc.ir.axes import is_token_axis
 from ncdc.ir.env import Env
 from ncdc.ir.errors import UsageError
-from ncdc.ir.incremental import Analysis, analyse, is_token_axis
+from ncdc.ir.incremental import Analysis, analyse
 from ncdc.ir.morphisms import Morphism
 
-from .boundary import mask_names
 from .check import CheckResult, compare, to_torch
-from .decoder import token_input
-from .generate import DTYPES, generate, instantiate, load_module
 
 TOLERANCE = 1e-12
 """Relative tolerance of a decoded position against the whole sequence, float64 exact."""
@@ -98,8 +101,6 @@ def prepare(morphism: Morphism, env: Env, *, quant: str = "exact", seed: int = 0
     interpreter's parameters. ``masks``: per input its liveness or None (given to both sides);
     ``module_params``: applied to the module's parameters only (tests that a wrong weight is
     caught)."""
-    from ncdc import interpreter
-
     analysis = analyse(morphism)
     analysis.raise_if_not_causal()
     prep = Prepared(morphism, quant, analysis)
@@ -151,7 +152,6 @@ def decode_and_compare(prep: Prepared, prefill: int, chunks, *, name: str = "",
         res.problem = "not incremental: " + "; ".join(
             r.describe() for r in analysis.of_kind("unbounded"))
         return res
-    from ncdc import interpreter
 
     g, module, xs, lives, tape = prep.g, prep.module, prep.xs, prep.lives, prep.tape
     res.interp_s = prep.interp_s

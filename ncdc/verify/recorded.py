@@ -15,7 +15,11 @@ path, by which the recording is matched back to the spec's own blocks.
 from __future__ import annotations
 
 import numpy as np
+
+from ncdc import interpreter
 from ncdc.ir.env import Env
+from ncdc.ir.morphisms import Block
+from ncdc.ir.walk import walk
 
 
 def record_block_inputs(root, env: Env, seed: int = 0,
@@ -24,11 +28,6 @@ def record_block_inputs(root, env: Env, seed: int = 0,
     objects) that the model, read as ``reading``, enters (its first entry): the arrays and their
     liveness (a window's out-of-range slots are dead). Empty when ``root`` cannot be
     evaluated."""
-    from ncdc.ir.morphisms import Block
-    from ncdc.ir.walk import walk
-
-    from ncdc import interpreter
-
     seen: dict = {}
     by_path = reading != "faithful"
 

@@ -3,9 +3,9 @@
 For each morphism: the interpreter and the generated module run on the same seeded random
 inputs, tape and parameters (the interpreter's, loaded through ``PARAM_KEYS``); outputs and
 their liveness must agree — within a relative tolerance in ``exact`` mode (1e-10 in float64;
-in a narrower dtype one derived per block from the dtype, :mod:`codegen.tolerance`), bit for bit
+in a narrower dtype one derived per block from the dtype, :mod:`ncdc.verify.tolerance`), bit for bit
 in ``emulate`` mode. In a narrower dtype both sides get inputs and parameters rounded to it, and a
-block may be fed the inputs its context gives it (:mod:`codegen.recorded`). Under a storage
+block may be fed the inputs its context gives it (:mod:`ncdc.verify.recorded`). Under a storage
 policy both sides hold the weights in its formats, and learned arrays that start as one value
 (zero biases, unit gains) are drawn non-constant first, so that scale groups cut differently
 would show.
@@ -18,17 +18,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+
+from ncdc import interpreter
+from ncdc.codegen.boundary import mask_names
+from ncdc.codegen.generate import DTYPES, generate, instantiate, load_module
+from ncdc.interpreter.storage_policy import apply_policy
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.env import Env
 from ncdc.ir.errors import UsageError
 from ncdc.ir.morphisms import Block
+from ncdc.ir.params import param_specs
+from ncdc.ir.readings import apply_reading
 
 from . import tolerance as tol_
-from .boundary import mask_names
-from .generate import DTYPES, generate, instantiate, load_module
 
 TOLERANCE = {"float64": tol_.FLOAT64_TOLERANCE}
-"""Fixed tolerances (float64 only); other dtypes: :func:`codegen.tolerance.tolerance`."""
+"""Fixed tolerances (float64 only); other dtypes: :func:`ncdc.verify.tolerance.tolerance`."""
 
 
 @dataclass
@@ -188,9 +193,6 @@ def _stored_params(morphism, env, params, weights, seed: int):
     small values then fall to E4M3 subnormals, the one place its rounding depends on the
     group). ``held``: ``params`` with those values held in their formats as the interpreter
     holds them. The module is given ``given`` and encodes it itself."""
-    from ncdc.interpreter.storage_policy import apply_policy
-    from ncdc.ir.params import param_specs
-
     specs = param_specs(morphism, env)
     given = copy.copy(params)  # its stand-in and computed lists kept
     rng = np.random.default_rng([seed, 0x5EED])
@@ -220,10 +222,6 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
     ``weights``: a storage policy (:mod:`interpreter.storage_policy`) both sides apply, the
     interpreter to its parameters, the module by holding them in storage formats. ``seeds``
     >= 1 draws: a check that runs nothing proves nothing."""
-    from ncdc.ir.readings import apply_reading
-
-    from ncdc import interpreter
-
     if seeds < 1:
         raise UsageError(f"seeds must be at least 1, not {seeds}")
     morphism = apply_reading(morphism, reading)
