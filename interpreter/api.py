@@ -10,7 +10,7 @@ from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Composed, Truncated
-from ncdc.ir.readings import apply_reading
+from ncdc.ir.pipeline import normalize
 
 from .evaluate import Evaluator
 from .inputs import coerce, tape_needs, tape_slots
@@ -99,7 +99,7 @@ class Interpreted:
         if isinstance(morphism, Truncated):
             raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
                             "complete leading part of a truncated composition", morphism.path)
-        morphism = apply_reading(morphism, reading)
+        morphism = normalize(morphism, reading=reading, fuse=fuse)
         self.morphism, self.env, self.quant, self.reading = morphism, env, quant, reading
         with deep_recursion(morphism):
             self.table = ParamTable(morphism, env)
@@ -231,7 +231,9 @@ def interpret(morphism, env: Env | None = None, *, sizes=None, constants=None,
     computed when absent; user data (``E_cmp``, ``alpha``) must be given unless ``stand_in``
     (seeded stand-ins, listed in ``.stand_ins``). ``quant``: ``exact`` or ``emulate``
     (``QUANT_POLICY.md``). ``tape``: default tape slots (uid or label -> array). ``fuse``:
-    evaluate bank Linear + diagonal View pairs as one contraction (:mod:`interpreter.fusion`).
+    evaluate bank Linear + diagonal View pairs as one contraction (the ``bank_diagonal`` pass of
+    :func:`ir.pipeline.normalize`, run by :mod:`interpreter.fusion`); the morphism is
+    normalized once, here.
     ``reading``: ``faithful`` or ``pyncd`` (pyncd's own torch lowering, :mod:`ir.readings`).
     ``plan``: compile once and run a flat plan (:mod:`interpreter.plan`); ``False`` walks the
     term on every call (the reference).

@@ -37,7 +37,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import block_segments, param_roles, repetitions, titled_children
-from ncdc.ir.rewrites import softmax_pair, stable_composition
+from ncdc.ir.rewrites import BankDiagonal
 
 from . import fusion
 from .context import RuleContext
@@ -131,6 +131,9 @@ class Evaluator:
     def eval(self, m, ins: list[Value], scope: Scope, batch: tuple[int, ...]) -> list[Value]:
         if isinstance(m, Broadcasted):
             return self._broadcasted(m, ins, scope, batch)
+        if isinstance(m, BankDiagonal) and fusion.applies(m, self):
+            params, _ = self._take_params(m.linear, scope)
+            return fusion.linear_then_diagonal(self, m.linear, m.view, ins, scope, batch, params)
         if isinstance(m, Composed):
             return self._composed(m, ins, scope, batch)
         if isinstance(m, ProductOfMorphisms):
@@ -158,24 +161,10 @@ class Evaluator:
 
     # ------------------------------------------------------------ structure
     def _composed(self, m: Composed, ins, scope, batch):
-        items = stable_composition(m).content  # a softmax with a sink, shifted (ir/rewrites.py)
-        if not items:
+        if not m.content:
             raise SpecTypeError("empty composition", m.path, scope.titles)
-        i = 0
-        while i < len(items):
-            if self.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
-                                                                   self):
-                params, _ = self._take_params(items[i], scope)
-                ins = fusion.linear_then_diagonal(self, items[i], items[i + 1], ins, scope,
-                                                  batch, params)
-                i += 2
-            elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
-                for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
-                    ins = self.eval(sub, ins, scope, batch)
-                i += 2
-            else:
-                ins = self.eval(items[i], ins, scope, batch)
-                i += 1
+        for item in m.content:
+            ins = self.eval(item, ins, scope, batch)
         return ins
 
     def _product(self, m: ProductOfMorphisms, ins, scope, batch):

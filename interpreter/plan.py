@@ -48,7 +48,7 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
-from ncdc.ir.rewrites import softmax_pair, stable_composition
+from ncdc.ir.rewrites import BankDiagonal
 
 from . import fusion, plan_experts
 from .evaluate import NUMPY_ERRORS, Evaluator, Scope, unevaluable
@@ -187,8 +187,10 @@ class _Builder(SiteSteps):
         ev = self.ev
         if isinstance(m, Broadcasted):
             return self.broadcasted(m, regs, scope, batch)
+        if isinstance(m, BankDiagonal) and fusion.applies(m, ev):
+            return self.fused(m.linear, m.view, regs, scope, batch)
         if isinstance(m, Composed):
-            items = stable_composition(m).content  # softmax with a sink (ir/rewrites.py)
+            items = m.content
             if not items:
                 raise SpecTypeError("empty composition", m.path, scope.titles)
             i = 0
@@ -197,14 +199,6 @@ class _Builder(SiteSteps):
                 if gated is not None:
                     regs, used = gated
                     i += used
-                elif ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
-                                                                       ev):
-                    regs = self.fused(items[i], items[i + 1], regs, scope, batch)
-                    i += 2
-                elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
-                    for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
-                        regs = self.emit(sub, regs, scope, batch)
-                    i += 2
                 else:
                     regs = self.emit(items[i], regs, scope, batch)
                     i += 1
