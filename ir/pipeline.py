@@ -37,14 +37,14 @@ from .rewrites import bank_diagonals, softmax_pairs, stable_composition
 
 
 def _on_compositions(fn):
-    def run(root, **_options):
-        return rebuild(root, lambda t: fn(t) if isinstance(t, Composed) else t)
+    def run(root, sources=None, **_options):
+        return rebuild(root, lambda t: fn(t) if isinstance(t, Composed) else t, sources)
 
     return run
 
 
-def _reading(root, reading: str = "faithful", **_options):
-    return apply_reading(root, reading)
+def _reading(root, reading: str = "faithful", sources=None, **_options):
+    return apply_reading(root, reading, sources)
 
 
 PASSES = (
@@ -53,7 +53,8 @@ PASSES = (
     ("softmax", _on_compositions(softmax_pairs)),
     ("bank_diagonal", _on_compositions(bank_diagonals)),
 )
-"""(name, pass): ``pass(root, reading=...) -> root``, applied in this order."""
+"""(name, pass): ``pass(root, reading=..., sources=...) -> root`` (``sources``: a list the
+pass appends ``(new node, node it replaces)`` to), applied in this order."""
 
 _MEMO: dict[tuple, tuple] = {}
 """``(id(term), pass name, reading) -> (weak reference to term, its result or None for the term
@@ -81,10 +82,12 @@ def _apply(name, step, term, reading):
     hit = _MEMO.get(key)
     if hit is not None and hit[0]() is term:
         return term if hit[1] is None else hit[1]
-    out = step(term, reading=reading)
-    try:
-        ref = weakref.ref(term, lambda _r, key=key: _MEMO.pop(key, None))
-    except TypeError:                  # not weakly referable: not memoised
+    found: list = []
+    out = step(term, reading=reading, sources=found)
+    for new, old in found:
+        _remember_source(new, old)
+    ref = _weak(term, _MEMO, key)
+    if ref is None:                    # not weakly referable: not memoised
         return out
     _MEMO[key] = (ref, None if out is term else out)
     if out is not term:                # a pass's result is its own fixed point
@@ -94,10 +97,39 @@ def _apply(name, step, term, reading):
 
 def _apply_fixed(name, out, reading):
     key = (id(out), name, reading if name == "reading" else None)
+    ref = _weak(out, _MEMO, key)
+    if ref is not None:
+        _MEMO[key] = (ref, None)
+
+
+_SOURCES: dict[int, tuple] = {}
+"""``id(rebuilt term) -> (weak reference to it, the term it replaces)``."""
+
+
+def _remember_source(new, old) -> None:
+    key = id(new)
+    ref = _weak(new, _SOURCES, key)
+    if ref is not None:
+        _SOURCES[key] = (ref, old)
+
+
+def _weak(term, table: dict, key):
+    """A weak reference to ``term`` that drops ``table[key]`` when ``term`` goes (None where
+    ``term`` is not weakly referable)."""
     try:
-        _MEMO[key] = (weakref.ref(out, lambda _r, key=key: _MEMO.pop(key, None)), None)
+        return weakref.ref(term, lambda _r, key=key, table=table: table.pop(key, None))
     except TypeError:
-        pass
+        return None
 
 
-__all__ = ["PASSES", "normalize"]
+def source(term):
+    """The term of the caller's input that ``term`` (a node of a normalized term) stands for:
+    itself where no pass rebuilt it (a hook that keys by the spec's blocks sees them)."""
+    while True:
+        hit = _SOURCES.get(id(term))
+        if hit is None or hit[0]() is not term:
+            return term
+        term = hit[1]
+
+
+__all__ = ["PASSES", "normalize", "source"]

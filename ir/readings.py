@@ -41,10 +41,12 @@ def pyncd_operator(op: Operator) -> Operator:
     return op
 
 
-def apply_reading(morphism: Morphism, reading: str = "faithful") -> Morphism:
-    """``morphism`` as ``reading`` understands it (itself under ``faithful``)."""
+def apply_reading(morphism: Morphism, reading: str = "faithful", sources=None) -> Morphism:
+    """``morphism`` as ``reading`` understands it (itself under ``faithful``); ``sources`` as
+    :func:`ir.rebuild.rebuild`'s."""
     if reading not in READINGS:
         raise ValueError(f"reading must be one of {', '.join(READINGS)}, not {reading!r}")
     if reading == "faithful":
         return morphism
-    return rebuild(morphism, lambda t: pyncd_operator(t) if isinstance(t, Operator) else t)
+    return rebuild(morphism, lambda t: pyncd_operator(t) if isinstance(t, Operator) else t,
+                   sources)

@@ -16,14 +16,16 @@ from .morphisms import Morphism
 from .operators import Operator
 
 
-def rebuild(term, rule: Callable):
-    """``term`` with ``rule`` applied to every morphism and operator, children first."""
-    return _Rebuild(rule).term(term)
+def rebuild(term, rule: Callable, sources: list | None = None):
+    """``term`` with ``rule`` applied to every morphism and operator, children first; each
+    ``(new node, the node it replaces)`` appended to ``sources`` where given."""
+    return _Rebuild(rule, sources).term(term)
 
 
 class _Rebuild:
-    def __init__(self, rule):
+    def __init__(self, rule, sources=None):
         self.rule = rule
+        self.sources = sources
         self.memo: dict[int, object] = {}
         self.keep: list = []
         """The visited terms: alive while ``memo`` is, so no id is recycled meanwhile."""
@@ -35,6 +37,8 @@ class _Rebuild:
         out = self._rebuild(t)
         self.memo[key] = out
         self.keep.append(t)
+        if out is not t and self.sources is not None and isinstance(t, (Morphism, Operator)):
+            self.sources.append((out, t))
         return out
 
     def _rebuild(self, t):

@@ -78,7 +78,7 @@ def test_normalize_is_memoised_and_idempotent(layer0):
 
 
 def test_each_pass_runs_once_per_root_across_both_backends(bundled, monkeypatch):
-    """A fresh root through the interpreter (plan and tree walk), the code generator and
+    """A fresh root through the interpreter (twice), the code generator and
     normalize itself: every pass ran exactly once on it, in the order of PASSES."""
     env = bundled.bind("tiny").env
     root = dataclasses.replace(bundled.block("Attention Core"))   # a new root object
@@ -92,8 +92,8 @@ def test_each_pass_runs_once_per_root_across_both_backends(bundled, monkeypatch)
         return run
 
     monkeypatch.setattr(pipeline, "PASSES", tuple((n, counted(n, s)) for n, s in PASSES))
-    interpreter.interpret(root, env, plan=False)
     interpreter.interpret(root, env)
+    interpreter.interpret(root, env, seed=1)
     generate(root, env)
     normalize(root)
     chain, ran = {id(root)}, []
