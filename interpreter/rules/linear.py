@@ -22,11 +22,7 @@ def linear(b, inputs, ctx):
     elif len(inputs) == 1:
         v = inputs[0]
         nin = len(b.input_weaves[0].target)
-        x = v.values
-        lead = x.shape[:x.ndim - nin]
-        n_in = math.prod(W.shape[:nin])
-        y = (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(lead + W.shape[nin:])
-        live = _folded(v.live, nin, nout)
+        y, live = contract(v.values, W, nin), _folded(v.live, nin, nout)
     else:
         operands, w_sub, lives, nxt = [], [], [], 0
         for k, v in enumerate(inputs):
@@ -42,6 +38,16 @@ def linear(b, inputs, ctx):
     if b.operator.bias:
         y = y + ctx.param("bias")
     return [finished(np.asarray(y), live)]
+
+
+def contract(x, W, nin: int):
+    """``y[*lead, *out] = sum_in x[*lead, *in] W[*in, *out]`` (``nin`` input target dims) as one
+    matrix product."""
+    if x.ndim == 2 and W.ndim == 2 and nin == 1:
+        return x @ W
+    n_in = math.prod(W.shape[:nin])
+    return (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(x.shape[:x.ndim - nin]
+                                                               + W.shape[nin:])
 
 
 def _folded(mask, nin: int, nout: int):
@@ -61,16 +67,7 @@ def linear_kernel(b, ctx):
     bias = b.operator.bias
 
     def run(xs, params):
-        (x,) = xs
-        W = params["weight"]
-        if x.ndim == 2 and W.ndim == 2 and nin == 1:
-            y = x @ W
-        else:
-            n_in = math.prod(W.shape[:nin])
-            y = (x.reshape(-1, n_in) @ W.reshape(n_in, -1)).reshape(
-                x.shape[:x.ndim - nin] + W.shape[nin:])
-        if bias:
-            y = y + params["bias"]
-        return [y]
+        y = contract(xs[0], params["weight"], nin)
+        return [y + params["bias"] if bias else y]
 
     return run
