@@ -13,9 +13,10 @@ from numpy import ndarray
 
 from .context import RuleContext
 from .evaluate import NUMPY_ERRORS, Scope
-from .plan_demand import bank_position, demanded_linear
+from .plan_demand import bank_position
 from .registry import kernel_for, rule_for
 from .reindex import gather
+from .rules.linear import linear_where
 from .values import Value
 
 _NONE: dict = {}
@@ -190,7 +191,7 @@ class SiteSteps:
                 if g is None or v.live is not None or g.ndim != nb + 1:
                     (y,) = rule(b, [v], ctx)
                 else:
-                    y = demanded_linear(v.values, P["weight"], P.get("bias"), g, nin, t)
+                    y = linear_where(v.values, P["weight"], P.get("bias"), g, nin, t)
                 R[dst] = put(y)
             except (SpecError, *NUMPY_ERRORS) as exc:
                 raise locate(exc, b, titles) from None

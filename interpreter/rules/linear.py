@@ -10,7 +10,7 @@ import numpy as np
 from ncdc.ir.operators import Linear
 
 from ..registry import kernel, rule
-from ..values import any_over, finished, land
+from ..values import Value, any_over, finished, land
 
 
 @rule(Linear)
@@ -71,3 +71,32 @@ def linear_kernel(b, ctx):
         return [y + params["bias"] if bias else y]
 
     return run
+
+
+def linear_where(x: np.ndarray, W: np.ndarray, bias, live: np.ndarray, nin: int,
+                 t: int) -> Value:
+    """The rule on one all-live input with a bank weight (an axis ``A`` at output position
+    ``t``), computed only where ``live[*lead, A]`` holds (the positions a later contraction
+    reads, :mod:`interpreter.plan_demand`); elsewhere dead: one product per position of
+    ``A`` over its live rows."""
+    lead = np.broadcast_shapes(x.shape[:x.ndim - nin], live.shape[:-1])
+    n_rows = math.prod(lead)
+    n_in = math.prod(W.shape[:nin])
+    out = W.shape[nin:]
+    n_a = out[t]
+    X = np.broadcast_to(x, lead + x.shape[x.ndim - nin:]).reshape(n_rows, n_in)
+    L = np.broadcast_to(live, lead + (n_a,)).reshape(n_rows, n_a)
+    Wa = np.moveaxis(W.reshape((n_in,) + out), 1 + t, 0)           # [A, in, *rest]
+    rest = Wa.shape[2:]
+    y = np.zeros((n_a, n_rows, math.prod(rest)), dtype=np.result_type(X, W))
+    for a in range(n_a):
+        rows = np.flatnonzero(L[:, a])
+        if rows.size:
+            y[a, rows] = X[rows] @ Wa[a].reshape(n_in, -1)
+    y = np.moveaxis(y.reshape((n_a,) + lead + rest), 0, len(lead) + t)
+    mask = L.reshape(lead + tuple(n_a if i == t else 1 for i in range(len(out))))
+    if bias is not None:
+        y = np.where(mask, y + bias, np.zeros((), y.dtype))
+    if mask.all():
+        mask = None
+    return Value(y, mask)
