@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from ncdc.codegen import generate
 from ncdc.ir import pipeline
-from ncdc.ir.morphisms import Broadcasted, Composed
+from ncdc.ir.morphisms import Block, Broadcasted, Composed
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import param_specs
 from ncdc.ir.pipeline import PASSES, normalize
@@ -120,3 +120,19 @@ def test_no_backend_walk_applies_a_rewrite(path):
 def test_each_backend_normalizes_at_its_entry():
     for path in ("interpreter/api.py", "codegen/generate.py"):
         assert "normalize(" in (ROOT / path).read_text(encoding="utf-8")
+
+
+def test_hooks_see_the_spec_blocks_not_the_rewritten_ones(bundled):
+    """The Attention Core's body is rebuilt by the sink pass (and its ancestors with it): the
+    observer and on_entry still receive the spec's own Block objects."""
+    env = bundled.bind("tiny").env
+    blk = bundled.block("Sliding Window Attention")
+    assert normalize(blk) is not blk
+    spec_blocks = {id(t) for t in _terms(blk) if isinstance(t, Block)}
+    seen = []
+    run = interpreter.interpret(blk, env, stand_in=True)
+    xs = interpreter.random_inputs(blk, env, 0)
+    run.evaluate(*xs, observer=lambda b, *_: seen.append(b))
+    run.evaluate(*xs, on_entry=lambda b, *_: seen.append(b))
+    assert seen and {id(b) for b in seen} <= spec_blocks
+    assert any(b.title == "Attention Core" for b in seen)
