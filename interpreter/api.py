@@ -110,7 +110,7 @@ class Interpreted:
         self.default_tape = dict(tape or {})
         self.seed = seed
         self._evaluator = Evaluator(morphism, env, quant=quant, table=self.table,
-                                    params=self.params, fuse=fuse, seed=seed)
+                                    params=self.params, seed=seed)
         self._cod_shapes = [env.sizes(a.shape) for a in self._cod]
         self._dom_plain = [(kind(a.datatype) == "real", env.sizes(a.shape)) for a in self._dom]
         self._plans: dict[tuple, Plan] = {}

@@ -57,12 +57,11 @@ class Evaluator:
     """The evaluation state of one root morphism under one env (see the module docstring).
     Not thread-safe (the tape and the hooks are per call)."""
 
-    def __init__(self, root, env, *, quant: str, table, params: dict, fuse: bool = True,
-                 seed: int = 0):
+    def __init__(self, root, env, *, quant: str, table, params: dict, seed: int = 0):
         if quant not in ("exact", "emulate"):
             raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
         self.root, self.env, self.quant = root, env, quant
-        self.table, self.params, self.fuse = table, params, fuse
+        self.table, self.params = table, params
         self.seed = seed
         self._rng = None
         self.observer = None

@@ -352,7 +352,7 @@ class _Builder(SiteSteps):
         (n_part, n_con), origin = plan_experts.narrowed((part, contraction), A)
         params = plan_experts.SlicedParams(ev.params, {})
         sub_ev = Evaluator(n_part, ev.env, quant="exact", table=ev.table, params=params,
-                           fuse=ev.fuse, seed=ev.seed)
+                           seed=ev.seed)
         segs = dict(scope.segs)
         segs.update({new: scope.segs[id(old)] for new, old in origin.items()
                      if id(old) in scope.segs})
