@@ -23,7 +23,10 @@ The passes, in order (:data:`PASSES`):
 
 Passes 2–4 act on compositions, each over the whole term, children first. Every pass keeps
 parameter keys (:func:`ir.params.param_specs` gives the same keys before and after), tape
-slots and JSON paths; terms a pass does not change stay the same objects. Pure IR: no numpy,
+slots and JSON paths; terms a pass does not change stay the same objects, and
+:func:`source` maps a rebuilt node back to the caller's (the interpreter's hooks receive the
+spec's blocks). ``ir.rewrites.stable`` (safe forms of one formula) is no pass: it needs the
+formula's constants bound, so each backend's formula lowering applies it. Pure IR: no numpy,
 torch or JSON.
 """
 from __future__ import annotations
