@@ -1,10 +1,10 @@
 """Benchmark of the numpy reference interpreter; prints figures and ratios measured in one run.
 
 1. the 32-node chain (Linear, x + x, SoftMax, RMSNorm at x=12, m=64, float64): per-node cost
-   of the planned interpreter, the recursive one (``plan=False``), ONNX's
-   ``ReferenceEvaluator`` on the same graph (``pip install -e .[bench]``) and the same numpy
-   written directly; overhead per node = (interpreter - numpy) / 32 (goal <= 5 us, and below
-   ONNX);
+   of the interpreter (its one evaluator, the compiled plan), of its plain plan (every rule,
+   as under the ``on_entry``/``perturb`` hooks), ONNX's ``ReferenceEvaluator`` on the same
+   graph (``pip install -e .[bench]``) and the same numpy written directly; overhead per node
+   = (interpreter - numpy) / 32 (goal <= 2 us, and below ONNX);
 2. per-operator overhead: one Broadcasted through the interpreter vs the direct numpy call;
 3. the sliding-window read (View<win> then the score contraction of the attention core) vs a
    strided view (``sliding_window_view``) + einsum: time and tracemalloc peak;
@@ -69,9 +69,6 @@ from ncdc.ir.names import Name
 
 import ncdc
 from ncdc import interpreter
-
-PLANS = "plan" in interpreter.interpret.__code__.co_varnames
-"""Whether this interpreter compiles plans (the bench also runs on older commits)."""
 
 R = Reals()
 _uid = iter(range(800_000, 900_000))
@@ -208,7 +205,7 @@ def chain_onnx(kinds, weights, n_tok, width):
 def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=400, number=1, clock=time.perf_counter):
     """Cost of the chain: interpreter and direct numpy interleaved call by call (many short
     rounds: on a shared machine the minimum then is a round that nothing interrupted); then
-    the recursive interpreter and ONNX's ReferenceEvaluator, interleaved with numpy again;
+    the plain plan and ONNX's ReferenceEvaluator, interleaved with numpy again;
     returns {name: (min, median)} in seconds per call."""
     m, kinds = chain(n_tok, width, n_nodes)
     run = interpreter.interpret(m, Env())
@@ -222,15 +219,18 @@ def chain_bench(n_tok=12, width=64, n_nodes=32, rounds=400, number=1, clock=time
     # the slow candidates are interleaved apart: run between the interpreter's calls they
     # evict its (Python) working set, and its minimum then is a cold call
     slow = {"numpy (beside the next ones)": lambda: direct(X)}
-    if PLANS:
-        walk = interpreter.interpret(m, Env(), params=dict(run.params), plan=False)
-        slow["interpreter, plan=False"] = lambda: walk(X)
+    plain = interpreter.interpret(m, Env(), params=dict(run.params))
+    slow["interpreter, plain plan (hooks)"] = lambda: plain.evaluate(X, on_entry=_no_hook)
     onnx_run = chain_onnx(kinds, weights, n_tok, width)
     if onnx_run is not None:
         assert np.allclose(onnx_run(X), ref, rtol=1e-10, atol=1e-12)
         slow["onnx reference"] = lambda: onnx_run(X)
     res.update(interleaved(slow, max(rounds // 4, 7), number, clock))
     return res
+
+
+def _no_hook(*_):
+    """An ``on_entry`` that does nothing: the evaluation runs the plain plan."""
 
 
 def interleaved(cands, rounds=7, number=1, clock=time.perf_counter):
@@ -352,7 +352,7 @@ def run_bench(args, row):
             if name.startswith(("interpreter", "onnx")):
                 base = per["numpy" if name == "interpreter" else "numpy (beside the next ones)"]
                 over = (per[name][0] - base[0], per[name][1] - base[1])
-                goal = " (goal <= 5 us)" if name == "interpreter" else ""
+                goal = " (goal <= 2 us)" if name == "interpreter" else ""
                 row(sec, f"over numpy: {name}{goal}", us(over))
     sec = "per-operator overhead: interpreter / direct numpy (ratio of minima)"
     for n_tok, width in ((12, 64), (256, 512)):
@@ -368,9 +368,8 @@ def run_bench(args, row):
                  f"{full / 2**20:.0f} MiB)", f"{m_i / 2**20:.1f} vs {m_n / 2**20:.1f} MiB")
     if not args.quick:
         sec = "medium preset, 256 tokens (CPU time, wall time; tracemalloc peak of one call)"
-        blocks = [("Sliding Window Layer", (), "exact"), ("Sliding Window Layer", (), "emulate")]
-        if PLANS:                                   # leading batch dims: 256 tokens
-            blocks.append(("Mixture of Experts", (256,), "exact"))
+        blocks = [("Sliding Window Layer", (), "exact"), ("Sliding Window Layer", (), "emulate"),
+                  ("Mixture of Experts", (256,), "exact")]   # leading batch dims: 256 tokens
         for title, batch, quant in blocks:
             t_first, cpu, wall, mem = block_bench(title, batch=batch, quant=quant)
             row(sec, f"{title} {quant}", f"{ms(cpu)}, wall {ms(wall)}, first "

@@ -41,6 +41,7 @@ from ncdc.ir.operators import (
     TypeConvert,
     View,
 )
+from ncdc.ir.rewrites import SinkShift
 from ncdc.ir.storage import block_scale, output_format
 from ncdc.ir.walk import walk
 
@@ -51,9 +52,10 @@ from .operands import Operand
 from .place import output_labels
 from .wires import Wire
 
-# operators that treat the positions of every axis they see alike (Einops: see _einops_ok)
+# operators that treat the positions of every axis they see alike (Einops: see _einops_ok;
+# SinkShift: a maximum over its axis subtracted, from ir.pipeline's normalized term)
 SYMMETRIC = (AdditionOp, Arithmetic, BlockOperator, Cast, Einops, Identity, L1Norm, Maximum,
-             Normalize, SoftMax, TypeConvert)
+             Normalize, SinkShift, SoftMax, TypeConvert)
 
 
 def _flip_static(static, axes):

@@ -16,7 +16,7 @@ from ncdc.ir.morphisms import Block, Morphism, Truncated
 from ncdc.ir.names import plain_title
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.params import param_specs, repetitions
-from ncdc.ir.readings import apply_reading
+from ncdc.ir.pipeline import normalize
 from ncdc.ir.walk import walk
 
 from .boundary import input_statics
@@ -149,7 +149,9 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
              module_name: str | None = None, source_name: str | None = None,
              reading: str = "faithful", weights=None) -> Generated:
     """Generate the source of a standalone module computing ``morphism`` under ``env``
-    (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`; ``weights``: a storage
+    (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`; the term is normalized
+    first, :func:`ir.pipeline.normalize`, without the bank grouping, which the interpreter
+    alone uses; ``weights``: a storage
     policy, ``format_for(key)``, whose weights the module holds in storage formats,
     :mod:`codegen.storage`)."""
     if quant not in ("exact", "emulate"):
@@ -157,7 +159,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     if isinstance(morphism, Truncated):
         raise SpecError("cannot compile a truncated term; compile a complete block or the "
                         "salvaged prefix", morphism.path)
-    morphism = apply_reading(morphism, reading)
+    morphism = normalize(morphism, reading=reading, fuse=False)  # the stable forms, once
     symbols = collect_symbols(morphism)
     specs = param_specs(morphism, env)  # once: each use below reads this list
     gen = Generator(env, data_symbols(morphism, specs), quant, symbols)

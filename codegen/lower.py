@@ -28,7 +28,6 @@ from ncdc.ir.morphisms import (
     Truncated,
 )
 from ncdc.ir.params import repetitions
-from ncdc.ir.rewrites import softmax_pair, stable_composition
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import calls, complex_parts, flips, tape
@@ -233,19 +232,13 @@ class ClassBuilder:
             self.pairs.masks.setdefault(w.array.shape[0].uid, w)
 
     def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
-        items = list(stable_composition(m).content)  # softmax with a sink (ir/rewrites.py)
+        items = m.content  # normalized: ir.pipeline.normalize ran in codegen.generate
         i = 0
         while i < len(items):
             item = items[i]
             nxt = items[i + 1] if i + 1 < len(items) else None
             if nxt is not None and fusible_view(self, item, nxt):
                 wires = lower_broadcasted(self, item, wires, then=nxt)
-                i += 2
-                continue
-            pair = softmax_pair(item, nxt) if nxt is not None else None
-            if pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
-                for sub in pair:
-                    wires = self.lower(sub, wires)
                 i += 2
                 continue
             wires = self.lower(item, wires)

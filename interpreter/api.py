@@ -10,7 +10,7 @@ from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Composed, Truncated
-from ncdc.ir.readings import apply_reading
+from ncdc.ir.pipeline import normalize
 
 from .evaluate import Evaluator
 from .inputs import coerce, tape_needs, tape_slots
@@ -78,35 +78,33 @@ class Interpreted:
     (batch) dims before an input's shape broadcast together and lead every result, as in the
     generated modules.
 
-    With ``plan`` (the default) the morphism is compiled into an :class:`~interpreter.plan.Plan`
-    on the first call for each batch shape (:mod:`interpreter.plan`); ``plan=False`` walks it
-    recursively on every call (the reference the plans are tested against)."""
+    The morphism is compiled into an :class:`~interpreter.plan.Plan` on the first call for each
+    batch shape (:mod:`interpreter.plan`)."""
 
     def __init__(self, morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
                  stand_in: bool = False, seed: int = 0, fuse: bool = True,
-                 reading: str = "faithful", plan: bool = True):
+                 reading: str = "faithful"):
         if quant not in ("exact", "emulate"):
             raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
         if isinstance(morphism, Truncated):
             raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
                             "complete leading part of a truncated composition", morphism.path)
-        morphism = apply_reading(morphism, reading)
-        self.morphism, self.env, self.quant, self.reading = morphism, env, quant, reading
         with deep_recursion(morphism):
+            morphism = normalize(morphism, reading=reading, fuse=fuse)
             self.table = ParamTable(morphism, env)
             self.tape_needs = tape_needs(morphism)
             self.tape_slots = tape_slots(morphism)
             self._dom, self._cod = tuple(morphism.dom), tuple(morphism.cod)
+        self.morphism, self.env, self.quant, self.reading = morphism, env, quant, reading
         self.params = build_params(self.table.specs, env, params, seed, stand_in)
         self.stand_ins: list[str] = list(self.params.stand_ins)
         self.default_tape = dict(tape or {})
         self.seed = seed
         self._evaluator = Evaluator(morphism, env, quant=quant, table=self.table,
-                                    params=self.params, fuse=fuse, seed=seed)
-        self.planned = plan
+                                    params=self.params, seed=seed)
         self._cod_shapes = [env.sizes(a.shape) for a in self._cod]
         self._dom_plain = [(kind(a.datatype) == "real", env.sizes(a.shape)) for a in self._dom]
-        self._plans: dict[tuple[int, ...], Plan] = {}
+        self._plans: dict[tuple, Plan] = {}
 
     @property
     def param_specs(self):
@@ -140,13 +138,9 @@ class Interpreted:
         given = {**self.default_tape, **tape} if tape else self.default_tape
         start = self._tape_in(given) if given else {}
         ev = self._evaluator
-        if self.planned and on_entry is None and perturb is None:
-            plan = self.plan(batch)
-            ev.start(start, observer)
-            outs = plan.run(values)
-        else:  # the hooks run on the tree walk (the plan has no per-block entry, no perturbation)
-            with deep_recursion(self.morphism):
-                outs = ev.run(values, start, observer, batch, on_entry, perturb)
+        plan = self.plan(batch, plain=on_entry is not None or perturb is not None)
+        ev.start(start, observer, on_entry, perturb)
+        outs = plan.run(values)
         cod = self.cod
         if len(outs) != len(cod):
             raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "
@@ -156,13 +150,15 @@ class Interpreted:
                  for uid, (v, _nb, shape) in ev.tape.items()} if ev.tape else {}
         return Evaluation(result, final)
 
-    def plan(self, batch: tuple[int, ...] = ()) -> Plan:
-        """The compiled plan for inputs with leading ``batch`` dims (compiled once)."""
-        hit = self._plans.get(batch)
+    def plan(self, batch: tuple[int, ...] = (), plain: bool = False) -> Plan:
+        """The compiled plan for inputs with leading ``batch`` dims (compiled once; ``plain``
+        for the hooks, :func:`~interpreter.plan.compile_plan`)."""
+        key = (tuple(batch), plain)
+        hit = self._plans.get(key)
         if hit is None:
             with deep_recursion(self.morphism):
-                hit = compile_plan(self._evaluator, batch, len(self.dom))
-            self._plans[batch] = hit
+                hit = compile_plan(self._evaluator, tuple(batch), len(self.dom), plain)
+            self._plans[key] = hit
         return hit
 
     def _inputs(self, inputs, dom) -> tuple[list[Value], tuple[int, ...]]:
@@ -211,7 +207,7 @@ class Interpreted:
 
 def interpret(morphism, env: Env, *, params=None, quant: str = "exact", tape=None,
               stand_in: bool = False, seed: int = 0, fuse: bool = True,
-              reading: str = "faithful", plan: bool = True) -> Interpreted:
+              reading: str = "faithful") -> Interpreted:
     """Prepare ``morphism`` for evaluation (docs/format.md semantics).
 
     ``env``: an :class:`~ir.env.Env` binding its sizes (e.g. ``spec.bind("tiny").env``;
@@ -221,13 +217,15 @@ def interpret(morphism, env: Env, *, params=None, quant: str = "exact", tape=Non
     computed when absent; user data (``E_cmp``, ``alpha``) must be given unless ``stand_in``
     (seeded stand-ins, listed in ``.stand_ins``). ``quant``: ``exact`` or ``emulate``
     (``QUANT_POLICY.md``). ``tape``: default tape slots (uid or label -> array). ``fuse``:
-    evaluate bank Linear + diagonal View pairs as one contraction (:mod:`interpreter.fusion`).
+    evaluate bank Linear + diagonal View pairs as one contraction (the ``bank_diagonal`` pass of
+    :func:`ir.pipeline.normalize`, run by :mod:`interpreter.fusion`); the morphism is
+    normalized once, here.
     ``reading``: ``faithful`` or ``pyncd`` (pyncd's own torch lowering, :mod:`ir.readings`).
-    ``plan``: compile once and run a flat plan (:mod:`interpreter.plan`); ``False`` walks the
-    term on every call (the reference).
+    The morphism is compiled, once per batch shape, into a flat plan that runs the operators'
+    rules (:mod:`interpreter.plan`).
     """
     return Interpreted(morphism, env, params=params, quant=quant, tape=tape,
-                       stand_in=stand_in, seed=seed, fuse=fuse, reading=reading, plan=plan)
+                       stand_in=stand_in, seed=seed, fuse=fuse, reading=reading)
 
 
 def prefix(spec_data):

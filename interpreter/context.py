@@ -10,7 +10,8 @@ from ncdc.ir.morphisms import Broadcasted
 
 @dataclass
 class RuleContext:
-    """Everything one evaluation of one ``Broadcasted`` can see.
+    """Everything one evaluation of one ``Broadcasted`` can see (built once per site when the
+    plan is compiled; ``params`` set before each run).
 
     ``batch`` are the logical sizes of the enclosing lifted blocks' dimensions, ``degree`` those
     of this Broadcasted's degree; inputs and outputs lead with ``(*batch, *degree)``."""
@@ -87,13 +88,3 @@ class RuleContext:
     def formula(self, op):
         """The lowered (vectorised) function of an ``Arithmetic`` formula, cached."""
         return self.evaluator.formula(op)
-
-    def run_block(self, block, inputs):
-        """Evaluate ``block`` lifted over ``(*batch, *degree)`` (a box's body)."""
-        return self.evaluator.eval(block, list(inputs), self.scope, self.lead)
-
-    def tape_write(self, slot, value, shape) -> None:
-        self.evaluator.tape_write(slot, value, self.lead, shape)
-
-    def tape_read(self, slot):
-        return self.evaluator.tape_read(slot, self.lead)

@@ -1,20 +1,17 @@
-"""Evaluation of the structural morphisms (docs/format.md §8–§10) and of each ``Broadcasted``.
+"""The state one interpreted morphism is evaluated with: :class:`Evaluator`.
 
-* ``Rearrangement`` on wires copies / discards / permutes the tuple (no data moves);
-* ``Composed`` runs left to right; ``ProductOfMorphisms`` splits the tuple by the parts' arities;
-* ``Block`` runs its body ``repetition`` times (parameters per iteration, keyed ``title@i``);
-* ``Broadcasted``: each input is read through its reindexing into ``(*batch, *degree,
-  *target)`` (:func:`interpreter.reindex.gather`), the operator's rule runs on the trailing
-  target dims, and each result's degree dims move into its output weave's TILED positions;
-  emulate mode then rounds per ``QUANT_POLICY.md``;
-* boxes (``BlockOperator``/``ParaBlockOperator``) run their block *lifted*: the box's
-  ``(*batch, *degree)`` becomes the block's batch — every array of the body carries it as
-  leading dimensions;
-* the tape is one dict ``slot uid -> value`` per evaluation: ``ParaWrap`` grabs/drops, free
-  ``Grab``/``Drop``, and ``ParaBlockOperator`` ports (grabs first, drops last).
+The one evaluator is the compiled plan (:mod:`interpreter.plan`), which walks the term once and
+runs each operator's rule (:mod:`interpreter.rules`, the only statement of its numpy meaning).
+What the plan's steps share lives here: the env, mode, parameter table and arrays; the
+per-call tape (one dict ``slot uid -> value``: ``ParaWrap`` grabs/drops, free ``Grab``/``Drop``
+and ``ParaBlockOperator`` ports) and hooks; and, cached across calls, each ``Broadcasted``'s
+gather plans (its inputs read through their reindexings into ``(*batch, *degree, *target)``,
+:func:`interpreter.reindex.gather`), degree sizes, lowered formulas and block segments, and the
+placement of a rule's results (degree dims into the output weave's TILED positions, then the
+emulate-mode rounding of ``QUANT_POLICY.md``).
 
 Errors from user data are :class:`~ir.errors.EvaluationError` with the JSON path and the block
-titles of the ``Broadcasted`` where they arose.
+titles of the ``Broadcasted`` where they arose (:meth:`Evaluator.guarded`).
 """
 from __future__ import annotations
 
@@ -23,27 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
-from ncdc.ir.morphisms import (
-    Block,
-    Broadcasted,
-    Composed,
-    Drop,
-    Grab,
-    ParaWrap,
-    ProductOfMorphisms,
-    Rearrangement,
-    StrideMorphism,
-    Truncated,
-)
-from ncdc.ir.operators import BlockOperator, ParaBlockOperator
-from ncdc.ir.params import block_segments, param_roles, repetitions, titled_children
-from ncdc.ir.rewrites import softmax_pair, stable_composition
+from ncdc.ir.morphisms import Block, Broadcasted, StrideMorphism, Truncated
+from ncdc.ir.params import block_segments, titled_children
 
-from . import fusion
-from .context import RuleContext
 from .formulas import lower
-from .registry import rule_for
-from .reindex import GatherPlan, affine_map, gather
+from .reindex import GatherPlan, affine_map
 from .rounding import output_format, round_values
 from .values import Value, with_rank, zero_dead
 
@@ -52,7 +33,7 @@ NUMPY_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError, KeyError)
 
 def unevaluable(m, titles) -> SpecError:
     """The typed error for a term that is no function on arrays: a cut term, an index map, or
-    an unknown kind (shared by the tree walk and the plans)."""
+    an unknown kind."""
     if isinstance(m, Truncated):
         return TruncatedError(f"cannot evaluate: the {m.expected or 'term'} here was cut off "
                               f"({m.reason})", m.path, titles, node_type=m.expected)
@@ -73,52 +54,37 @@ class Scope:
 
 
 class Evaluator:
-    """Evaluates one root morphism under one env; caches gather plans, formulas and segment
-    tables across calls. Not thread-safe (the tape and occurrence counters are per call)."""
+    """The evaluation state of one root morphism under one env (see the module docstring).
+    Not thread-safe (the tape and the hooks are per call)."""
 
-    def __init__(self, root, env, *, quant: str, table, params: dict, fuse: bool = True,
-                 seed: int = 0):
+    def __init__(self, root, env, *, quant: str, table, params: dict, seed: int = 0):
         if quant not in ("exact", "emulate"):
             raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
         self.root, self.env, self.quant = root, env, quant
-        self.table, self.params, self.fuse = table, params, fuse
+        self.table, self.params = table, params
         self.seed = seed
         self._rng = None
         self.observer = None
         self.on_entry = None
         self.perturb = None
         self.tape: dict[int, tuple[Value, int, tuple[int, ...]]] = {}
-        self.counts: dict = {}
         self._plans: dict = {}
         self._segs: dict = {}
         self._formulas: dict = {}
         self._degrees: dict = {}
-        self._roles: dict = {}
 
     # ------------------------------------------------------------------ entry
     def start(self, tape: dict | None = None, observer=None, on_entry=None,
               perturb=None) -> None:
-        """Reset the per-evaluation state: the tape, occurrence counters, hooks, generator.
+        """Reset the per-evaluation state: the tape, hooks, generator.
         ``observer(block, titles, outputs, batch)`` after and ``on_entry(block, titles, inputs,
         batch)`` before each block body, where given; ``perturb(values)`` replaces every
         operator result's values (error injection: ``ncdc.verify.tolerance``)."""
         self.tape = dict(tape or {})
-        self.counts = {}
         self.observer = observer
         self.on_entry = on_entry
         self.perturb = perturb
         self._rng = None
-
-    def run(self, inputs: list[Value], tape: dict | None = None, observer=None,
-            batch: tuple[int, ...] = (), on_entry=None, perturb=None) -> list[Value]:
-        """Evaluate the root on ``inputs`` (each leading with the ``batch`` dims); hooks as in
-        :meth:`start`."""
-        self.start(tape, observer, on_entry, perturb)
-        root = self.root
-        if isinstance(root, Block):
-            return self._block_body(root, list(inputs), (root.title,), tuple(batch))
-        scope = Scope((), self._level_segs(root))
-        return self.eval(root, list(inputs), scope, tuple(batch))
 
     @property
     def rng(self) -> np.random.Generator:
@@ -127,82 +93,14 @@ class Evaluator:
             self._rng = np.random.default_rng(self.seed)
         return self._rng
 
-    # -------------------------------------------------------------- dispatch
-    def eval(self, m, ins: list[Value], scope: Scope, batch: tuple[int, ...]) -> list[Value]:
-        if isinstance(m, Broadcasted):
-            return self._broadcasted(m, ins, scope, batch)
-        if isinstance(m, Composed):
-            return self._composed(m, ins, scope, batch)
-        if isinstance(m, ProductOfMorphisms):
-            return self._product(m, ins, scope, batch)
-        if isinstance(m, Rearrangement):
-            self._arity(m, ins)
-            return [ins[k] for k in m.mapping]
-        if isinstance(m, Block):
-            seg = scope.segs.get(id(m), m.title)
-            return self._block_body(m, ins, scope.titles + (seg,), batch)
-        if isinstance(m, ParaWrap):
-            return self._parawrap(m, ins, scope, batch)
-        if isinstance(m, Grab):
-            return [self.tape_read(m.tape, batch, m.path)]
-        if isinstance(m, Drop):
-            self._arity(m, ins)
-            self.tape_write(m.tape, ins[0], batch, self.env.sizes(m.size.shape))
-            return []
-        raise unevaluable(m, scope.titles)
-
-    def _arity(self, m, ins):
+    def arity(self, m, ins):
+        """Raise unless ``ins`` holds one array (or register) per array of ``m``'s domain."""
         if len(ins) != len(m.dom):
             raise EvaluationError(f"{type(m).__name__} takes {len(m.dom)} arrays, got "
                                   f"{len(ins)}", m.path, node_type=type(m).__name__)
 
-    # ------------------------------------------------------------ structure
-    def _composed(self, m: Composed, ins, scope, batch):
-        items = stable_composition(m).content  # a softmax with a sink, shifted (ir/rewrites.py)
-        if not items:
-            raise SpecTypeError("empty composition", m.path, scope.titles)
-        i = 0
-        while i < len(items):
-            if self.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
-                                                                   self):
-                params, _ = self._take_params(items[i], scope)
-                ins = fusion.linear_then_diagonal(self, items[i], items[i + 1], ins, scope,
-                                                  batch, params)
-                i += 2
-            elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
-                for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
-                    ins = self.eval(sub, ins, scope, batch)
-                i += 2
-            else:
-                ins = self.eval(items[i], ins, scope, batch)
-                i += 1
-        return ins
-
-    def _product(self, m: ProductOfMorphisms, ins, scope, batch):
-        self._arity(m, ins)
-        out, at = [], 0
-        for part in m.content:
-            k = len(part.dom)
-            out.extend(self.eval(part, ins[at:at + k], scope, batch))
-            at += k
-        return out
-
-    def _block_body(self, blk: Block, ins, titles, batch):
-        reps = repetitions(blk, self.env)
-        if reps > 1 and len(blk.dom) != len(blk.cod):
-            raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
-                                "codomain differ", blk.path, titles)
-        segs = self._body_segs(blk)
-        if self.on_entry is not None:
-            self.on_entry(blk, titles, ins, batch)
-        for i in range(reps):
-            t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
-            ins = self.eval(blk.body, ins, Scope(t, segs), batch)
-        if self.observer is not None:
-            self.observer(blk, titles, ins, batch)
-        return ins
-
-    def _body_segs(self, blk: Block) -> dict:
+    def body_segs(self, blk: Block) -> dict:
+        """The key segments of the titled blocks of ``blk``'s body (cached)."""
         hit = self._segs.get(id(blk))
         if hit is None:
             body = blk.body
@@ -210,23 +108,9 @@ class Evaluator:
             self._segs[id(blk)] = hit
         return hit
 
-    def _level_segs(self, root) -> dict:
+    @staticmethod
+    def level_segs(root) -> dict:
         return block_segments(titled_children(root))
-
-    def _parawrap(self, m: ParaWrap, ins, scope, batch):
-        self._arity(m, ins)
-        operands, it = [], iter(ins)
-        for slot, _arr in zip(m.grabs, m.body.dom):
-            operands.append(self.tape_read(slot, batch, m.path) if slot is not None
-                            else next(it))
-        results = self.eval(m.body, operands, scope, batch)
-        out = []
-        for slot, arr, v in zip(m.drops, m.body.cod, results):
-            if slot is None:
-                out.append(v)
-            else:
-                self.tape_write(slot, v, batch, self.env.sizes(arr.shape))
-        return out
 
     # ----------------------------------------------------------------- tape
     def tape_write(self, slot, v: Value, batch, shape) -> None:
@@ -276,19 +160,6 @@ class Evaluator:
             hit = self._formulas[id(op)] = lower(op.formula, self.env)
         return hit
 
-    def _take_params(self, b: Broadcasted, scope: Scope):
-        roles = self._roles.get(id(b))
-        if roles is None:
-            roles = self._roles[id(b)] = bool(param_roles(b))
-        if not roles:
-            return {}, {}
-        key = (id(b), scope.titles)
-        idx = self.counts.get(key, 0)
-        self.counts[key] = idx + 1
-        group = self.table.occurrence(b, scope.titles, idx)
-        return ({role: self.params[spec.key] for role, spec in group.items()},
-                {role: spec.key for role, spec in group.items()})
-
     def guarded(self, b: Broadcasted, scope: Scope, compute):
         """Run ``compute()``; locate any spec or numpy error at ``b``."""
         try:
@@ -301,35 +172,6 @@ class Evaluator:
         except NUMPY_ERRORS as exc:
             raise EvaluationError(f"{type(exc).__name__}: {exc}", b.path, scope.titles,
                                   node_type=type(b.operator).__name__) from None
-
-    def _broadcasted(self, b: Broadcasted, ins, scope: Scope, batch) -> list[Value]:
-        return self.guarded(b, scope, lambda: self._apply(b, ins, scope, batch))
-
-    def _apply(self, b: Broadcasted, ins, scope: Scope, batch) -> list[Value]:
-        if len(ins) != len(b.input_weaves):
-            raise EvaluationError(f"the operator takes {len(b.input_weaves)} arrays, got "
-                                  f"{len(ins)}")
-        nb = len(batch)
-        deg = self.degree_sizes(b)
-        lifted = []
-        for k, v in enumerate(ins):
-            try:
-                lifted.append(gather(v, self.plan(b, k), nb))
-            except ValueError as exc:
-                raise EvaluationError(f"input {k} does not fit its weave "
-                                      f"{b.input_weaves[k]}: {exc}") from None
-        if isinstance(b.operator, (BlockOperator, ParaBlockOperator)):
-            params, keys = {}, {}
-        else:
-            params, keys = self._take_params(b, scope)
-        ctx = RuleContext(b, self, scope, tuple(batch), deg, params, keys)
-        outs = rule_for(b.operator)(b, lifted, ctx)
-        if self.perturb is not None:
-            outs = [Value(self.perturb(v.values), v.live) for v in outs]
-        if len(outs) != len(b.output_weaves):
-            raise EvaluationError(f"the rule produced {len(outs)} arrays for "
-                                  f"{len(b.output_weaves)} output weaves")
-        return [self.place(b, j, v, batch, deg) for j, v in enumerate(outs)]
 
     def place(self, b: Broadcasted, j: int, v: Value, batch, deg) -> Value:
         """Move the degree dims of a rule result into output ``j``'s TILED positions and apply

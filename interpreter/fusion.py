@@ -1,49 +1,32 @@
-"""One fusion the interpreter applies so that expert and group banks stay linear in size.
+"""How the interpreter runs a :class:`~ir.rewrites.BankDiagonal` (a bank ``Linear`` followed by
+a diagonal ``View``, grouped by the ``bank_diagonal`` pass of :func:`ir.pipeline.normalize`), so
+that expert and group banks stay linear in size.
 
-A ``Linear`` whose output target repeats an axis of its own degree (a bank: ``W^{D}`` has input
-``[*, f]`` over degree ``(k/e)`` and output ``[*, k/e, m]``; ``W^{Oa}`` likewise over ``(g)``)
-is followed in the seed by a ``View<diag>`` keeping the diagonal. Evaluated literally the Linear
-produces an ``|e|^2``-sized intermediate; fused, one ``einsum`` with the View's index labels
-computes only the diagonal: ``y[e, m] = sum_f x[e, f] W[f, e, m]``. Values, liveness (the fold
-over the Linear's input targets) and emulate-mode rounding (to the Linear's output format, then
-none for the View) are the same as the unfused pair; ``interpret(..., fuse=False)`` evaluates
-literally and the tests compare the two.
+Evaluated literally the Linear produces an ``|e|^2``-sized intermediate; as one ``einsum`` with
+the View's index labels only the diagonal is computed: ``y[e, m] = sum_f x[e, f] W[f, e, m]``.
+Values, liveness (the fold over the Linear's input targets) and emulate-mode rounding (to the
+Linear's output format, then none for the View) are the same as the literal pair;
+``interpret(..., fuse=False)`` leaves the pass out and the tests compare the two.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from ncdc.ir.datatypes import Natural, strip
-from ncdc.ir.morphisms import Broadcasted, Rearrangement
-from ncdc.ir.operators import Linear, View
+from ncdc.ir.morphisms import Broadcasted
+from ncdc.ir.rewrites import BankDiagonal
 
 from .reindex import gather
 from .rounding import output_format, round_values
 from .values import Value, any_over, land, zero_dead
 
 
-def matches(a, b, ev) -> bool:
-    """Whether ``a ; b`` is a bank Linear followed by a diagonal View over its one result."""
-    if not (isinstance(a, Broadcasted) and isinstance(b, Broadcasted)):
-        return False
-    if not (isinstance(a.operator, Linear) and isinstance(b.operator, View)):
-        return False
-    if len(a.output_weaves) != 1 or not a.input_weaves or len(b.input_weaves) != 1:
-        return False
-    if any(isinstance(strip(w.datatype), Natural) for w in a.input_weaves):
-        return False
-    wl = a.output_weaves[0]
-    if not any(ax in a.degree for ax in wl.target):
-        return False
-    rx = b.reindexings[0]
-    wv = b.input_weaves[0]
-    if not isinstance(rx, Rearrangement) or wv.target or len(rx.mapping) != len(wl.shape):
-        return False
-    if len(set(rx.mapping)) == len(rx.mapping):
-        return False
+def applies(m: BankDiagonal, ev) -> bool:
+    """Whether ``m`` runs as one contraction under ``ev``: always, except in ``emulate`` mode
+    where the Linear's output format is block-scaled (its scales are over the whole output,
+    which the contraction never holds; the pair is then evaluated as the composition)."""
     if ev.quant == "emulate":
-        dt = output_format(a, 0)
+        dt = output_format(m.linear, 0)
         if dt is not None and getattr(dt, "scale", None) is not None:
             return False
     return True

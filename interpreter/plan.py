@@ -24,11 +24,14 @@ depend on the data:
 * register lifetimes: a register is cleared after its last reader, so peak memory is that of
   the recursive evaluator.
 
-Steps run in the evaluator's order, so parameter reads, the tape, the observer and the error
-locations (JSON path and block titles of the ``Broadcasted`` where an error arose) are the
-same; structural errors (arity, truncated terms, a box whose block does not fit) are raised
-when the plan is compiled, i.e. on the first call. ``interpret(..., plan=False)`` keeps the
-recursive evaluator as the reference the tests compare with.
+This is the interpreter's one evaluator: every operator's numpy meaning is its rule
+(:mod:`interpreter.rules`; a kernel is the rule's all-live case with its setup done once), and
+the plan is a way of running the rules. Steps run in the term's order, so parameter reads, the
+tape, the hooks and the error locations (JSON path and block titles of the ``Broadcasted``
+where an error arose) follow the term; structural errors (arity, truncated terms, a box whose
+block does not fit) are raised when the plan is compiled, i.e. on the first call. The hooks
+``on_entry`` and ``perturb`` run on a *plain* plan (:func:`compile_plan`), which has a step
+before each block body and perturbs each operator's results.
 """
 from __future__ import annotations
 
@@ -48,7 +51,8 @@ from ncdc.ir.morphisms import (
 )
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
-from ncdc.ir.rewrites import softmax_pair, stable_composition
+from ncdc.ir.pipeline import source
+from ncdc.ir.rewrites import BankDiagonal
 
 from . import fusion, plan_experts
 from .evaluate import NUMPY_ERRORS, Evaluator, Scope, unevaluable
@@ -141,23 +145,26 @@ def _with_lifetimes(steps, n_inputs, outputs):
     return [(fn, tuple(f)) for (fn, _r, _w), f in zip(steps, frees)]
 
 
-def compile_plan(ev, batch: tuple[int, ...], n_inputs: int) -> Plan:
-    """The plan of ``ev.root`` for inputs with leading ``batch`` dims."""
-    b = _Builder(ev)
+def compile_plan(ev, batch: tuple[int, ...], n_inputs: int, plain: bool = False) -> Plan:
+    """The plan of ``ev.root`` for inputs with leading ``batch`` dims; ``plain``: for the
+    per-call hooks ``on_entry`` and ``perturb`` (every operator by its rule, each result
+    perturbed where ``ev.perturb`` is set; no demand, no row chunks)."""
+    b = _Builder(ev, plain)
     regs = list(range(n_inputs))
     b.n = n_inputs
     root = ev.root
     if isinstance(root, Block):
         outs = b.block_body(root, regs, (root.title,), batch)
     else:
-        outs = b.emit(root, regs, Scope((), ev._level_segs(root)), batch)
+        outs = b.emit(root, regs, Scope((), ev.level_segs(root)), batch)
     return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows),
                 tuple(b.expert_rows))
 
 
 class _Builder(SiteSteps):
-    def __init__(self, ev):
+    def __init__(self, ev, plain: bool = False):
         self.ev = ev
+        self.plain = plain
         self.steps: list = []
         self.n = 0
         self.counts: dict = {}
@@ -187,8 +194,10 @@ class _Builder(SiteSteps):
         ev = self.ev
         if isinstance(m, Broadcasted):
             return self.broadcasted(m, regs, scope, batch)
+        if isinstance(m, BankDiagonal) and fusion.applies(m, ev):
+            return self.fused(m.linear, m.view, regs, scope, batch)
         if isinstance(m, Composed):
-            items = stable_composition(m).content  # softmax with a sink (ir/rewrites.py)
+            items = m.content
             if not items:
                 raise SpecTypeError("empty composition", m.path, scope.titles)
             i = 0
@@ -197,20 +206,12 @@ class _Builder(SiteSteps):
                 if gated is not None:
                     regs, used = gated
                     i += used
-                elif ev.fuse and i + 1 < len(items) and fusion.matches(items[i], items[i + 1],
-                                                                       ev):
-                    regs = self.fused(items[i], items[i + 1], regs, scope, batch)
-                    i += 2
-                elif i + 1 < len(items) and (pair := softmax_pair(items[i], items[i + 1])):
-                    for sub in pair:  # e^x ; x / sum x as a stable softmax (ir/rewrites.py)
-                        regs = self.emit(sub, regs, scope, batch)
-                    i += 2
                 else:
                     regs = self.emit(items[i], regs, scope, batch)
                     i += 1
             return regs
         if isinstance(m, ProductOfMorphisms):
-            ev._arity(m, regs)
+            ev.arity(m, regs)
             out, at = [], 0
             for part in m.content:
                 k = len(part.dom)
@@ -218,7 +219,7 @@ class _Builder(SiteSteps):
                 at += k
             return out
         if isinstance(m, Rearrangement):
-            ev._arity(m, regs)
+            ev.arity(m, regs)
             return [regs[k] for k in m.mapping]
         if isinstance(m, Block):
             seg = scope.segs.get(id(m), m.title)
@@ -228,7 +229,7 @@ class _Builder(SiteSteps):
         if isinstance(m, Grab):
             return [self.tape_read(m.tape, batch, m.path)]
         if isinstance(m, Drop):
-            ev._arity(m, regs)
+            ev.arity(m, regs)
             self.tape_write(m.tape, regs[0], batch, ev.env.sizes(m.size.shape))
             return []
         raise unevaluable(m, scope.titles)
@@ -241,7 +242,7 @@ class _Builder(SiteSteps):
         Linears keep their rules and rounding)."""
         m = items[i]
         exact = self.ev.quant == "exact"
-        if (not (exact or batch) or self.demand is not None or i + 1 >= len(items)
+        if (self.plain or not (exact or batch) or self.demand is not None or i + 1 >= len(items)
                 or not isinstance(m, ProductOfMorphisms)):
             return None
         found = gated_contraction(items[i + 1])
@@ -262,7 +263,7 @@ class _Builder(SiteSteps):
             return None
         if not exact and py != len(m.content) - 1:
             return None
-        self.ev._arity(m, regs)
+        self.ev.arity(m, regs)
         out, at = [], 0
         for j, part in enumerate(m.content):
             k = len(part.dom)
@@ -351,7 +352,7 @@ class _Builder(SiteSteps):
         (n_part, n_con), origin = plan_experts.narrowed((part, contraction), A)
         params = plan_experts.SlicedParams(ev.params, {})
         sub_ev = Evaluator(n_part, ev.env, quant="exact", table=ev.table, params=params,
-                           fuse=ev.fuse, seed=ev.seed)
+                           seed=ev.seed)
         segs = dict(scope.segs)
         segs.update({new: scope.segs[id(old)] for new, old in origin.items()
                      if id(old) in scope.segs})
@@ -388,13 +389,22 @@ class _Builder(SiteSteps):
         if reps > 1 and len(blk.dom) != len(blk.cod):
             raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
                                 "codomain differ", blk.path, titles)
-        segs = ev._body_segs(blk)
+        segs = ev.body_segs(blk)
+        ins = list(regs)
+        shown = source(self.origin.get(id(blk), blk))   # the hooks see the spec's block
+
+        def enter(R, blk=shown, titles=titles, batch=tuple(batch)):
+            if ev.on_entry is not None:
+                ev.on_entry(blk, titles, [boxed(R[r]) for r in ins], batch)
+
+        if self.plain:
+            self.step(enter, ins, ())
         for i in range(reps):
             t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
             regs = self.emit(blk.body, regs, Scope(t, segs), batch)
         outs = list(regs)
 
-        def observe(R, blk=blk, titles=titles, batch=tuple(batch)):
+        def observe(R, blk=shown, titles=titles, batch=tuple(batch)):
             if ev.observer is not None:
                 ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
@@ -403,7 +413,7 @@ class _Builder(SiteSteps):
 
     def parawrap(self, m: ParaWrap, regs, scope, batch):
         ev = self.ev
-        ev._arity(m, regs)
+        ev.arity(m, regs)
         operands, it = [], iter(regs)
         for slot, _arr in zip(m.grabs, m.body.dom):
             operands.append(self.tape_read(slot, batch, m.path) if slot is not None
@@ -466,6 +476,8 @@ class _Builder(SiteSteps):
                                           f"{nout} output weaves"), b, titles)
         dst = self.new(nout)
         placers = [self.placer(b, j, batch, deg) for j in range(nout)]
+        if self.plain:                      # a box's results are an operator's: perturbed
+            placers = [_perturbed(ev, put) for put in placers]
         self.step(_moves(tuple(zip(placers, results, dst)), b, titles), results, dst)
         return dst
 
@@ -484,6 +496,17 @@ class _Builder(SiteSteps):
 
         self.step(run, src, (dst,))
         return [dst]
+
+def _perturbed(ev, put):
+    """``put`` after ``ev.perturb`` (where set) replaced the values."""
+    def run(v):
+        if ev.perturb is None:
+            return put(v)
+        v = boxed(v)
+        return put(Value(ev.perturb(v.values), v.live))
+
+    return run
+
 
 def _moves(moves, b, titles):
     """A step that runs ``R[d] = f(R[s])`` for each ``(f, s, d)`` of ``moves`` (reads into a

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 from ncdc.ir.axes import SparseAxis
 from ncdc.ir.morphisms import (
     Block,
@@ -34,8 +33,6 @@ from ncdc.ir.morphisms import (
     Rearrangement,
 )
 from ncdc.ir.operators import BlockOperator, Einops, Linear, ParaBlockOperator
-
-from .values import Value
 
 
 def gated_contraction(c) -> tuple[int, int, SparseAxis] | None:
@@ -127,30 +124,3 @@ def widest_site(m, ev) -> int:
         extra = [a for a in w.target if a not in m.degree]
         most = max(most, deg * math.prod(ev.env.sizes(tuple(extra))))
     return most
-
-
-def demanded_linear(x: np.ndarray, W: np.ndarray, bias, live: np.ndarray, nin: int,
-                    t: int) -> Value:
-    """The bank Linear ``y[*lead, *out] = x[*lead, *in] . W[*in, *out]`` (``A`` at output
-    position ``t``) computed only where ``live[*lead, A]`` holds; elsewhere dead."""
-    lead = np.broadcast_shapes(x.shape[:x.ndim - nin], live.shape[:-1])
-    n_rows = math.prod(lead)
-    n_in = math.prod(W.shape[:nin])
-    out = W.shape[nin:]
-    n_a = out[t]
-    X = np.broadcast_to(x, lead + x.shape[x.ndim - nin:]).reshape(n_rows, n_in)
-    L = np.broadcast_to(live, lead + (n_a,)).reshape(n_rows, n_a)
-    Wa = np.moveaxis(W.reshape((n_in,) + out), 1 + t, 0)           # [A, in, *rest]
-    rest = Wa.shape[2:]
-    y = np.zeros((n_a, n_rows, math.prod(rest)), dtype=np.result_type(X, W))
-    for a in range(n_a):
-        rows = np.flatnonzero(L[:, a])
-        if rows.size:
-            y[a, rows] = X[rows] @ Wa[a].reshape(n_in, -1)
-    y = np.moveaxis(y.reshape((n_a,) + lead + rest), 0, len(lead) + t)
-    mask = L.reshape(lead + tuple(n_a if i == t else 1 for i in range(len(out))))
-    if bias is not None:
-        y = np.where(mask, y + bias, np.zeros((), y.dtype))
-    if mask.all():
-        mask = None
-    return Value(y, mask)

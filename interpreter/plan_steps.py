@@ -13,9 +13,10 @@ from numpy import ndarray
 
 from .context import RuleContext
 from .evaluate import NUMPY_ERRORS, Scope
-from .plan_demand import bank_position, demanded_linear
+from .plan_demand import bank_position
 from .registry import kernel_for, rule_for
 from .reindex import gather
+from .rules.linear import linear_where
 from .values import Value
 
 _NONE: dict = {}
@@ -34,8 +35,8 @@ def locate(exc, b: Broadcasted, titles):
 
 class SiteSteps:
     """Step construction for ``Broadcasted`` sites; mixed into the plan builder, which
-    provides ``ev``, ``counts``, ``origin``, ``taken``, ``demand``, ``new``, ``step``, ``emit``
-    and ``box``."""
+    provides ``ev``, ``plain``, ``counts``, ``origin``, ``taken``, ``demand``, ``new``,
+    ``step``, ``emit`` and ``box``."""
 
     def located(self, b, scope, fn):
         try:
@@ -105,9 +106,19 @@ class SiteSteps:
                                       "output weaves")
             return outs
 
+        if self.plain:
+            rules_only = apply
+
+            def apply(lifted):
+                outs = rules_only(lifted)
+                if ev.perturb is not None:
+                    outs = [Value(ev.perturb(v.values), v.live) for v in outs]
+                return outs
+
         layouts = [self.identity_layout(b, k) for k in range(len(src))]
         ranks = [self.plain_rank(b, j, batch, deg) for j in range(nout)]
-        inline = kern is not None and None not in layouts and None not in ranks and src
+        inline = (not self.plain and kern is not None and None not in layouts
+                  and None not in ranks and src)
         if inline and len(src) == 1 and nout == 1:
             (read, s0), ((put, d0),), lay0, rank0 = pairs[0], outs_at, layouts[0], ranks[0]
 
@@ -180,7 +191,7 @@ class SiteSteps:
                 if g is None or v.live is not None or g.ndim != nb + 1:
                     (y,) = rule(b, [v], ctx)
                 else:
-                    y = demanded_linear(v.values, P["weight"], P.get("bias"), g, nin, t)
+                    y = linear_where(v.values, P["weight"], P.get("bias"), g, nin, t)
                 R[dst] = put(y)
             except (SpecError, *NUMPY_ERRORS) as exc:
                 raise locate(exc, b, titles) from None

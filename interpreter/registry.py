@@ -7,12 +7,13 @@ A rule is ``rule(b, inputs, ctx) -> list[Value]``:
   into shape ``(*lead, *target_k)`` where ``lead = (*batch, *degree)`` — ``batch`` are the
   dimensions of enclosing lifted blocks — and any lead dimension may be 1 (broadcast);
 * ``ctx`` is a :class:`~interpreter.context.RuleContext` (env, quant mode, the occurrence's
-  parameters, the tape, the evaluator for boxed blocks).
+  parameters, memoised sizes and constants).
 
 It returns one ``Value`` per output weave shaped ``(*lead', *target_j)`` (``lead'``
 broadcastable to ``lead``; a rule may return just the target shape) with dead positions
-holding 0. The evaluator moves the degree dimensions into each output weave's TILED positions
-and applies the quantisation policy (``interpreter/QUANT_POLICY.md``).
+holding 0. The plan (:mod:`interpreter.plan`) moves the degree dimensions into each output
+weave's TILED positions and applies the quantisation policy (``interpreter/QUANT_POLICY.md``).
+A rule is the only statement of its operator's numpy meaning.
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ KERNELS: dict[type, Callable] = {}
 for compiled plans (:mod:`interpreter.plan`). ``factory(b, ctx)`` is called once per site and
 returns ``kernel(arrays, params) -> list[ndarray]`` — the same values the rule computes when
 every input is live (and every result then is) — or None where the site's form is not covered.
-A kernel is an optimisation only: the tests compare every plan with the rules."""
+A kernel binds the rule's own all-live computation (a function of the rule's module both call)
+to the site's constants once; it states no maths of its own."""
 
 
 def kernel(*classes: type):

@@ -25,7 +25,7 @@ the precision policy (``codegen/PRECISION.md``).
 Softmax spans two operators: ``e^x`` followed by an L1 normalisation with no epsilon over a row
 is a softmax of the logits, and :func:`softmax_pair` gives the pair to evaluate instead (the
 exponential made the identity, the normalisation a stable :class:`~ir.operators.SoftMax`, which
-subtracts the row maximum). Interpreter and code generator both apply it, in both modes.
+subtracts the row maximum); :func:`softmax_pairs` applies it to a composition.
 
 A softmax with a sink term spans a whole composition: a row of logits ``x`` (over one axis ``w``)
 and a sink logit ``s`` are exponentiated separately, ``z = 1 / (sum_w e^x + e^s)`` and the
@@ -36,7 +36,12 @@ over the live w of x, s)`` per row, so no exponential exceeds 1 and the sink's i
 worst (the numerator and the denominator both scale by ``e^{-M}``: the same value in real
 arithmetic).
 
-Pure sympy: ``ir`` knows nothing of numpy or torch.
+A bank ``Linear`` followed by a diagonal ``View`` is grouped as one :class:`BankDiagonal`
+(:func:`bank_diagonals`), which a backend may compute as one contraction.
+
+The composition rewrites run once per root, in a named order, in :mod:`ir.pipeline` (no backend
+applies them inside its walk); :func:`stable` rewrites one formula (its backends' formula
+lowering calls it). Pure sympy: ``ir`` knows nothing of numpy or torch.
 """
 from __future__ import annotations
 
@@ -47,6 +52,7 @@ import sympy
 
 from . import dataflow
 from .arrays import TILED, Weave
+from .datatypes import Natural, strip
 from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
 from .operators import (
@@ -55,9 +61,11 @@ from .operators import (
     BlockOperator,
     Einops,
     L1Norm,
+    Linear,
     Operator,
     SoftMax,
     TypeConvert,
+    View,
 )
 
 
@@ -204,11 +212,6 @@ def _bottom_up(e):
     return e if out is None else out
 
 
-_PAIRS: dict[int, tuple] = {}
-"""id(exp site) -> (exp site, norm site, substitutes): substitutes live as long as the spec, so
-caches keyed by ``id`` never see a recycled id."""
-
-
 def _is_exp(b) -> bool:
     return (isinstance(b, Broadcasted) and isinstance(b.operator, Arithmetic)
             and len(b.input_weaves) == 1 and len(b.output_weaves) == 1
@@ -227,16 +230,87 @@ def softmax_pair(a, b):
     an L1 normalisation with no epsilon (``e^x / sum e^x``, which overflows for large logits);
     else None. ``logits`` is ``a`` with the identity formula (same weaves, reindexing and
     storage format), ``softmax`` is ``b`` with a :class:`SoftMax`."""
-    hit = _PAIRS.get(id(a))
-    if hit is not None and hit[0] is a and hit[1] is b:
-        return hit[2]
     if not (_is_exp(a) and _is_plain_l1(b)):
         return None
-    subs = (replace(a, operator=replace(a.operator, formula=FREE_INPUT)),
+    return (replace(a, operator=replace(a.operator, formula=FREE_INPUT)),
             replace(b, operator=SoftMax(name=b.operator.name, path=b.operator.path,
                                         contracted=b.operator.contracted)))
-    _PAIRS[id(a)] = (a, b, subs)
-    return subs
+
+
+def softmax_pairs(m):
+    """``m`` (a composition) with every adjacent ``e^x ; L1`` pair replaced by its
+    :func:`softmax_pair`; ``m`` itself when it holds none."""
+    if not isinstance(m, Composed) or isinstance(m, BankDiagonal):
+        return m
+    items, out, i, changed = m.content, [], 0, False
+    while i < len(items):
+        pair = softmax_pair(items[i], items[i + 1]) if i + 1 < len(items) else None
+        if pair:
+            out.extend(pair)
+            i, changed = i + 2, True
+        else:
+            out.append(items[i])
+            i += 1
+    return replace(m, content=tuple(out)) if changed else m
+
+
+@dataclass(frozen=True, eq=False)
+class BankDiagonal(Composed):
+    """``content = (linear, view)``: a bank ``Linear`` (its output target repeats an axis of its
+    own degree: ``W^{D}`` has input ``[*, f]`` over degree ``(k/e)`` and output ``[*, k/e, m]``)
+    followed by a ``View`` keeping the diagonal. The same computation as the plain composition
+    (every walk that does not know the kind reads it as one); a backend may compute it as one
+    contraction ``y[e, m] = sum_f x[e, f] W[f, e, m]`` that never holds the ``|e|^2``-sized
+    intermediate (introduced by :func:`bank_diagonals`)."""
+
+    @property
+    def linear(self) -> Broadcasted:
+        return self.content[0]
+
+    @property
+    def view(self) -> Broadcasted:
+        return self.content[1]
+
+
+def bank_diagonal(a, b) -> bool:
+    """Whether ``a ; b`` is a bank ``Linear`` followed by a diagonal ``View`` over its one
+    result (see :class:`BankDiagonal`)."""
+    if not (isinstance(a, Broadcasted) and isinstance(b, Broadcasted)):
+        return False
+    if not (isinstance(a.operator, Linear) and isinstance(b.operator, View)):
+        return False
+    if len(a.output_weaves) != 1 or not a.input_weaves or len(b.input_weaves) != 1:
+        return False
+    if any(isinstance(strip(w.datatype), Natural) for w in a.input_weaves):
+        return False
+    wl = a.output_weaves[0]
+    if not any(ax in a.degree for ax in wl.target):
+        return False
+    rx = b.reindexings[0]
+    wv = b.input_weaves[0]
+    if not isinstance(rx, Rearrangement) or wv.target or len(rx.mapping) != len(wl.shape):
+        return False
+    return len(set(rx.mapping)) != len(rx.mapping)
+
+
+def bank_diagonals(m):
+    """``m`` (a composition) with every adjacent :func:`bank_diagonal` pair grouped as a
+    :class:`BankDiagonal`; ``m`` itself when it holds none."""
+    if not isinstance(m, Composed) or isinstance(m, BankDiagonal):
+        return m
+    items, out, i, changed = m.content, [], 0, False
+    while i < len(items):
+        if i + 1 < len(items) and bank_diagonal(items[i], items[i + 1]):
+            out.append(BankDiagonal((items[i], items[i + 1]), path=items[i].path))
+            i, changed = i + 2, True
+        else:
+            out.append(items[i])
+            i += 1
+    if not changed:
+        return m
+    if len(out) == 1:
+        return BankDiagonal(items, path=m.path)
+    return replace(m, content=tuple(out))
 
 
 @dataclass(frozen=True, eq=False)
@@ -392,33 +466,22 @@ def _sink_rewrite(g, i):
     return h
 
 
-_COMPOSITIONS: dict[int, tuple] = {}
-"""id(composition) -> (composition, its stable form or itself); kept alive like ``_PAIRS``."""
-
-
 def stable_composition(m):
     """``m`` with every softmax with a sink term shifted by its row maximum (:class:`SinkShift`);
-    ``m`` itself when it holds none. Cached per composition object."""
-    hit = _COMPOSITIONS.get(id(m))
-    if hit is not None and hit[0] is m:
-        return hit[1]
-    out = m
-    if isinstance(m, Composed) and any(_formula_is(_core(b), sympy.exp(FREE_INPUT))
-                                       for b in _leaves(m)):
-        g = dataflow.flatten(m)
-        changed = False
-        for _ in range(8):
-            new = next((h for i, st in enumerate(g.steps)
-                        if _formula_is(_core(st), sympy.exp(FREE_INPUT))
-                        and (h := _sink_rewrite(g, i)) is not None), None)
-            if new is None:
-                break
-            g, changed = new, True
-        if changed:
-            out = dataflow.rebuild(g, m.path)
-            _COMPOSITIONS[id(out)] = (out, out)
-    _COMPOSITIONS[id(m)] = (m, out)
-    return out
+    ``m`` itself when it holds none."""
+    if not isinstance(m, Composed) or isinstance(m, BankDiagonal) or not any(
+            _formula_is(_core(b), sympy.exp(FREE_INPUT)) for b in _leaves(m)):
+        return m
+    g = dataflow.flatten(m)
+    changed = False
+    for _ in range(8):
+        new = next((h for i, st in enumerate(g.steps)
+                    if _formula_is(_core(st), sympy.exp(FREE_INPUT))
+                    and (h := _sink_rewrite(g, i)) is not None), None)
+        if new is None:
+            break
+        g, changed = new, True
+    return dataflow.rebuild(g, m.path) if changed else m
 
 
 def _leaves(m):
@@ -429,5 +492,6 @@ def _leaves(m):
         yield m
 
 
-__all__ = ["REWRITE_OPERATORS", "RULES", "LogSumExp", "SiLU", "SinkShift", "softmax_pair",
-           "stable", "stable_composition"]
+__all__ = ["REWRITE_OPERATORS", "RULES", "BankDiagonal", "LogSumExp", "SiLU", "SinkShift",
+           "bank_diagonal", "bank_diagonals", "softmax_pair", "softmax_pairs", "stable",
+           "stable_composition"]

@@ -107,7 +107,7 @@ def test_each_routed_expert_weight_enters_one_product_per_call(monkeypatch):
     _f, e, d = params["Mixture of Experts/Routed Experts/W^{D}.weight"].shape
     monkeypatch.setattr(plan_module, "CHUNK_BYTES", 4 * 8 * e * d)
     run = _spied(interpreter.interpret(moe, ENV, params=params), e)
-    ref = interpreter.interpret(moe, ENV, params=params, plan=False)
+    ref = interpreter.interpret(moe, ENV, params=params)
     x = np.random.default_rng(4).standard_normal((64, d))
     assert run.plan((64,)).chunk_rows == (4,)
     routed = _routed(run, x)
@@ -123,7 +123,7 @@ def test_each_routed_expert_weight_enters_one_product_per_call(monkeypatch):
     assert len(keys) == 3
     want = {(key, a): 1 for key in keys for a in routed}
     assert counts == want
-    np.testing.assert_allclose(got.values, ref.evaluate(x).outputs[0].values, rtol=1e-12,
+    np.testing.assert_allclose(got.values, ref.evaluate(x, on_entry=_DENSE).outputs[0].values, rtol=1e-12,
                                atol=1e-14)
 
 
@@ -169,21 +169,26 @@ def test_an_expert_over_the_budget_runs_in_row_chunks(monkeypatch):
 
 @pytest.mark.parametrize("batch", [(3, 5), (2, 3, 2), (6, 1)])
 def test_experts_first_over_several_batch_dims(batch, monkeypatch):
-    """Leading batch dims are flattened into rows and restored: the tree walk's result (one
+    """Leading batch dims are flattened into rows and restored: the dense evaluation's result (one
     row a chunk: the row chunks would be several, so the experts run first, one row a run)."""
     monkeypatch.setattr(plan_module, "CHUNK_ROWS", 1)
     calls = _count_runs(monkeypatch)
     moe, params = _moe()
     d = params["Mixture of Experts/Routed Experts/W^{D}.weight"].shape[2]
     run = interpreter.interpret(moe, ENV, params=params)
-    ref = interpreter.interpret(moe, ENV, params=params, plan=False)
+    ref = interpreter.interpret(moe, ENV, params=params)
     x = np.random.default_rng(6).standard_normal(batch + (d,))
-    got, want = run.evaluate(x).outputs[0], ref.evaluate(x).outputs[0]
+    got, want = run.evaluate(x).outputs[0], ref.evaluate(x, on_entry=_DENSE).outputs[0]
     assert calls == [1]
     assert got.values.shape == batch + (d,)
     np.testing.assert_allclose(got.values, want.values, rtol=1e-12, atol=1e-14)
     assert got.live is None and want.live is None
     assert run.plan(batch).expert_rows
+
+
+def _DENSE(*_):
+    """A no-op ``on_entry``: the hooks run the plain plan (every rule, dense: no demand, no
+    row chunks, no experts first), the reference here."""
 
 
 class _Scaled:

@@ -8,7 +8,8 @@ a fold skips dead terms and is dead only if all are. Naturals stay exact int64.
 Dead terms are skipped by selection, not by multiplying with their stored 0 (docs/format.md §16
 item 3): when the result is not finite, the contraction is redone after every other operand's
 dead positions are selected out of each non-finite operand (for each operand whose groups are a subset of its own), so an
-unrouted expert's inf/NaN never reaches the sum through a dead gate.
+unrouted expert's inf/NaN never reaches the sum through a dead gate. The contraction itself
+is ``_contract`` over :func:`subscripts`, which the rule and the kernel both call.
 """
 from __future__ import annotations
 
@@ -16,28 +17,49 @@ import numpy as np
 from ncdc.ir.operators import Einops
 
 from ..registry import kernel, rule
-from ..values import as_kind, dtype_of, finished
+from ..values import as_kind, finished
+
+
+def subscripts(b) -> list | str:
+    """The einsum sublist of each input (an Ellipsis for the lead dims, then one label per
+    signature group), or what is wrong with the site's signature."""
+    sig = b.operator.signature
+    if len(sig) != len(b.input_weaves):
+        return f"signature has {len(sig)} entries for {len(b.input_weaves)} inputs"
+    labels: dict[int, int] = {}
+    subs = []
+    for k, groups in enumerate(sig):
+        nt = len(b.input_weaves[k].target)
+        if len(groups) != nt:
+            return (f"signature entry {k} names {len(groups)} positions but input {k} has {nt} "
+                    "target axes")
+        subs.append([Ellipsis] + [labels.setdefault(g, len(labels)) for g in groups])
+    if len(labels) > 52:
+        return "more than 52 contraction groups"
+    return subs
+
+
+def _contract(arrays, subs):
+    operands = []
+    for x, sub in zip(arrays, subs):
+        operands += [x, sub]
+    return np.einsum(*operands, [Ellipsis])
 
 
 @rule(Einops)
 def einops(b, inputs, ctx):
-    sig = b.operator.signature
-    if len(sig) != len(inputs):
-        raise ctx.error(f"signature has {len(sig)} entries for {len(inputs)} inputs")
-    labels: dict[int, int] = {}
+    if len(b.operator.signature) != len(inputs):
+        raise ctx.error(f"signature has {len(b.operator.signature)} entries for {len(inputs)} "
+                        "inputs")
+    subs = subscripts(b)
+    if isinstance(subs, str):
+        raise ctx.error(subs)
     operands, masks = [], []
-    for k, (v, groups) in enumerate(zip(inputs, sig)):
-        nt = len(b.input_weaves[k].target)
-        if len(groups) != nt:
-            raise ctx.error(f"signature entry {k} names {len(groups)} positions but input {k} "
-                            f"has {nt} target axes")
-        sub = [Ellipsis] + [labels.setdefault(g, len(labels)) for g in groups]
+    for v, sub in zip(inputs, subs):
         operands += [v.values, sub]
         if v.live is not None:
             masks += [v.live, sub]
-    if len(labels) > 52:
-        raise ctx.error("more than 52 contraction groups")
-    out = np.einsum(*operands, [Ellipsis])
+    out = _contract([v.values for v in inputs], subs)
     if masks and out.dtype.kind in "fc" and not np.isfinite(out).all():
         # a non-finite result may come from 0 * inf in a dead term: recompute with the dead
         # terms selected out (the rare path; the check costs one pass over the result)
@@ -79,25 +101,12 @@ def _select_out_dead_terms(operands: list, masks: list) -> None:
 
 @kernel(Einops)
 def einops_kernel(b, ctx):
-    sig = b.operator.signature
-    if len(sig) != len(b.input_weaves):
-        return None
-    labels: dict[int, int] = {}
-    subs = []
-    for k, groups in enumerate(sig):
-        if len(groups) != len(b.input_weaves[k].target):
-            return None
-        subs.append([Ellipsis] + [labels.setdefault(g, len(labels)) for g in groups])
-    if len(labels) > 52:
-        return None
+    subs = subscripts(b)
+    if isinstance(subs, str):
+        return None                     # the rule raises the error
     dt = b.output_weaves[0].datatype
-    want = dtype_of(dt)
 
     def run(xs, params):
-        operands = []
-        for x, sub in zip(xs, subs):
-            operands += [x, sub]
-        out = np.asarray(np.einsum(*operands, [Ellipsis]))
-        return [out if out.dtype == want else as_kind(out, dt)]
+        return [as_kind(np.asarray(_contract(xs, subs)), dt)]
 
     return run

@@ -17,14 +17,23 @@ from ..registry import kernel, rule
 from ..values import any_over, as_kind, dtype_of, finished, land, lor
 
 
+def _total(arrays, dt, want):
+    """The pointwise sum of ``arrays`` (their stored values), in ``dt``'s kind (``want``: its
+    numpy dtype)."""
+    total = arrays[0]
+    for x in arrays[1:]:
+        total = total + x
+    if type(total) is np.ndarray and total.dtype == want:
+        return total
+    return as_kind(np.asarray(total), dt)
+
+
 @rule(AdditionOp)
 def addition(b, inputs, ctx):
     if not inputs:
         raise ctx.error("a sum of no operands")
-    total = inputs[0].values
-    for v in inputs[1:]:
-        total = total + v.values
-    out = as_kind(np.asarray(total), b.output_weaves[0].datatype)
+    dt = b.output_weaves[0].datatype
+    out = _total([v.values for v in inputs], dt, dtype_of(dt))
     return [finished(out, lor(*(v.live for v in inputs)))]
 
 
@@ -36,10 +45,7 @@ def addition_kernel(b, ctx):
     want = dtype_of(dt)
 
     def run(xs, params):
-        total = xs[0]
-        for x in xs[1:]:
-            total = total + x
-        return [total if total.dtype == want else as_kind(np.asarray(total), dt)]
+        return [_total(xs, dt, want)]
 
     return run
 

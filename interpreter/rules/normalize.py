@@ -8,7 +8,9 @@
 * ``SoftMax`` (older generation): stable softmax over all target axes jointly; dead positions
   stand for -inf before the exponential (0 after it).
 
-A slice whose positions are all dead is dead.
+A slice whose positions are all dead is dead. Each operator's maths is one function
+(``_rms``, ``_softmax``) that the rule and the kernel (the all-live case, set up once per site
+for the plan) both call.
 """
 from __future__ import annotations
 
@@ -21,43 +23,61 @@ from ..registry import kernel, rule
 from ..values import any_over, finished, land, live_count
 
 LEGACY_RMS_EPSILON = 1e-5
+_F64 = np.dtype(np.float64)
+_sum, _max, _exp, _sqrt = np.add.reduce, np.maximum.reduce, np.exp, np.sqrt
 
 
 def _ntarget(b, k=0):
-    nt = len(b.input_weaves[k].target)
-    return nt
+    return len(b.input_weaves[k].target)
+
+
+def _rms(x, axes, count, eps, centred: bool, live=None):
+    """``x`` (its mean subtracted first when ``centred``) divided by ``sqrt(mean |x|^2 + eps)``
+    over ``axes``, each mean over ``count`` positions (the live ones: ``live`` zeroes the dead
+    after centring)."""
+    if centred:
+        x = x - _sum(x, axis=axes, keepdims=True) / count
+        if live is not None:
+            x = np.where(live, x, 0)
+    sq = np.square(np.abs(x)) if x.dtype.kind == "c" else x * x
+    return x / _sqrt(_sum(sq, axis=axes, keepdims=True) / count + eps)
+
+
+def _gained(y, op, params):
+    if op.gain:
+        y = y * params["gain"]
+    if op.bias:
+        y = y + params["shift"]
+    return y
+
+
+def _as_float(x):
+    if x.dtype is _F64:
+        return x
+    return np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
+
+
+def _epsilon(op, ctx):
+    return LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
 
 
 @rule(Normalize)
 def normalize(b, inputs, ctx):
     op = b.operator
     (v,) = inputs
-    x = np.asarray(v.values, dtype=np.complex128 if np.iscomplexobj(v.values) else np.float64)
-    nt = _ntarget(b)
-    axes = tuple(range(x.ndim - nt, x.ndim))
-    if op.centred:  # LayerNorm (pyncd reading): the mean of the live positions subtracted
-        count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = x - np.sum(x, axis=axes, keepdims=True) / np.maximum(count, 1)
-        if v.live is not None:
-            x = np.where(v.live, x, 0)
-    sq = np.square(np.abs(x)) if np.iscomplexobj(x) else x * x
-    eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
+    x = _as_float(np.asarray(v.values))
+    axes = tuple(range(x.ndim - _ntarget(b), x.ndim))
+    sizes = ctx.sizes(b.input_weaves[0].target)
+    eps = _epsilon(op, ctx)
     with np.errstate(divide="ignore", invalid="ignore"):
         if v.live is None:
-            n = math.prod(ctx.sizes(b.input_weaves[0].target))
-            y = x / np.sqrt(sq.sum(axis=axes, keepdims=True) / max(n, 1) + eps)
-            live = None
+            y, live = _rms(x, axes, max(math.prod(sizes), 1), eps, op.centred), None
         else:
-            count = live_count(v.live, axes, ctx.sizes(b.input_weaves[0].target))
-            mean = np.sum(sq, axis=axes, keepdims=True) / np.maximum(count, 1)
-            y = x / np.sqrt(mean + eps)
+            count = live_count(v.live, axes, sizes)
+            y = _rms(x, axes, np.maximum(count, 1), eps, op.centred, v.live)
             live = land(v.live, count > 0)
-    if op.gain:
-        y = y * ctx.param("gain")
-    if op.bias:
-        y = y + ctx.param("shift")
-    return [finished(y, live)]
+    roles = (("gain",) if op.gain else ()) + (("shift",) if op.bias else ())
+    return [finished(_gained(y, op, {role: ctx.param(role) for role in roles}), live)]
 
 
 @rule(L2Norm)
@@ -84,51 +104,40 @@ def l1norm(b, inputs, ctx):
     return [finished(y, v.live)]
 
 
+def _softmax(x, axes):
+    """Stable softmax over ``axes``: ``e^(x - max)`` normalised; a row whose maximum is not
+    finite is shifted by 0 instead."""
+    m = _max(x, axis=axes, keepdims=True)
+    if not math.isfinite(_sum(m, axis=None)):     # some maximum is not finite (or the sum
+        m = np.where(np.isfinite(m), m, 0.0)      # overflowed: then this is a no-op)
+    e = _exp(x - m)
+    return e / _sum(e, axis=axes, keepdims=True)
+
+
 @rule(SoftMax)
 def softmax(b, inputs, ctx):
     (v,) = inputs
     x = np.asarray(v.values, dtype=np.float64)
-    nt = _ntarget(b)
-    axes = tuple(range(x.ndim - nt, x.ndim))
+    axes = tuple(range(x.ndim - _ntarget(b), x.ndim))
     xm = x if v.live is None else np.where(v.live, x, -np.inf)
-    m = xm.max(axis=axes, keepdims=True)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if not np.isfinite(m).all():
-            m = np.where(np.isfinite(m), m, 0.0)
-        e = np.exp(xm - m)
-        y = e / e.sum(axis=axes, keepdims=True)
+        y = _softmax(xm, axes)
     live = None if v.live is None else land(v.live, any_over(v.live, axes))
     return [finished(y, live)]
-
-
-_F64 = np.dtype(np.float64)
-_sum, _max, _exp, _sqrt = np.add.reduce, np.maximum.reduce, np.exp, np.sqrt
 
 
 @kernel(Normalize)
 def normalize_kernel(b, ctx):
     op = b.operator
-    nt = _ntarget(b)
     n = max(math.prod(ctx.sizes(b.input_weaves[0].target)), 1)
-    eps = LEGACY_RMS_EPSILON if op.epsilon is None else ctx.number(op.epsilon)
+    eps = _epsilon(op, ctx)
     if isinstance(eps, complex):
         return None
-    axes = tuple(range(-nt, 0))
-    centred, gain, shift = op.centred, op.gain, op.bias
+    axes = tuple(range(-_ntarget(b), 0))
+    centred = op.centred
 
     def run(xs, params):
-        (x,) = xs
-        if x.dtype is not _F64:
-            x = np.asarray(x, dtype=np.complex128 if np.iscomplexobj(x) else np.float64)
-        if centred:
-            x = x - _sum(x, axis=axes, keepdims=True) / n
-        sq = np.square(np.abs(x)) if x.dtype.kind == "c" else x * x
-        y = x / _sqrt(_sum(sq, axis=axes, keepdims=True) / n + eps)
-        if gain:
-            y = y * params["gain"]
-        if shift:
-            y = y + params["shift"]
-        return [y]
+        return [_gained(_rms(_as_float(xs[0]), axes, n, eps, centred), op, params)]
 
     return run
 
@@ -139,12 +148,6 @@ def softmax_kernel(b, ctx):
 
     def run(xs, params):
         (x,) = xs
-        if x.dtype is not _F64:
-            x = np.asarray(x, dtype=np.float64)
-        m = _max(x, axis=axes, keepdims=True)
-        if not math.isfinite(_sum(m, axis=None)):     # some maximum is not finite (or the
-            m = np.where(np.isfinite(m), m, 0.0)      # sum overflowed: then this is a no-op)
-        e = _exp(x - m)
-        return [e / _sum(e, axis=axes, keepdims=True)]
+        return [_softmax(x if x.dtype is _F64 else np.asarray(x, dtype=np.float64), axes)]
 
     return run
