@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import ATTENTION_CORE, TRANSFORMER
+from conftest import ATTENTION_CORE, TRANSFORMER, loaded
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.codegen.check import ModuleCache, check_morphism, run_generated
 from ncdc.codegen.fingerprint import structural_key
@@ -35,17 +35,9 @@ def _params(spec_loader):
             for i, (site, _) in enumerate(_distinct_sites(spec))]
 
 
-_SPECS: dict = {}
-
-
 def _spec(which):
-    import ncdc
-
-    if which not in _SPECS:
-        _SPECS[which] = {"bundled": lambda: ncdc.load(),
-                         "transformer": lambda: ncdc.load(TRANSFORMER),
-                         "attention_core": lambda: ncdc.load(ATTENTION_CORE)}[which]()
-    return _SPECS[which]
+    return loaded({"bundled": None, "transformer": TRANSFORMER,
+                   "attention_core": ATTENTION_CORE}[which])
 
 
 def _check(which: str, index: int | None, quant: str, dtype: str = "float64"):

@@ -11,7 +11,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from torch._inductor.utils import run_and_get_code
 
 from ncdc import codegen
 
@@ -42,6 +41,8 @@ def _loop_extents(code: str, pattern: str) -> list[int]:
 
 
 def _compiled(fn, *args):
+    from torch._inductor.utils import run_and_get_code  # seconds to import: not at collection
+
     torch._dynamo.reset()
     with torch.no_grad():
         out, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)

@@ -16,10 +16,8 @@ import os
 
 import pytest
 import torch
-import torch._dynamo
 from ncdc.codegen.decoder import token_input
 from ncdc.ir.incremental import is_token_axis
-from torch._dynamo.testing import CompileCounterWithBackend
 
 import ncdc
 from ncdc import codegen, interpreter
@@ -43,8 +41,16 @@ def _block(label):
     return _spec().model() if label == MODEL else _spec().block(label)
 
 
+def _counter(backend):
+    from torch._dynamo.testing import CompileCounterWithBackend  # seconds: not at collection
+
+    return CompileCounterWithBackend(backend)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
+    import torch._dynamo
+
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     yield
@@ -109,7 +115,7 @@ def _compiled_once(label, backend):
     """Compile ``step`` whole; decode with it and eagerly. Returns the compile count and both
     decodings."""
     module, inputs = _setup(label)
-    counter = CompileCounterWithBackend(backend)
+    counter = _counter(backend)
     step = torch.compile(module.step, fullgraph=True, backend=counter)
     compiled = _decode(module, inputs, step)
     eager = _decode(module, inputs, module.step)
@@ -175,7 +181,7 @@ def test_the_counter_sees_recompilation():
     """The count these tests assert can fail: a step of two tokens is a new shape (a second
     graph), and a state whose counter is a Python int specialises the graph to it."""
     module, inputs = _setup(SWA)
-    counter = CompileCounterWithBackend("eager")
+    counter = _counter("eager")
     step = torch.compile(module.step, fullgraph=True, backend=counter)
     with torch.no_grad():
         _, state = module.prefill(*inputs(0, PREFILL))
@@ -183,7 +189,7 @@ def test_the_counter_sees_recompilation():
         _, state = step(*inputs(3, 5), state=state)
         assert counter.frame_count == 2
         torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
+        counter = _counter("eager")
         step = torch.compile(module.step, fullgraph=True, backend=counter)
         for t in range(5, 8):
             _, state = step(*inputs(t, t + 1), state={**state, "tokens": int(state["tokens"])})

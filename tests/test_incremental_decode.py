@@ -7,13 +7,13 @@ import functools
 
 import pytest
 import torch
+from conftest import loaded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from ncdc.codegen.decoder import token_input
 from ncdc.codegen.decoder_check import TOLERANCE, decode_and_compare, prepare
 from ncdc.codegen.fingerprint import structural_key
 
-import ncdc
 from ncdc.cli import main
 from ncdc.naming import named_blocks
 
@@ -22,9 +22,8 @@ SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                                            HealthCheck.too_slow])
 
 
-@functools.cache
 def _spec():
-    return ncdc.load()
+    return loaded()
 
 
 @functools.cache

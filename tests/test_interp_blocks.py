@@ -7,14 +7,13 @@ import json
 
 import numpy as np
 import pytest
+from conftest import ATTENTION_CORE, TRANSFORMER, loaded
 
-import ncdc
 from ncdc import cli, interpreter
 from ncdc.commands import eval as eval_cmd
-from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
-BUNDLED = ncdc.load()
-OLDER = {"transformer": ncdc.load(TRANSFORMER), "attention_core": ncdc.load(ATTENTION_CORE)}
+BUNDLED = loaded()
+OLDER = {"transformer": loaded(TRANSFORMER), "attention_core": loaded(ATTENTION_CORE)}
 SITES = [("bundled", s.path) for s in BUNDLED.blocks()]
 SITES += [(name, s.path) for name, spec in OLDER.items() for s in spec.blocks()]
 

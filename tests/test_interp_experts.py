@@ -9,6 +9,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import sympy
+from conftest import loaded
 from ncdc.interpreter import plan as plan_module
 from ncdc.interpreter import plan_experts
 from ncdc.interpreter.values import Value
@@ -16,11 +17,10 @@ from ncdc.ir import Linear
 from ncdc.ir.axes import RawAxis, SparseAxis
 from ncdc.ir.names import Name
 
-import ncdc
 from ncdc import interpreter
 from tests.oracles.ir_build import R, bc, rearr, weave
 
-SPEC = ncdc.load()
+SPEC = loaded()
 ENV = SPEC.bind("tiny", sizes={"e": 16, "k": 4}).env
 BANKS = ("W^{G}", "W^{U}", "W^{D}")
 
