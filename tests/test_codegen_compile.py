@@ -15,17 +15,15 @@ bit-identical to the complex form); the README's compile form for inference (ind
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 
 import numpy as np
 import pytest
 import torch
+from conftest import exhaustive
 from ncdc.codegen.check import CheckResult, compare, run_generated
 
 from ncdc import codegen, interpreter
-
-SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
 
 
 def _prelude():
@@ -334,7 +332,7 @@ def test_layer0_traces_as_one_graph(bundled):
     assert sparse.graph_break_count > 0
 
 
-@pytest.mark.skipif(not SLOW, reason="slow: set NCDC_SLOW_TESTS=1")
+@exhaustive
 def test_whole_prefix_traces_as_one_graph(bundled):
     """The whole salvaged prefix (static experts) under dynamo: one graph, no break."""
     _, module, *_, args = _setup(bundled, interpreter.prefix(bundled.data))
@@ -389,7 +387,7 @@ def _every_block(spec):
     return out + [interpreter.prefix(spec.data)]
 
 
-@pytest.mark.skipif(not SLOW, reason="slow: set NCDC_SLOW_TESTS=1")
+@exhaustive
 def test_every_block_exports_and_compiles_whole(bundled):
     """Every distinct block of the bundled spec exports and compiles with ``fullgraph=True``;
     both agree with the interpreter."""

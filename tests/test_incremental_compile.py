@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 
 import pytest
 import torch
+from conftest import EXHAUSTIVE
 from ncdc.codegen.decoder import token_input
 from ncdc.ir.incremental import is_token_axis
 
 import ncdc
 from ncdc import codegen, interpreter
 
-SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
 SWA = "Sliding Window Attention"
 MODEL = "(model)"
 PREFILL, STEPS = 2, 10
@@ -122,8 +121,9 @@ def _compiled_once(label, backend):
     return counter, compiled, eager, module, inputs
 
 
-CASES = [(SWA, "inductor"), (MODEL, "aot_eager")] + (
-    [("Sliding Window Layer", "inductor"), (MODEL, "inductor")] if SLOW else [])
+CASES = [(SWA, "inductor"), (MODEL, "aot_eager"),
+         pytest.param("Sliding Window Layer", "inductor", marks=EXHAUSTIVE),
+         pytest.param(MODEL, "inductor", marks=EXHAUSTIVE)]
 
 
 @pytest.mark.parametrize(("label", "backend"), CASES)
@@ -207,7 +207,7 @@ class _Step(torch.nn.Module):
         return self.model.step(*inputs, state=state)
 
 
-EXPORTED = [MODEL] + (["Sliding Window Layer"] if SLOW else [])
+EXPORTED = [MODEL, pytest.param("Sliding Window Layer", marks=EXHAUSTIVE)]
 
 
 @pytest.mark.parametrize("label", EXPORTED)
