@@ -133,6 +133,7 @@ def test_sizes_exercise_partial_blocks(bundled_moe, checkpoint):
     assert len(set(files.values())) == 3
 
 
+@pytest.mark.slow
 def test_fp8_dequantization_matches_numpy_and_ml_dtypes(checkpoint):
     """The mapped source's W^{G} equals the independent numpy dequantization exactly (float64
     work dtype), and the codes it read are the ml_dtypes E4M3 bytes that were written."""
@@ -159,6 +160,7 @@ def test_fp8_dequantization_matches_numpy_and_ml_dtypes(checkpoint):
     src.close()
 
 
+@pytest.mark.slow
 def test_run_through_the_example_map_matches_the_interpreter(tmp_path, capsys, bundled,
                                                              bundled_moe, checkpoint):
     import ncdc
@@ -197,6 +199,7 @@ def test_run_through_the_example_map_matches_the_interpreter(tmp_path, capsys, b
     np.testing.assert_allclose(np.load(ev)["out0"], want, rtol=0, atol=bound)
 
 
+@pytest.mark.slow
 def test_a_sub_block_loads_from_the_whole_model_checkpoint(capsys, bundled_moe, checkpoint):
     index, _, _ = checkpoint
     rc = main(["run", "--block", MOE + " / Routed Experts", *_size_args(), "--params",
@@ -219,9 +222,9 @@ def _run_err(capsys, *argv):
     return rc, json.loads(capsys.readouterr().out)["error"]
 
 
-def test_unmapped_and_missing_tensors_are_listed_at_once(tmp_path, capsys, bundled_moe):
-    _, _, (m, f, e) = bundled_moe
-    tensors, _ = deepseek_moe(m, f, e, extra=True)
+@pytest.mark.slow
+def test_unmapped_and_missing_tensors_are_listed_at_once(tmp_path, capsys, checkpoint):
+    tensors = dict(checkpoint[1])  # deepseek_moe(m, f, e, extra=True)'s, shared
     del tensors[L0 + "mlp.experts.3.down_proj.weight"]
     del tensors[L0 + "mlp.experts.3.down_proj.weight_scale_inv"]
     index = write_sharded(tensors, tmp_path / "a", shards=2)
@@ -246,9 +249,9 @@ def test_unmapped_and_missing_tensors_are_listed_at_once(tmp_path, capsys, bundl
                                                                       "W^{Ds}"))
 
 
-def test_wrong_scale_shape_names_tensor_and_rule(tmp_path, capsys, bundled_moe):
-    _, _, (m, f, e) = bundled_moe
-    tensors, _ = deepseek_moe(m, f, e)
+@pytest.mark.slow
+def test_wrong_scale_shape_names_tensor_and_rule(tmp_path, capsys, checkpoint):
+    tensors = dict(checkpoint[1])
     tensors[L0 + "mlp.experts.2.gate_proj.weight_scale_inv"] = np.ones((1, 4), np.float32)
     index = write_sharded(tensors, tmp_path / "b")
     rc, err = _run_err(capsys, "--block", MOE, *_size_args(), "--params", str(index), "--map",
@@ -259,6 +262,7 @@ def test_wrong_scale_shape_names_tensor_and_rule(tmp_path, capsys, bundled_moe):
     assert "scale shape (1, 4), expected (2, 4)" in msg
 
 
+@pytest.mark.slow
 def test_map_problems_are_reported_together(tmp_path, capsys, checkpoint):
     index, _, _ = checkpoint
     bad = _map(tmp_path, """
@@ -306,6 +310,7 @@ transpose = true
     np.testing.assert_array_equal(src.get("S/W^{Us}.weight", (m, f)).numpy(), u.T)
 
 
+@pytest.mark.slow
 def test_storage_policy_on_a_mapped_checkpoint(tmp_path, capsys, checkpoint, bundled_moe):
     """--weights mxfp4 for the routed experts, mxfp8 elsewhere: the module (weights held in
     the formats, or rounded through them) and the interpreter, both loading the checkpoint
@@ -329,6 +334,7 @@ def test_storage_policy_on_a_mapped_checkpoint(tmp_path, capsys, checkpoint, bun
     np.testing.assert_allclose(np.load(out)["out0"], want, rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_a_json_map_and_a_shape_error_naming_the_rule(tmp_path, capsys, checkpoint):
     """The example map as JSON loads the same; a rule that forgets its transpose fails on the
     first expert with the tensor, the rule and both shapes."""

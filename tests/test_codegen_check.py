@@ -57,7 +57,7 @@ BUNDLED_SITES = range(len(_distinct_sites(_spec("bundled"))))
 TRANSFORMER_SITES = range(len(_distinct_sites(_spec("transformer"))))
 
 
-@pytest.mark.parametrize("quant", ["exact", "emulate"])
+@pytest.mark.parametrize("quant", ["exact", pytest.param("emulate", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("index", BUNDLED_SITES)
 def test_bundled_block(index, quant):
     _check("bundled", index, quant)
@@ -69,6 +69,7 @@ def test_transformer_block(index, quant):
     _check("transformer", index, quant)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
 @pytest.mark.parametrize("which", ["bundled", "transformer", "attention_core"])
 def test_whole_model(which, quant):
@@ -77,6 +78,7 @@ def test_whole_model(which, quant):
         assert r.max_rel < 1e-12
 
 
+@pytest.mark.slow
 def test_whole_prefix_float32():
     r = _check("bundled", None, "exact", dtype="float32")
     assert r.max_rel < 1e-5
@@ -94,6 +96,7 @@ def _compiled(m, env):
     return g, module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Sliding Window Attention", "Engram of Layer 1", None])
 def test_batch_dims_and_other_token_counts(title):
     """One module, built at tiny (12 tokens), serves a 2x3 batch of 6-token inputs: each
@@ -126,6 +129,7 @@ def test_batch_dims_and_other_token_counts(title):
                                        atol=1e-12)
 
 
+@pytest.mark.slow
 def test_load_interpreter_params_of_generated_file():
     """The generated file's own loader takes interpreter-keyed arrays (one weights file for
     both) and PARAM_KEYS covers exactly the interpreter's keys."""

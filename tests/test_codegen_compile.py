@@ -84,6 +84,7 @@ def test_static_pairs_against_loops():
     assert more[0].shape == (6 * (n + 2),) and int(more[2].sum()) == int(live.sum())
 
 
+@pytest.mark.slow
 def test_grouped_matmul_op_gradients_and_registration():
     """``ncdc::grouped_matmul``: gradients against finite differences (float64), and
     ``torch.library.opcheck`` (schema, fake kernel, autograd registration)."""
@@ -281,6 +282,7 @@ def _agrees(g, m, module, ins, tape, ref, dtype="float64"):
 REPRESENTATIVE = ["Mixing Coefficients", "Attention Core", "Mixture of Experts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", REPRESENTATIVE)
 def test_exported_program_agrees_with_the_interpreter(bundled, title):
     """``torch.export.export`` succeeds and the exported program, run again, agrees with the
@@ -293,6 +295,7 @@ def test_exported_program_agrees_with_the_interpreter(bundled, title):
     assert res.max_rel < 1e-12
 
 
+@pytest.mark.slow
 def test_layer0_exports_with_a_dynamic_token_count(bundled):
     """Layer 0 exported once with the token count dynamic (at least one window): the program
     agrees with the interpreter at the exported length and with eager at two others."""
@@ -316,6 +319,7 @@ def test_layer0_exports_with_a_dynamic_token_count(bundled):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_layer0_traces_as_one_graph(bundled):
     """Layer 0 (mHC attention and mHC MoE, static experts) under dynamo: one graph, no break;
     the MoE with the sparse default breaks (data-dependent pair counts)."""
@@ -342,6 +346,7 @@ def test_whole_prefix_traces_as_one_graph(bundled):
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Attention Core", "Mixture of Experts"])
 def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     m = bundled.block(title)
@@ -351,6 +356,7 @@ def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     assert res.ok, res.problem
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Rotary Embedding", "Mixture of Experts"])
 def test_frozen_compile_form_gives_the_eager_outputs(bundled, title):
     """The README's form for inference (``torch.compile`` under ``torch.no_grad`` with inductor's

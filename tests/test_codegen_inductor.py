@@ -111,6 +111,7 @@ def _views_prelude():
     return mod
 
 
+@pytest.mark.slow
 def test_window_read_stays_a_view_when_compiled():
     """The Attention Core's two products over a window read ``[x, w|x, c]`` (reversed, a view)
     of a stored ``[x, c]`` source: inductor passes the padded source to both matrix products

@@ -198,6 +198,7 @@ POLICIES = {"mxfp8": ["mxfp8"], "mxfp4": ["*/Routed Experts/*=mxfp4", "*=bfloat1
             "mixed": ["*.bias=float32", "*W^{Ob}*=mxfp4", "mxfp8"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("title", ["Mixture of Experts", "Sliding Window Attention",
                                    "Mixing Coefficients"])
@@ -225,6 +226,7 @@ def test_policy_is_what_makes_them_agree(bundled):
     assert not res.ok
 
 
+@pytest.mark.slow
 def test_static_form_and_a_bfloat16_forward(bundled):
     env = bundled.bind("tiny").env
     m = bundled.block("Mixture of Experts")
@@ -255,6 +257,7 @@ def test_a_policy_a_shared_class_cannot_follow_is_refused(bundled):
         codegen.generate(layer, env, weights=policy)
 
 
+@pytest.mark.slow
 def test_compile_cli_writes_a_stored_module(tmp_path, capsys):
     out = tmp_path / "experts.py"
     assert main(["compile", "--block", "Routed Experts", "--weights", "mxfp4",
@@ -275,6 +278,7 @@ def test_compile_cli_writes_a_stored_module(tmp_path, capsys):
     assert torch.isfinite(model.w_d.dequantize()).all()
 
 
+@pytest.mark.slow
 def test_stored_module_exports_compiles_and_saves(bundled, tmp_path):
     from safetensors.torch import load_file, save_file
 

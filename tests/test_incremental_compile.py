@@ -126,6 +126,7 @@ CASES = [(SWA, "inductor"), (MODEL, "aot_eager"),
          pytest.param(MODEL, "inductor", marks=EXHAUSTIVE)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("label", "backend"), CASES)
 def test_step_compiles_once_and_agrees(label, backend):
     """``torch.compile(module.step, fullgraph=True)``: one graph, compiled at the first step and
@@ -151,6 +152,7 @@ def test_step_compiles_once_and_agrees(label, backend):
     assert checked
 
 
+@pytest.mark.slow
 def test_step_has_no_graph_break():
     """``torch._dynamo.explain``: one graph, no break (the window read, the rotary positions
     from the counter; ``fullgraph=True`` above asserts the same of the whole prefix)."""
@@ -161,6 +163,7 @@ def test_step_has_no_graph_break():
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
 
 
+@pytest.mark.slow
 def test_state_shapes_are_fixed_from_the_first_call():
     """Every state entry has its final shape right after the prefill: the window holds
     ``w - 1`` latents, the n-gram ``L - 1`` token ids, dead before the first token."""
@@ -177,6 +180,7 @@ def test_state_shapes_are_fixed_from_the_first_call():
     assert first[next(k for k in first if k.endswith(".ngram"))].tolist()[:2] == [0, 0]
 
 
+@pytest.mark.slow
 def test_the_counter_sees_recompilation():
     """The count these tests assert can fail: a step of two tokens is a new shape (a second
     graph), and a state whose counter is a Python int specialises the graph to it."""
@@ -210,6 +214,7 @@ class _Step(torch.nn.Module):
 EXPORTED = [MODEL, pytest.param("Sliding Window Layer", marks=EXHAUSTIVE)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", EXPORTED)
 def test_step_exports(label):
     """``torch.export.export`` of the step with the state as inputs and outputs (static

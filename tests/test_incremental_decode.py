@@ -65,6 +65,7 @@ def test_blocks_cover_the_token_reads():
     assert any(b.endswith("Rotary Embedding") for b in BLOCKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", BLOCKS)
 @settings(SETTINGS, max_examples=3)
 @given(prefill=st.integers(1, 12), chunks=st.lists(st.integers(1, 5), min_size=1, max_size=3))
