@@ -68,6 +68,7 @@ def test_loop_extents_reads_nested_loops():
     assert _loop_extents(code, r"cos\(") == [96, 6, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Rotary Embedding", "Inverse Rotary Embedding"])
 def test_rotary_table_is_computed_once_when_compiled(bundled, title):
     """Eight leading (head) dims read one ``[x, t]`` table: the compiled forward evaluates cos

@@ -164,6 +164,7 @@ def test_two_ranks_match_one_process(two_ranks, name):
     _check(*results[name])
 
 
+@pytest.mark.slow
 def test_two_ranks_emulate_identical(two_ranks):
     results = two_ranks[0]
     _check(*results["layer0 emulate"], exact=True)
@@ -176,6 +177,7 @@ def test_four_ranks_match_one_process(four_ranks, name):
     _check(*results[name])
 
 
+@pytest.mark.slow
 def test_experts_exchanged_only_for_routed_pairs(four_ranks):
     """Each rank sends every input row of its pairs out and gets each result back: with k
     pairs per token, tokens x k x m x 8 bytes both ways, counted over the ranks."""
@@ -236,6 +238,7 @@ def test_launch_is_bounded_and_leaves_no_process():
     assert set(multiprocessing.active_children()) <= before
 
 
+@pytest.mark.slow
 def test_ncdc_run_nproc_matches_one_process(two_ranks):
     """``ncdc run --nproc 2``'s rank work (build on meta, shard, load each rank's part from
     the weights file, split the batch, gather on rank 0) against the same plan on one

@@ -185,6 +185,7 @@ def test_stored_sharded_matches_one_process(two_ranks, name):
     assert [r["stored_bytes"] for r in ranks] == [dense_bytes] * 2
 
 
+@pytest.mark.slow
 def test_stored_weights_take_no_gradient_dense_ones_do(two_ranks):
     ranks, _, ref_grads, _, _ = two_ranks[0]["moe experts mxfp4 grads"]
     grads = ranks[0]["grads"]
@@ -203,6 +204,7 @@ def test_stored_weights_take_no_gradient_dense_ones_do(two_ranks):
     assert dense >= 3  # the shared expert and the gate, in float64 under FSDP2
 
 
+@pytest.mark.slow
 def test_exchange_bytes_unchanged_by_storage(two_ranks):
     """The exchange sends activations, not weights: tokens x k x m x 8 bytes each way."""
     ranks = two_ranks[0]["moe experts mxfp4 grads"][0]

@@ -31,6 +31,7 @@ def recorded(bundled, tiny_env):
     return record_block_inputs(interpreter.prefix(bundled.data), tiny_env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", NARROW)
 def test_whole_bundled_model_runs_and_agrees_in_every_dtype(bundled, tiny_env, dtype):
     m = interpreter.prefix(bundled.data)
