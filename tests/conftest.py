@@ -1,9 +1,19 @@
-"""Shared fixtures: the bundled spec (salvaged, loaded once), the two older pyncd examples, their
-raw JSON, and :class:`SpecMaker`, a small builder of hand-made spec JSON for tests."""
+"""Shared fixtures: the bundled spec (salvaged), the two older pyncd examples (each loaded once
+per process, :func:`loaded`), their raw JSON, and :class:`SpecMaker`, a small builder of
+hand-made spec JSON for tests.
+
+Tiers: ``pytest`` runs everything but the exhaustive tests; ``pytest -m "not slow"`` leaves out
+the tests marked ``slow`` (the heavy ones, minutes between them) for a quick pass;
+``NCDC_SLOW_TESTS=1`` adds the exhaustive tests (:data:`exhaustive`: export and compile of
+every block), which are marked ``slow`` too. Under ``CI`` (``CI=true``, as ``.ci/run`` sets it)
+a browser test of ``ncdc view`` that would skip (no Chromium, no playwright) fails instead.
+"""
 from __future__ import annotations
 
 import copy
+import functools
 import json
+import os
 from pathlib import Path
 from typing import ClassVar
 
@@ -18,10 +28,34 @@ TRANSFORMER = PYNCD / "transformer.json"
 ATTENTION_CORE = PYNCD / "attention_core.json"
 
 
+SLOW_TESTS = os.environ.get("NCDC_SLOW_TESTS", "") not in ("", "0")
+EXHAUSTIVE = (pytest.mark.slow,
+              pytest.mark.skipif(not SLOW_TESTS, reason="exhaustive: set NCDC_SLOW_TESTS=1"))
+"""The marks of a test or parameter that runs only with ``NCDC_SLOW_TESTS=1``."""
+
+
+def exhaustive(test):
+    """Decorator: ``test`` carries :data:`EXHAUSTIVE`."""
+    for mark in EXHAUSTIVE:
+        test = mark(test)
+    return test
+
+
+@functools.cache
+def _load(path: Path | None):
+    return ncdc.load() if path is None else ncdc.load(path)
+
+
+def loaded(path=None):
+    """``ncdc.load(path)`` (the bundled spec, salvaged, without ``path``), once per process:
+    specs are immutable, so every test and every parametrization shares one."""
+    return _load(None if path is None else Path(path).resolve())
+
+
 @pytest.fixture(scope="session")
 def bundled():
     """``ncdc.load()``: the bundled DeepSeek spec, salvaged."""
-    return ncdc.load()
+    return loaded()
 
 
 @pytest.fixture(scope="session")
@@ -32,12 +66,12 @@ def bundled_text():
 
 @pytest.fixture(scope="session")
 def transformer():
-    return ncdc.load(TRANSFORMER)
+    return loaded(TRANSFORMER)
 
 
 @pytest.fixture(scope="session")
 def attention_core():
-    return ncdc.load(ATTENTION_CORE)
+    return loaded(ATTENTION_CORE)
 
 
 @pytest.fixture(scope="session")
@@ -216,3 +250,23 @@ def load_doc():
         return ncdc.Spec(load_text(json.dumps(doc), "<test>", salvage))
 
     return _load
+
+
+# ---------------------------------------------------------------- browser tests under CI
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Under CI a skipped browser test (``tests/test_view*.py``) is a failure: CI must have
+    Chromium and playwright. Locally it skips, with its reason in the summary (``-rs``)."""
+    outcome = yield
+    report = outcome.get_result()
+    if (report.skipped and _in_ci() and item.path.name.startswith("test_view")
+            and not hasattr(report, "wasxfail")):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        reason = str(reason).removeprefix("Skipped: ")
+        report.outcome = "failed"
+        report.longrepr = (f"CI is set, so this browser test may not skip: {reason}. "
+                           "Install Chromium (apt-get install chromium) and playwright.")

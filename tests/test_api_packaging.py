@@ -10,6 +10,8 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 FOLDERS = {"ncdc": "ncdc", "spec": "ncdc/spec", "ir": "ncdc/ir",
            "interpreter": "ncdc/interpreter", "codegen": "ncdc/codegen"}
@@ -50,6 +52,7 @@ def test_licence_and_metadata():
     assert project["urls"] and all(u.startswith("https://") for u in project["urls"].values())
 
 
+@pytest.mark.slow
 def test_wheel_has_one_top_level_package(tmp_path):
     """Builds the wheel from a copy of the tree (no build output lands in the checkout)."""
     src = tmp_path / "src"

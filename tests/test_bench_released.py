@@ -20,6 +20,7 @@ def released():
     return mod
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experts", ["mxfp4", "mxfp8"])
 def test_tiny_run_checks_out(released, capsys, experts):
     threads = torch.get_num_threads()
@@ -39,6 +40,7 @@ def test_tiny_run_checks_out(released, capsys, experts):
     assert len(rel) == 2 and max(rel) < 1e-12
 
 
+@pytest.mark.slow
 def test_the_moe_check_sees_a_wrong_expert(released, monkeypatch):
     """A corrupted slice of one routed expert makes the per-token MoE check fail."""
     real = released.expert_slice

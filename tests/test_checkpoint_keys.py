@@ -87,6 +87,7 @@ def test_hostile_checkpoint_headers_are_typed_errors(tmp_path, capsys, header, d
     assert rc == 1 and e["type"] == "CheckpointError" and words in e["message"], e
 
 
+@pytest.mark.slow
 def test_truncated_and_garbage_files(tmp_path, capsys):
     cmap = tmp_path / "m.toml"
     cmap.write_text("[[rules]]\ntensor = 'w'\nkey = 'Embedding/E.table'\n")

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.test_checkpoint_map import L0, MAP, write_sharded
 
@@ -45,6 +46,7 @@ print(json.dumps({"base": base, "peak": peak_bytes(), "resettable": resettable,
 """
 
 
+@pytest.mark.slow
 def test_peak_memory_of_a_load_stays_near_the_module_size(tmp_path):
     m, f, e = SIZES["m"], SIZES["f"], SIZES["e"]
     rng = np.random.default_rng(0)

@@ -12,6 +12,7 @@ from ncdc.naming import BlockLookupError, find, named_blocks
 from tests.conftest import TRANSFORMER
 
 
+@pytest.mark.slow
 def test_every_label_and_json_path_names_its_own_block(bundled, transformer):
     for spec in (bundled, transformer):
         named = named_blocks(spec.data)

@@ -216,6 +216,7 @@ def test_graph_wiring_of_attention_core(attention_core):
     assert not [e for e in g.edges(data=True) if "mismatch" in e[2]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv", [["validate"], ["show", "--all"], ["blocks"], ["params"]])
 def test_output_is_deterministic(capsys, argv):
     first = run(capsys, *argv)

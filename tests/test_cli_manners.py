@@ -196,6 +196,7 @@ class _Tty(io.StringIO):
         return True
 
 
+@pytest.mark.slow
 def test_check_progress_only_on_a_terminal_and_one_clean_table(capsys, monkeypatch):
     t = str(TRANSFORMER)
     rc, out, err = run(capsys, "check", t)

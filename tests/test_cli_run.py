@@ -146,6 +146,7 @@ def test_synthetic_is_seeded_and_reports_blocks(capsys):
     assert r["module_bytes"] > 0 and set(r["seconds"]) == {"build", "load", "forward"}
 
 
+@pytest.mark.slow
 def test_user_data_must_be_given_or_stood_in(capsys):
     block = "Engram of Layer 1 / Token Map"
     rc, _, err = cli(capsys, "run", "--params", "synthetic", "--block", block)

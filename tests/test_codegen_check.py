@@ -12,7 +12,7 @@ from ncdc.codegen.fingerprint import structural_key
 
 from ncdc import interpreter
 from ncdc.verify.check import ModuleCache, check_morphism, run_generated
-from tests.conftest import ATTENTION_CORE, TRANSFORMER
+from tests.conftest import ATTENTION_CORE, TRANSFORMER, loaded
 
 CACHE = ModuleCache()
 """Generated modules shared by every test of this file (one per block body and mode)."""
@@ -35,17 +35,9 @@ def _params(spec_loader):
             for i, (site, _) in enumerate(_distinct_sites(spec))]
 
 
-_SPECS: dict = {}
-
-
 def _spec(which):
-    import ncdc
-
-    if which not in _SPECS:
-        _SPECS[which] = {"bundled": lambda: ncdc.load(),
-                         "transformer": lambda: ncdc.load(TRANSFORMER),
-                         "attention_core": lambda: ncdc.load(ATTENTION_CORE)}[which]()
-    return _SPECS[which]
+    return loaded({"bundled": None, "transformer": TRANSFORMER,
+                   "attention_core": ATTENTION_CORE}[which])
 
 
 def _check(which: str, index: int | None, quant: str, dtype: str = "float64"):
@@ -65,7 +57,7 @@ BUNDLED_SITES = range(len(_distinct_sites(_spec("bundled"))))
 TRANSFORMER_SITES = range(len(_distinct_sites(_spec("transformer"))))
 
 
-@pytest.mark.parametrize("quant", ["exact", "emulate"])
+@pytest.mark.parametrize("quant", ["exact", pytest.param("emulate", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("index", BUNDLED_SITES)
 def test_bundled_block(index, quant):
     _check("bundled", index, quant)
@@ -77,6 +69,7 @@ def test_transformer_block(index, quant):
     _check("transformer", index, quant)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
 @pytest.mark.parametrize("which", ["bundled", "transformer", "attention_core"])
 def test_whole_model(which, quant):
@@ -85,6 +78,7 @@ def test_whole_model(which, quant):
         assert r.max_rel < 1e-12
 
 
+@pytest.mark.slow
 def test_whole_prefix_float32():
     r = _check("bundled", None, "exact", dtype="float32")
     assert r.max_rel < 1e-5
@@ -102,6 +96,7 @@ def _compiled(m, env):
     return g, module
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Sliding Window Attention", "Engram of Layer 1", None])
 def test_batch_dims_and_other_token_counts(title):
     """One module, built at tiny (12 tokens), serves a 2x3 batch of 6-token inputs: each
@@ -134,6 +129,7 @@ def test_batch_dims_and_other_token_counts(title):
                                        atol=1e-12)
 
 
+@pytest.mark.slow
 def test_load_interpreter_params_of_generated_file():
     """The generated file's own loader takes interpreter-keyed arrays (one weights file for
     both) and PARAM_KEYS covers exactly the interpreter's keys."""

@@ -283,6 +283,7 @@ def test_gradients_through_chunks(bundled):
     assert calls and set(calls) == {1}
 
 
+@pytest.mark.slow
 def test_compiles_as_one_graph_and_exports_when_chunked(bundled):
     env, _, _, ns, module = _swa(bundled)
     ns.CHUNK_BYTES = 5 * _size(env, "h") * _size(env, "c") * 8  # 5 rows: 3 even chunks of 12
@@ -304,6 +305,7 @@ def test_compiles_as_one_graph_and_exports_when_chunked(bundled):
 
 
 # -- memory -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_peak_memory_does_not_grow_with_the_window(bundled):
     """256 tokens, w = 8 and 128, a 64 KiB budget: chunked, the forward's peak grows by less
     than a quarter of one [h, x, w] score array; unchunked (budget unbounded) by more than

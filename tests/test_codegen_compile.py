@@ -15,7 +15,6 @@ bit-identical to the complex form); the compile form for inference of docs/gener
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 
 import numpy as np
@@ -24,8 +23,7 @@ import torch
 
 from ncdc import codegen, interpreter
 from ncdc.verify.check import CheckResult, compare, run_generated
-
-SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
+from tests.conftest import exhaustive
 
 
 def _prelude():
@@ -86,6 +84,7 @@ def test_static_pairs_against_loops():
     assert more[0].shape == (6 * (n + 2),) and int(more[2].sum()) == int(live.sum())
 
 
+@pytest.mark.slow
 def test_grouped_matmul_op_gradients_and_registration():
     """``ncdc::grouped_matmul``: gradients against finite differences (float64), and
     ``torch.library.opcheck`` (schema, fake kernel, autograd registration)."""
@@ -283,6 +282,7 @@ def _agrees(g, m, module, ins, tape, ref, dtype="float64"):
 REPRESENTATIVE = ["Mixing Coefficients", "Attention Core", "Mixture of Experts"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", REPRESENTATIVE)
 def test_exported_program_agrees_with_the_interpreter(bundled, title):
     """``torch.export.export`` succeeds and the exported program, run again, agrees with the
@@ -295,6 +295,7 @@ def test_exported_program_agrees_with_the_interpreter(bundled, title):
     assert res.max_rel < 1e-12
 
 
+@pytest.mark.slow
 def test_layer0_exports_with_a_dynamic_token_count(bundled):
     """Layer 0 exported once with the token count dynamic (at least one window): the program
     agrees with the interpreter at the exported length and with eager at two others."""
@@ -318,6 +319,7 @@ def test_layer0_exports_with_a_dynamic_token_count(bundled):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow
 def test_layer0_traces_as_one_graph(bundled):
     """Layer 0 (mHC attention and mHC MoE, static experts) under dynamo: one graph, no break;
     the MoE with the sparse default breaks (data-dependent pair counts)."""
@@ -334,7 +336,7 @@ def test_layer0_traces_as_one_graph(bundled):
     assert sparse.graph_break_count > 0
 
 
-@pytest.mark.skipif(not SLOW, reason="slow: set NCDC_SLOW_TESTS=1")
+@exhaustive
 def test_whole_prefix_traces_as_one_graph(bundled):
     """The whole salvaged prefix (static experts) under dynamo: one graph, no break."""
     _, module, *_, args = _setup(bundled, interpreter.prefix(bundled.data))
@@ -344,6 +346,7 @@ def test_whole_prefix_traces_as_one_graph(bundled):
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Attention Core", "Mixture of Experts"])
 def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     m = bundled.block(title)
@@ -353,6 +356,7 @@ def test_fullgraph_compile_agrees_with_the_interpreter(bundled, title):
     assert res.ok, res.problem
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Rotary Embedding", "Mixture of Experts"])
 def test_frozen_compile_form_gives_the_eager_outputs(bundled, title):
     """The form for inference of docs/generated-modules.md (``torch.compile`` under
@@ -389,7 +393,7 @@ def _every_block(spec):
     return out + [interpreter.prefix(spec.data)]
 
 
-@pytest.mark.skipif(not SLOW, reason="slow: set NCDC_SLOW_TESTS=1")
+@exhaustive
 def test_every_block_exports_and_compiles_whole(bundled):
     """Every distinct block of the bundled spec exports and compiles with ``fullgraph=True``;
     both agree with the interpreter."""

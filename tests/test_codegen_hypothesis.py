@@ -21,12 +21,14 @@ def _check(bundled, title, sizes, quant):
 QUANT = st.sampled_from(["exact", "emulate"])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(n=st.integers(1, 5), m=st.integers(1, 24), quant=QUANT)
 def test_mixing_coefficients(bundled, n, m, quant):
     _check(bundled, "Mixing Coefficients", {"n": n, "m": m}, quant)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(b=st.integers(1, 6), w=st.integers(1, 12), c=st.integers(1, 16), quant=QUANT)
 def test_attention_core(bundled, b, w, c, quant):
@@ -40,6 +42,7 @@ def test_rotary_embedding(bundled, b, t, extra, quant):
     _check(bundled, "Rotary Embedding", {"b": b, "t": t, "c": 2 * t + extra}, quant)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(groups=st.integers(1, 3), width=st.integers(1, 8), quant=QUANT)
 def test_fp8_round_trip(bundled, groups, width, quant):
@@ -47,12 +50,14 @@ def test_fp8_round_trip(bundled, groups, width, quant):
     _check(bundled, "FP8 Round Trip of a Window Latent", sizes, quant)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(e=st.integers(1, 10), k=st.integers(1, 10), m=st.integers(1, 12), quant=QUANT)
 def test_expert_gate(bundled, e, k, m, quant):
     _check(bundled, "Expert Gate", {"e": e, "k": min(k, e), "m": m}, quant)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("b", [1, 2, 5])
 def test_engram_at_token_counts(bundled, b):
     """The look-back windows (L|x, L'|G, GK'|GK) at sequences shorter than the window."""

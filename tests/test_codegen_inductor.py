@@ -11,7 +11,6 @@ import sys
 import numpy as np
 import pytest
 import torch
-from torch._inductor.utils import run_and_get_code
 
 from ncdc import codegen
 
@@ -42,6 +41,8 @@ def _loop_extents(code: str, pattern: str) -> list[int]:
 
 
 def _compiled(fn, *args):
+    from torch._inductor.utils import run_and_get_code  # seconds to import: not at collection
+
     torch._dynamo.reset()
     with torch.no_grad():
         out, codes = run_and_get_code(torch.compile(fn, fullgraph=True), *args)
@@ -67,6 +68,7 @@ def test_loop_extents_reads_nested_loops():
     assert _loop_extents(code, r"cos\(") == [96, 6, 1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", ["Rotary Embedding", "Inverse Rotary Embedding"])
 def test_rotary_table_is_computed_once_when_compiled(bundled, title):
     """Eight leading (head) dims read one ``[x, t]`` table: the compiled forward evaluates cos
@@ -110,6 +112,7 @@ def _views_prelude():
     return mod
 
 
+@pytest.mark.slow
 def test_window_read_stays_a_view_when_compiled():
     """The Attention Core's two products over a window read ``[x, w|x, c]`` (reversed, a view)
     of a stored ``[x, c]`` source: inductor passes the padded source to both matrix products

@@ -37,6 +37,7 @@ def _state(module):
             + [(f"{n}#buffer", b) for n, b in module.named_buffers()]}
 
 
+@pytest.mark.slow
 def test_every_class_has_reset_parameters(prefix):
     _, _, g, _ = prefix
     tree = ast.parse(g.source)
@@ -151,6 +152,7 @@ def test_user_data_refused_until_loaded_or_stood_in(bundled):
     stood(x)
 
 
+@pytest.mark.slow
 def test_released_sizes_construct_on_meta_quickly(bundled):
     env = bundled.bind("released", {"b": 4}).env
     t0 = time.perf_counter()

@@ -4,6 +4,7 @@ the stored layout is a fixed reshape/transpose of the interpreter's array (PARAM
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 from ncdc.codegen import generate, instantiate, load_module
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -40,6 +41,7 @@ def _layer0(bundled, preset="tiny"):
     return block, env, g, mod
 
 
+@pytest.mark.slow
 def test_layer0_forward_copies_no_parameter(bundled):
     block, env, g, mod = _layer0(bundled)
     module = instantiate(mod, g.class_name, torch.float32)

@@ -52,6 +52,7 @@ def _spec(mk, titles, symbols, axes, ops):
     return ncdc.Spec(load_text(json.dumps(doc), "<hostile>", False))
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(titles=st.lists(NAMES, min_size=3, max_size=3),

@@ -123,12 +123,14 @@ def _digest_in_subprocess(seed: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+@pytest.mark.slow
 def test_byte_identical_across_runs_and_hash_seeds(prefix_source, bundled, tiny):
     again = generate(interpreter.prefix(bundled.data), tiny, source_name="bundled").source
     assert again == prefix_source
     assert _digest_in_subprocess("0") == _digest_in_subprocess("4242")
 
 
+@pytest.mark.slow
 def test_standalone_import_with_only_torch(tmp_path, prefix_source):
     """The file imports in a fresh isolated interpreter that cannot import any ncdc package,
     and runs a forward pass of the whole salvaged prefix (with a batch dim)."""

@@ -95,6 +95,41 @@ def test_e2m1_ties_round_to_even_like_ml_dtypes():
     np.testing.assert_array_equal(w.dequantize().numpy(), want)
 
 
+def _ties(dtype, top):
+    """Every midpoint of consecutive non-negative finite values of ``dtype`` up to ``top``."""
+    bits = np.arange(1 << (8 * np.dtype(dtype).itemsize), dtype=np.uint16 if
+                     np.dtype(dtype).itemsize == 2 else np.uint8)
+    with np.errstate(invalid="ignore"):  # the NaN codes
+        v = np.unique(bits.view(dtype).astype(np.float64))
+    v = v[np.isfinite(v) & (v >= 0) & (v <= top)]
+    return (v[1:] + v[:-1]) / 2
+
+
+@pytest.mark.parametrize("fmt,dtype,top", [("bfloat16", ml_dtypes.bfloat16, 1e30),
+                                           ("mxfp8", ml_dtypes.float8_e4m3fn, 448.0),
+                                           ("mxfp4", ml_dtypes.float4_e2m1fn, 6.0)])
+def test_float64_just_off_a_tie_rounds_once_like_ml_dtypes(fmt, dtype, top):
+    """A float64 value a hair (2^-35 relative, under float32's half ulp) from a tie of the
+    format is rounded to the nearer side, as ml_dtypes rounds float64 directly; rounding to
+    float32 first would put it on the tie and round it to even."""
+    if dtype is ml_dtypes.float4_e2m1fn:  # 4-bit: 16 codes, viewed from the low nibble
+        t = np.unique(np.arange(16, dtype=np.uint8).view(dtype).astype(np.float64))
+        t = t[t >= 0]
+        t = (t[1:] + t[:-1]) / 2
+    else:
+        t = _ties(dtype, top)
+    x = np.concatenate([t * (1 + 2.0 ** -35), t * (1 - 2.0 ** -35), -t * (1 + 2.0 ** -35), t])
+    if fmt != "bfloat16":  # groups of 31 values and the top, so each group's scale is 1
+        x = np.pad(x, (0, -x.size % 31)).reshape(-1, 31)
+        x = np.concatenate([x, np.full((x.shape[0], 1), top)], axis=1).ravel()
+    w = _stored((x.size,), fmt)
+    w.encode_(torch.from_numpy(x))
+    want = x.astype(dtype).astype(np.float64)
+    assert (want != x.astype(np.float32).astype(dtype).astype(np.float64)).sum() > x.size // 8
+    np.testing.assert_array_equal(w.dequantize().numpy(), want)
+    np.testing.assert_array_equal(w.dequantize().numpy(), decode(encode(x, fmt)))
+
+
 def test_stored_dtypes_follow_device_moves_not_dtype_casts():
     w = S.StoredLinear(64, 8, weight_format="mxfp4", bias_format="mxfp8")
     before = {k: v.clone() for k, v in w.state_dict().items()}
@@ -163,6 +198,7 @@ POLICIES = {"mxfp8": ["mxfp8"], "mxfp4": ["*/Routed Experts/*=mxfp4", "*=bfloat1
             "mixed": ["*.bias=float32", "*W^{Ob}*=mxfp4", "mxfp8"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", sorted(POLICIES))
 @pytest.mark.parametrize("title", ["Mixture of Experts", "Sliding Window Attention",
                                    "Mixing Coefficients"])
@@ -190,6 +226,7 @@ def test_policy_is_what_makes_them_agree(bundled):
     assert not res.ok
 
 
+@pytest.mark.slow
 def test_static_form_and_a_bfloat16_forward(bundled):
     env = bundled.bind("tiny").env
     m = bundled.block("Mixture of Experts")
@@ -220,6 +257,7 @@ def test_a_policy_a_shared_class_cannot_follow_is_refused(bundled):
         codegen.generate(layer, env, weights=policy)
 
 
+@pytest.mark.slow
 def test_compile_cli_writes_a_stored_module(tmp_path, capsys):
     out = tmp_path / "experts.py"
     assert main(["compile", "--block", "Routed Experts", "--weights", "mxfp4",
@@ -240,6 +278,7 @@ def test_compile_cli_writes_a_stored_module(tmp_path, capsys):
     assert torch.isfinite(model.w_d.dequantize()).all()
 
 
+@pytest.mark.slow
 def test_stored_module_exports_compiles_and_saves(bundled, tmp_path):
     from safetensors.torch import load_file, save_file
 

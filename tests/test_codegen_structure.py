@@ -6,6 +6,7 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1] / "codegen"
 
@@ -67,6 +68,7 @@ def test_codegen_has_no_import_circle():
     assert cycles == []
 
 
+@pytest.mark.slow
 def test_rule_modules_depend_only_on_the_lowering_context():
     g = _graph()
     forbidden = {"codegen.lower", "codegen.broadcast", "codegen.generate", "codegen.pairs",

@@ -3,6 +3,7 @@ of the source (no copy), and reads and writes trace as one graph (no ``storage_o
 data-dependent shapes). Their values are checked against naive loops in test_codegen_rules."""
 from __future__ import annotations
 
+import pytest
 import torch
 from ncdc.codegen.prelude.views import affine_read, affine_write
 
@@ -96,6 +97,7 @@ def _window_attention(spec, w):
     return g, module, env
 
 
+@pytest.mark.slow
 def test_sliding_window_attention_never_copies_its_window(bundled):
     """The generated Sliding Window Attention passes its window to the Attention Core as a
     flipped view: the forward's peak grows with w by far less than one tokens x w x c copy

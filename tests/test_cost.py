@@ -264,6 +264,7 @@ def test_cli_cost_transformer(capsys):
     assert rc == 0 and json.loads(out)["total"]["learned"]["value"] > 0
 
 
+@pytest.mark.slow
 def test_cli_cost_tokens_override_a_preset(capsys):
     # tiny binds b = 6; --tokens 16 solves x = a*b for b (the size with no released value)
     rc, out, _ = run(capsys, "cost", "--preset", "tiny", "--tokens", "16", "--json")

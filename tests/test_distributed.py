@@ -158,23 +158,27 @@ def _check(ranks, ref_outs, ref_grads, single_bytes, exact=False):
     assert max(per_rank) < single_bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["layer0", "prefix", "layer0 medium", "prefix medium"])
 def test_two_ranks_match_one_process(two_ranks, name):
     results = two_ranks[0]
     _check(*results[name])
 
 
+@pytest.mark.slow
 def test_two_ranks_emulate_identical(two_ranks):
     results = two_ranks[0]
     _check(*results["layer0 emulate"], exact=True)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["layer0", "moe uneven", "moe empty ranks", "moe static"])
 def test_four_ranks_match_one_process(four_ranks, name):
     results, _ = four_ranks
     _check(*results[name])
 
 
+@pytest.mark.slow
 def test_experts_exchanged_only_for_routed_pairs(four_ranks):
     """Each rank sends every input row of its pairs out and gets each result back: with k
     pairs per token, tokens x k x m x 8 bytes both ways, counted over the ranks."""
@@ -184,6 +188,7 @@ def test_experts_exchanged_only_for_routed_pairs(four_ranks):
     assert sum(r["exchange_bytes"] for r in ranks) == 2 * tokens * k * m * 8
 
 
+@pytest.mark.slow
 def test_expert_axis_found_from_the_ir(bundled):
     """The classes that may hold a slice of an axis are found by the IR query (a Linear over a
     selected sparse axis in a pairs-mode class), not by title: only the routed experts."""
@@ -207,6 +212,7 @@ def _classes(info):
             yield from _classes(m.info)
 
 
+@pytest.mark.slow
 def test_batch_and_expert_bounds():
     assert batch_bounds(2, 4) == [0, 0, 1, 1, 2]
     assert batch_bounds(5, 2) == [0, 2, 5]
@@ -223,6 +229,7 @@ def _sleep(rank, world):
     time.sleep(600)
 
 
+@pytest.mark.slow
 def test_launch_is_bounded_and_leaves_no_process():
     before = set(multiprocessing.active_children())
     started = time.monotonic()
@@ -232,6 +239,7 @@ def test_launch_is_bounded_and_leaves_no_process():
     assert set(multiprocessing.active_children()) <= before
 
 
+@pytest.mark.slow
 def test_ncdc_run_nproc_matches_one_process(two_ranks):
     """``ncdc run --nproc 2``'s rank work (build on meta, shard, load each rank's part from
     the weights file, split the batch, gather on rank 0) against the same plan on one

@@ -157,6 +157,7 @@ def two_ranks(bundled, tmp_path_factory):
     return jobs, runs, elapsed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["layer0 mxfp4", "layer0 mxfp8 emulate", "layer0 mixed",
                                   "moe experts mxfp4 grads",
                                   "moe bf16 experts uneven static"])
@@ -184,6 +185,7 @@ def test_stored_sharded_matches_one_process(two_ranks, name):
     assert [r["stored_bytes"] for r in ranks] == [dense_bytes] * 2
 
 
+@pytest.mark.slow
 def test_stored_weights_take_no_gradient_dense_ones_do(two_ranks):
     ranks, _, ref_grads, _, _ = two_ranks[0]["moe experts mxfp4 grads"]
     grads = ranks[0]["grads"]
@@ -202,6 +204,7 @@ def test_stored_weights_take_no_gradient_dense_ones_do(two_ranks):
     assert dense >= 3  # the shared expert and the gate, in float64 under FSDP2
 
 
+@pytest.mark.slow
 def test_exchange_bytes_unchanged_by_storage(two_ranks):
     """The exchange sends activations, not weights: tokens x k x m x 8 bytes each way."""
     ranks = two_ranks[0]["moe experts mxfp4 grads"][0]
@@ -209,6 +212,7 @@ def test_exchange_bytes_unchanged_by_storage(two_ranks):
     assert sum(r["exchange_bytes"] for r in ranks) == 2 * tokens * k * m * 8
 
 
+@pytest.mark.slow
 def test_ncdc_run_nproc_synthetic_stored_weights(two_ranks):
     """Synthetic weights are drawn per shard (values differ from one process): the run
     completes with finite outputs of the one-process shapes."""
@@ -222,6 +226,7 @@ def test_ncdc_run_nproc_synthetic_stored_weights(two_ranks):
         assert torch.isfinite(y.to(torch.float64)).all()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["mixed", "mxfp8", "mapped"])
 def test_ncdc_run_nproc_stored_matches_one_process(two_ranks, name):
     """``ncdc run --nproc 2 --weights ... --params FILE`` (each rank cuts its part of every
@@ -273,6 +278,7 @@ def test_a_rank_error_in_one_line():
         "3 learned array(s) not in the weights"
 
 
+@pytest.mark.slow
 def test_cli_rank_failure_exit_1_one_line(tmp_path, capsys, bundled):
     """A weights file missing a key under --nproc 2: exit status 1 and one error line naming
     the rank and its own message, no traceback; --debug adds the rank's traceback."""

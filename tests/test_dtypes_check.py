@@ -31,6 +31,7 @@ def recorded(bundled, tiny_env):
     return record_block_inputs(interpreter.prefix(bundled.data), tiny_env)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", NARROW)
 def test_whole_bundled_model_runs_and_agrees_in_every_dtype(bundled, tiny_env, dtype):
     m = interpreter.prefix(bundled.data)
@@ -97,6 +98,7 @@ PERTURBED = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("block", "dtype", "size", "one"), PERTURBED)
 def test_a_perturbed_weight_is_caught(bundled, tiny_env, recorded, block, dtype, size, one):
     """A weight loaded into the module ``size`` standard deviations off (noise on every
@@ -170,6 +172,7 @@ def test_rotary_runs_in_every_dtype_and_returns_it(bundled, tiny_env, dtype):
     assert "register_buffer(\"theta\"" not in g.source
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_cli_check_dtype(capsys, dtype):
     from ncdc.cli import main
@@ -181,6 +184,7 @@ def test_cli_check_dtype(capsys, dtype):
     assert all(r["tolerance"] > 0 for r in report["results"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_every_distinct_block_in_16_bits(bundled, tiny_env, recorded, dtype):
     """What ``ncdc check --dtype float16|bfloat16`` does: every distinct block alone, fed what

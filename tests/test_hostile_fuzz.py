@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,7 @@ def _write(tmp_path, doc, name="spec.json"):
     return p
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(axis=st.sampled_from(AXES), size=numerics, rep=st.none() | numerics)
 def test_hostile_numerics_are_refused_alike(capsys, tmp_path, axis, size, rep):
@@ -84,6 +86,7 @@ def test_hostile_numerics_are_refused_alike(capsys, tmp_path, axis, size, rep):
     _run(capsys, ["params", p])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(title=names, label=names, code_form=st.none() | names)
 def test_hostile_names_never_break_the_commands(capsys, tmp_path, title, label, code_form):

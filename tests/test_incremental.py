@@ -129,6 +129,7 @@ def test_transformer_attention_reads_later_tokens(transformer):
     assert 1e-10 < rel < 1e-5
 
 
+@pytest.mark.slow
 def test_cost_state_per_token_and_layer(bundled, capsys):
     """At released sizes: the window keeps 127 latents of 512 BF16 channels, the n-gram 3
     INT64 ids (numbers from the spec's stated sizes, not from ncdc)."""

@@ -12,19 +12,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 
 import pytest
 import torch
-import torch._dynamo
 from ncdc.codegen.decoder import token_input
 from ncdc.ir.axes import is_token_axis
-from torch._dynamo.testing import CompileCounterWithBackend
 
 import ncdc
 from ncdc import codegen, interpreter
+from tests.conftest import EXHAUSTIVE
 
-SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
 SWA = "Sliding Window Attention"
 MODEL = "(model)"
 PREFILL, STEPS = 2, 10
@@ -43,8 +40,16 @@ def _block(label):
     return _spec().model() if label == MODEL else _spec().block(label)
 
 
+def _counter(backend):
+    from torch._dynamo.testing import CompileCounterWithBackend  # seconds: not at collection
+
+    return CompileCounterWithBackend(backend)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
+    import torch._dynamo
+
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     yield
@@ -109,17 +114,19 @@ def _compiled_once(label, backend):
     """Compile ``step`` whole; decode with it and eagerly. Returns the compile count and both
     decodings."""
     module, inputs = _setup(label)
-    counter = CompileCounterWithBackend(backend)
+    counter = _counter(backend)
     step = torch.compile(module.step, fullgraph=True, backend=counter)
     compiled = _decode(module, inputs, step)
     eager = _decode(module, inputs, module.step)
     return counter, compiled, eager, module, inputs
 
 
-CASES = [(SWA, "inductor"), (MODEL, "aot_eager")] + (
-    [("Sliding Window Layer", "inductor"), (MODEL, "inductor")] if SLOW else [])
+CASES = [(SWA, "inductor"), (MODEL, "aot_eager"),
+         pytest.param("Sliding Window Layer", "inductor", marks=EXHAUSTIVE),
+         pytest.param(MODEL, "inductor", marks=EXHAUSTIVE)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("label", "backend"), CASES)
 def test_step_compiles_once_and_agrees(label, backend):
     """``torch.compile(module.step, fullgraph=True)``: one graph, compiled at the first step and
@@ -145,6 +152,7 @@ def test_step_compiles_once_and_agrees(label, backend):
     assert checked
 
 
+@pytest.mark.slow
 def test_step_has_no_graph_break():
     """``torch._dynamo.explain``: one graph, no break (the window read, the rotary positions
     from the counter; ``fullgraph=True`` above asserts the same of the whole prefix)."""
@@ -155,6 +163,7 @@ def test_step_has_no_graph_break():
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
 
 
+@pytest.mark.slow
 def test_state_shapes_are_fixed_from_the_first_call():
     """Every state entry has its final shape right after the prefill: the window holds
     ``w - 1`` latents, the n-gram ``L - 1`` token ids, dead before the first token."""
@@ -171,11 +180,12 @@ def test_state_shapes_are_fixed_from_the_first_call():
     assert first[next(k for k in first if k.endswith(".ngram"))].tolist()[:2] == [0, 0]
 
 
+@pytest.mark.slow
 def test_the_counter_sees_recompilation():
     """The count these tests assert can fail: a step of two tokens is a new shape (a second
     graph), and a state whose counter is a Python int specialises the graph to it."""
     module, inputs = _setup(SWA)
-    counter = CompileCounterWithBackend("eager")
+    counter = _counter("eager")
     step = torch.compile(module.step, fullgraph=True, backend=counter)
     with torch.no_grad():
         _, state = module.prefill(*inputs(0, PREFILL))
@@ -183,7 +193,7 @@ def test_the_counter_sees_recompilation():
         _, state = step(*inputs(3, 5), state=state)
         assert counter.frame_count == 2
         torch._dynamo.reset()
-        counter = CompileCounterWithBackend("eager")
+        counter = _counter("eager")
         step = torch.compile(module.step, fullgraph=True, backend=counter)
         for t in range(5, 8):
             _, state = step(*inputs(t, t + 1), state={**state, "tokens": int(state["tokens"])})
@@ -201,9 +211,10 @@ class _Step(torch.nn.Module):
         return self.model.step(*inputs, state=state)
 
 
-EXPORTED = [MODEL] + (["Sliding Window Layer"] if SLOW else [])
+EXPORTED = [MODEL, pytest.param("Sliding Window Layer", marks=EXHAUSTIVE)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", EXPORTED)
 def test_step_exports(label):
     """``torch.export.export`` of the step with the state as inputs and outputs (static

@@ -12,19 +12,18 @@ from hypothesis import strategies as st
 from ncdc.codegen.decoder import token_input
 from ncdc.codegen.fingerprint import structural_key
 
-import ncdc
 from ncdc.cli import main
 from ncdc.naming import named_blocks
 from ncdc.verify.decoder_check import TOLERANCE, decode_and_compare, prepare
+from tests.conftest import loaded
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
 
-@functools.cache
 def _spec():
-    return ncdc.load()
+    return loaded()
 
 
 @functools.cache
@@ -66,6 +65,7 @@ def test_blocks_cover_the_token_reads():
     assert any(b.endswith("Rotary Embedding") for b in BLOCKS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("label", BLOCKS)
 @settings(SETTINGS, max_examples=3)
 @given(prefill=st.integers(1, 12), chunks=st.lists(st.integers(1, 5), min_size=1, max_size=3))
@@ -73,6 +73,7 @@ def test_every_token_block_decodes(label, prefill, chunks):
     _ok(decode_and_compare(_prepared(label), prefill, chunks, name=label))
 
 
+@pytest.mark.slow
 @settings(SETTINGS, max_examples=6)
 @given(label=st.sampled_from([SWA, "Engram of Layer 1"]),
        prefill=st.integers(1, 12), chunks=st.lists(st.integers(1, 4), min_size=1, max_size=3))
@@ -82,6 +83,7 @@ def test_emulate_decodes_bit_for_bit(label, prefill, chunks):
     assert res.max_abs == 0.0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("prefill", "chunks"), [(1, (1,)), (9, (3,))])
 def test_whole_model_one_token_at_a_time(prefill, chunks):
     """The salvaged model (Embedding, tape, layer 1 with its window, Engram reading the token
@@ -115,6 +117,7 @@ def test_a_damaged_state_is_caught(damage):
     assert not res.ok and res.problem
 
 
+@pytest.mark.slow
 def test_state_is_bounded():
     """From the prefill on, through many steps past the window, the window entry holds
     exactly its look-back (dead entries before the first tokens), never more."""
@@ -131,6 +134,7 @@ def test_state_is_bounded():
     assert int(state["tokens"]) == 40
 
 
+@pytest.mark.slow
 def test_cli_incremental(capsys):
     assert main(["check", "--incremental", "--block", "Engram of Layer 1", "--prefill", "2",
                  "--chunks", "1,3", "--json"]) == 0

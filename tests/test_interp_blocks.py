@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pytest
 
-import ncdc
 from ncdc import cli, interpreter
 from ncdc.commands import eval as eval_cmd
-from tests.conftest import ATTENTION_CORE, TRANSFORMER
+from tests.conftest import ATTENTION_CORE, TRANSFORMER, loaded
 
-BUNDLED = ncdc.load()
-OLDER = {"transformer": ncdc.load(TRANSFORMER), "attention_core": ncdc.load(ATTENTION_CORE)}
+BUNDLED = loaded()
+OLDER = {"transformer": loaded(TRANSFORMER), "attention_core": loaded(ATTENTION_CORE)}
 SITES = [("bundled", s.path) for s in BUNDLED.blocks()]
 SITES += [(name, s.path) for name, spec in OLDER.items() for s in spec.blocks()]
 
@@ -23,7 +22,7 @@ def _spec(name):
     return BUNDLED if name == "bundled" else OLDER[name]
 
 
-@pytest.mark.parametrize("quant", ["exact", "emulate"])
+@pytest.mark.parametrize("quant", ["exact", pytest.param("emulate", marks=pytest.mark.slow)])
 @pytest.mark.parametrize(("spec_name", "path"), SITES, ids=[f"{n}:{p}" for n, p in SITES])
 def test_ncdc_eval_every_block(spec_name, path, quant, monkeypatch, capsys):
     spec = _spec(spec_name)
@@ -70,6 +69,7 @@ def test_emulate_mode_rounds_the_residual_to_bf16():
     assert 1e-4 < rel < 0.2                        # rounding, not a different computation
 
 
+@pytest.mark.slow
 def test_cli_whole_model_and_outputs_file(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(eval_cmd, "load_spec", lambda args: BUNDLED)
     out = tmp_path / "o.npz"

@@ -16,11 +16,11 @@ from ncdc.ir import Linear
 from ncdc.ir.axes import RawAxis, SparseAxis
 from ncdc.ir.names import Name
 
-import ncdc
 from ncdc import interpreter
+from tests.conftest import loaded
 from tests.oracles.ir_build import R, bc, rearr, weave
 
-SPEC = ncdc.load()
+SPEC = loaded()
 ENV = SPEC.bind("tiny", sizes={"e": 16, "k": 4}).env
 BANKS = ("W^{G}", "W^{U}", "W^{D}")
 

@@ -225,6 +225,7 @@ def test_engram_of_layer_1_reads_ids_from_the_tape(bundled, tiny):
     assert_close(got, want)
 
 
+@pytest.mark.slow
 def test_sliding_window_layer(bundled, tiny):
     """Layer 0 = mHC(attention) then mHC(MoE), docs/format.md §14.2, against the oracles above."""
     env = tiny.env

@@ -15,16 +15,15 @@ from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
 from ncdc.ir.names import Name
 
-import ncdc
 from ncdc import interpreter
-from tests.conftest import ATTENTION_CORE, DATA, PYNCD, TRANSFORMER
+from tests.conftest import ATTENTION_CORE, DATA, PYNCD, TRANSFORMER, loaded
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, weave
 
-SPECS = {"bundled": ncdc.load(), "transformer": ncdc.load(TRANSFORMER),
-         "attention_core": ncdc.load(ATTENTION_CORE),
-         "extra_kinds": ncdc.load(DATA / "extra_kinds.json"),
-         "tensorlogic_program": ncdc.load(DATA / "tensorlogic_program.json"),
-         **{p.stem: ncdc.load(p) for p in sorted(PYNCD.glob("*.json"))
+SPECS = {"bundled": loaded(), "transformer": loaded(TRANSFORMER),
+         "attention_core": loaded(ATTENTION_CORE),
+         "extra_kinds": loaded(DATA / "extra_kinds.json"),
+         "tensorlogic_program": loaded(DATA / "tensorlogic_program.json"),
+         **{p.stem: loaded(p) for p in sorted(PYNCD.glob("*.json"))
             if p.stem not in ("transformer", "attention_core")}}
 SITES = [(name, s.path) for name, spec in SPECS.items() for s in spec.blocks()]
 

@@ -315,6 +315,7 @@ def test_embedding_index_beyond_the_table_names_key_and_index():
         r(np.array([0, 3]))
 
 
+@pytest.mark.slow
 def test_evaluation_is_deterministic(bundled):
     b = bundled.bind("tiny")
     pre = interpreter.prefix(bundled.data)

@@ -245,6 +245,7 @@ def test_error_str_and_repr():
         "Incomplete(kind='string', json_path='[1].a', offset=10, raw='\"xy')")
 
 
+@pytest.mark.slow
 def test_deep_nesting_never_raises_recursion_error():
     deep = 1500  # beyond json's own C recursion limit, within MAX_DEPTH
     text = "[" * deep + "]" * deep
@@ -308,6 +309,7 @@ def check_against(value, orig):
             value.kind == "number" and isinstance(orig, bool))
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(json_texts(), st.data())
 def test_salvage_of_cut_documents(doc_text, data):
@@ -354,6 +356,7 @@ def mutated_texts(draw):
     return "".join(chars)
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(mutated_texts())
 def test_mutations(text):

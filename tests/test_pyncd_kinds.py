@@ -36,6 +36,7 @@ def test_every_export_loads_and_validates(path):
     assert problems == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
 @pytest.mark.parametrize("path", EXPORTS + [PROGRAM], ids=lambda p: p.stem)
 def test_every_export_passes_ncdc_check(path, quant, capsys):

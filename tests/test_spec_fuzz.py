@@ -120,6 +120,7 @@ def test_mutations_of_attention_core(attention_doc, data):
     _check(json.dumps(doc), salvage=False)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(data=st.data())
 def test_mutations_of_a_bundled_slice(engram_slice, data):

@@ -104,6 +104,7 @@ def test_the_blocks_hold_the_arrays_in_question(bundled):
                 and len(s.shape) > 1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
 @pytest.mark.parametrize("title", BLOCKS)
 def test_module_and_interpreter_hold_the_same_values(bundled, title, fmt):
@@ -145,6 +146,7 @@ def _stored_bytes(module) -> int:
                for t in w.parameters())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("title", BLOCKS + ["Mixing Coefficients"])
 def test_module_bytes_are_the_cost_models(bundled, title):
     env = bundled.bind("tiny").env

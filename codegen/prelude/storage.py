@@ -57,10 +57,24 @@ def e2m1_codes(x):
     return table[index.long()]
 
 
+def float32_odd(x):
+    """float64 ``x`` in float32 rounded to odd: an inexact value becomes the one of its two
+    float32 neighbours whose last bit is odd. Rounding that to nearest-even in any format of at
+    most 22 significant bits (bfloat16, E4M3, E2M1) gives what rounding ``x`` itself would;
+    rounding ``x`` to nearest float32 first could land on a tie of the narrower format and round
+    twice (torch's float64 -> bfloat16 conversion does that, ml_dtypes' does not)."""
+    near = x.to(torch.float32)
+    wide = near.to(torch.float64)
+    even = (near.view(torch.int32) & 1) == 0
+    step = torch.nextafter(near, torch.where(wide < x, math.inf, -math.inf).to(torch.float32))
+    return torch.where(even & (wide != x) & near.isfinite(), step, near)
+
+
 def encode_runs(runs, fmt):
     """(codes, scales) of ``runs`` (a float tensor ``[rows, run]``) in an MX format; the
     elements are scaled in the input's precision (float32, or float64), exactly, then rounded
-    through float32 as ml_dtypes' conversions round."""
+    once to nearest-even, as ml_dtypes' conversions round (float64 goes through
+    :func:`float32_odd`)."""
     run = runs.shape[-1]
     wide = torch.float64 if runs.dtype == torch.float64 else torch.float32
     values = runs.to(wide)
@@ -72,7 +86,8 @@ def encode_runs(runs, fmt):
     exponent = torch.where(mantissa == 0.5, exponent - 1, exponent)  # least 2^e >= amax / top
     scales = (exponent + 127).to(torch.uint8).view(torch.float8_e8m0fnu)
     scaled = groups * torch.exp2(-exponent.to(wide))[..., None]  # a power of two: exact
-    scaled = scaled.flatten(-2)[..., :run].to(torch.float32)
+    scaled = scaled.flatten(-2)[..., :run]
+    scaled = float32_odd(scaled) if wide == torch.float64 else scaled
     if fmt == "mxfp8":
         return scaled.to(torch.float8_e4m3fn), scales
     codes = e2m1_codes(scaled)
@@ -244,6 +259,8 @@ class StoredWeight(nn.Module):
         """Hold ``values`` (any real tensor of ``shape``), encoded in chunks of runs."""
         values = torch.as_tensor(values)
         if self.scales is None:
+            if values.dtype == torch.float64 and self.codes.dtype == torch.bfloat16:
+                values = float32_odd(values)  # one rounding, not two
             self.codes.copy_(values.reshape(self.shape))
             return self
         rows, run, transposed = run_layout(self.shape, self.lead)
