@@ -45,6 +45,15 @@ class Name:
         return self.text
 
 
+_ESCAPED = re.compile(r"\\([&%#_$])")
+
+
+def shown_text(title: str) -> str:
+    """A title as a table prints it: LaTeX's escaped characters (``\\& \\% \\# \\_ \\$``) without
+    their backslash; keys and ``--block`` queries keep :func:`plain_title`'s form."""
+    return _ESCAPED.sub(r"\1", title)
+
+
 @lru_cache(maxsize=4096)
 def plain_title(latex: str) -> str:
     """``\\text{Mixing Coefficients}`` -> ``Mixing Coefficients``; other LaTeX left as is."""

@@ -109,3 +109,12 @@ def test_a_field_path_names_its_enclosing_morphism(bundled):
         bundled.block("data.content[2].body.content[0]._cod_stride_shift[0]")
     assert e.value.candidates == [("Sliding Window Layer / Single-Pass mHC",
                                    "data.content[2].body.content[0]")]
+
+
+@pytest.mark.parametrize("command", ["blocks", "show"])
+def test_tables_print_escaped_characters_plainly(command, capsys):
+    """``Add \\& Norm`` is printed ``Add & Norm`` by the text tables (JSON keeps the title)."""
+    assert main([command, str(TRANSFORMER)]) == 0
+    out = capsys.readouterr().out
+    assert "Add & Norm" in out
+    assert "\\&" not in out

@@ -17,6 +17,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from ncdc.ir.names import shown_text
     from ncdc.spec.summary import block_titles
 
     spec = load_spec(args)
@@ -27,11 +28,11 @@ def run(args) -> int:
         emit_json({"source": spec.source, "titles": [e.as_dict() for e in entries],
                    "with_body": len(with_body), "repository_only": len(repo_only)})
         return 0
-    width = max([len(e.title) for e in entries] + [5])
+    width = max([len(shown_text(e.title)) for e in entries] + [5])
     print(f"{'TITLE':<{width}}  {'BODY':<4}  {'OCCURRENCES':>11}  TAGS used/unused")
     for e in with_body + repo_only:
         body = "yes" if e.has_body else "no"
-        print(f"{e.title:<{width}}  {body:<4}  {len(e.paths):>11}  "
+        print(f"{shown_text(e.title):<{width}}  {body:<4}  {len(e.paths):>11}  "
               f"{e.tags_referenced}/{e.tags_unreferenced}")
         if args.paths:
             for p in e.paths:

@@ -148,6 +148,8 @@ def block_rows(spec, root, env=None, depth=None, include_all=False) -> list[dict
 
 
 def run(args) -> int:
+    from ncdc.ir.names import shown_text
+
     spec = load_spec(args)
     binding = optional_binding(spec, args, "shapes")
     env = binding.env if binding is not None else None
@@ -168,7 +170,7 @@ def run(args) -> int:
         else:
             rep = "" if r["repetition"] == 1 else f" ×{r['repetition']}"
             shapes = "" if r["text"] is None else f"  ({r['text'][0]}) → ({r['text'][1]})"
-            print(f"{indent}{r['title']}{rep}{shapes}")
+            print(f"{indent}{shown_text(r['title'])}{rep}{shapes}")
         shown += 1
     if not shown:
         print("(no blocks)")
