@@ -13,14 +13,17 @@ is read whole (headers checked first, ``ncdc.interpreter.weights.read_npz``).
 """
 from __future__ import annotations
 
-import json
 import math
 import mmap
 import os
 import struct
 from collections import Counter
 
+from ncdc.interpreter.weights import check_offsets, parse_json
+from ncdc.ir.errors import EvaluationError
+
 from .errors import CheckpointError, listing
+from .mapping import show
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -45,10 +48,12 @@ def shard_map(path) -> tuple[dict[str, str], dict]:
         return shard_map(os.path.join(path, files[0]))
     if path.endswith(".json"):
         try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.loads(fh.read(64 << 20))
+            with open(path, "rb") as fh:
+                doc = parse_json(path, None, fh.read(64 << 20).decode("utf-8"), 4)
         except (OSError, ValueError) as exc:
             raise _fail(path, f"the index is not readable JSON ({exc})") from None
+        except EvaluationError as exc:
+            raise CheckpointError(str(exc)) from None
         wmap = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
             raise _fail(path, "the index has no 'weight_map' object of tensor -> file")
@@ -96,17 +101,21 @@ class Shard:
                 (n,) = struct.unpack("<Q", head)
                 if n > min(size - 8, 100 << 20):
                     raise _fail(self.path, f"the header claims {n} bytes; the file has {size}")
-                header = json.loads(fh.read(n).decode("utf-8"))
+                header = parse_json(self.path, None, fh.read(n).decode("utf-8"), 3)
                 if not isinstance(header, dict):
                     raise _fail(self.path, "the header is not a JSON object")
                 meta = header.pop("__metadata__", None) or {}
                 self.base = 8 + n
                 self.entries = {name: self._entry(name, e, size - 8 - n)
                                 for name, e in header.items()}
+                check_offsets(self.path, [(k, b, e) for k, (_d, _s, b, e)
+                                          in self.entries.items()])
                 if size > self.base:
                     self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         except CheckpointError:
             raise
+        except EvaluationError as exc:
+            raise CheckpointError(str(exc)) from None
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise _fail(self.path, f"{type(exc).__name__}: {exc}") from None
         self.metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) \
@@ -119,13 +128,13 @@ class Shard:
             raise _fail(self.path, f"tensor {name!r}: the header entry is not an object")
         dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
         if dtype not in DTYPES:
-            raise _fail(self.path, f"tensor {name!r}: unsupported dtype {dtype!r}")
+            raise _fail(self.path, f"tensor {name!r}: unsupported dtype {show(dtype)}")
         if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**62
                                                 for d in shape)):
-            raise _fail(self.path, f"tensor {name!r}: malformed shape {shape!r}")
+            raise _fail(self.path, f"tensor {name!r}: malformed shape {show(shape)}")
         if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
                 and 0 <= offs[0] <= offs[1] <= data_len):
-            raise _fail(self.path, f"tensor {name!r}: data offsets {offs!r} outside the "
+            raise _fail(self.path, f"tensor {name!r}: data offsets {show(offs)} outside the "
                                    f"{data_len} data bytes")
         dt = getattr(torch, DTYPES[dtype])
         need = math.prod(shape) * dt.itemsize
