@@ -173,6 +173,33 @@ def read_npz(path, budget: int | None = None) -> Loaded:
     return Loaded(arrays, meta, os.fspath(path))
 
 
+def npz_header(path) -> tuple[list[str], dict]:
+    """The array names and the metadata of an ``.npz`` archive, no array inflated (only the
+    metadata member, bounded to ``MAX_HEADER`` bytes)."""
+    try:
+        zf = zipfile.ZipFile(os.fspath(path))
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise _fail(path, None, f"not an npz archive ({exc})") from None
+    with zf:
+        members = zf.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise _fail(path, None, f"{len(members)} members; an npz file may hold at most "
+                                    f"{MAX_MEMBERS}")
+        names = [i.filename.removesuffix(".npy") for i in members]
+        meta = {}
+        info = next((i for i in members if i.filename == METADATA_KEY + ".npy"), None)
+        if info is not None:
+            if info.file_size > MAX_HEADER:
+                raise _fail(path, METADATA_KEY, "the metadata is too large")
+            try:
+                with zf.open(info) as fh:
+                    arr = np.lib.format.read_array(fh, allow_pickle=False)
+            except Exception as exc:  # noqa: BLE001 - corrupt member: the file's fault
+                raise _fail(path, METADATA_KEY, f"{type(exc).__name__}: {exc}") from None
+            meta = _parse_meta(path, arr)
+    return [n for n in names if n != METADATA_KEY], meta
+
+
 def _parse_meta(path, arr) -> dict:
     if arr.dtype.kind != "U" or arr.shape != () or arr.nbytes > MAX_HEADER:
         raise _fail(path, METADATA_KEY, "metadata must be one string of JSON")
@@ -418,5 +445,5 @@ def audit(arrays: dict, expected_keys) -> list[str]:
 
 
 __all__ = ["FORMATS", "METADATA_KEY", "Loaded", "audit", "available_bytes", "compare_metadata",
-           "file_metadata", "load_params", "read_npz", "read_safetensors", "save_params",
+           "file_metadata", "load_params", "npz_header", "read_npz", "read_safetensors", "save_params",
            "storage_of"]

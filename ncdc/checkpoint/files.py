@@ -257,6 +257,17 @@ class NpzTensors:
         self._arrays.clear()
 
 
+def header_of(path) -> tuple[list[str], dict]:
+    """The tensor names and the file metadata of a weights path (an ``.npz`` archive or any
+    checkpoint path :func:`shard_map` takes), without reading tensor data."""
+    if os.fspath(path).lower().endswith(".npz"):
+        from ncdc.interpreter.weights import npz_header
+
+        return npz_header(path)
+    shards, meta = shard_map(path)
+    return list(shards), meta
+
+
 def open_tensors(path):
     """:class:`NpzTensors` for an ``.npz`` path, else :class:`TensorFiles`."""
     if os.fspath(path).lower().endswith(".npz"):
@@ -284,5 +295,5 @@ def open_source(path, map_path=None, dtype: str = "float32"):
         raise
 
 
-__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "open_source", "open_tensors",
+__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "header_of", "open_source", "open_tensors",
            "shard_map"]
