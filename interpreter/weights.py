@@ -48,6 +48,8 @@ MAX_HEADER = 100 << 20
 MAX_JSON_DEPTH = 8
 SAFETENSORS_DEPTH = 3
 """Nesting of a safetensors header: {name: {"shape": [..]}} (metadata: {key: string})."""
+SMALL_MEMBER = 1 << 20
+"""Members up to this many bytes are read as their header is checked."""
 BOMB_RATIO, BOMB_BYTES = 200, 64 << 20
 """An npz member inflating beyond BOMB_BYTES at more than BOMB_RATIO:1 is refused before it
 is inflated (weights compress about 1.1:1; a constant array, or a deflate bomb, about 1000:1)."""
@@ -122,7 +124,7 @@ def read_npz(path, budget: int | None = None) -> Loaded:
         if len(members) > MAX_MEMBERS:
             raise _fail(path, None, f"{len(members)} members; an npz file may hold at most "
                                     f"{MAX_MEMBERS}")
-        for info in members:
+        for info in members:  # names first: no member is read when one is wrong
             name = info.filename
             key = name.removesuffix(".npy")
             if not name.endswith(".npy"):
@@ -130,47 +132,79 @@ def read_npz(path, budget: int | None = None) -> Loaded:
             if key in seen:
                 raise _fail(path, key, "the key occurs twice")
             seen.add(key)
+        for info in members:
+            key = info.filename.removesuffix(".npy")
+            fh = None
             try:
-                with zf.open(info) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    shape, _fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
-                                             if version == (1, 0) else
-                                             np.lib.format.read_array_header_2_0(fh))
-                    header = fh.tell()
+                fh = zf.open(info)
+                version = np.lib.format.read_magic(fh)
+                shape, fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
+                                         if version == (1, 0) else
+                                         np.lib.format.read_array_header_2_0(fh))
+                header = fh.tell()
             except Exception as exc:  # noqa: BLE001 - any malformed header is the file's fault
+                if fh is not None:
+                    fh.close()
                 raise _fail(path, key, f"malformed .npy header ({type(exc).__name__}: "
                                        f"{exc})") from None
-            why = dtype_problem(dtype) if key != METADATA_KEY else None
-            if why:
-                raise _fail(path, key, why)
-            nbytes = math.prod(shape) * dtype.itemsize
-            if nbytes != info.file_size - header:
-                raise _fail(path, key, f"the header declares shape {shape} of {dtype} "
-                                       f"({nbytes} bytes) but the member holds "
-                                       f"{info.file_size - header} bytes")
-            if nbytes > BOMB_BYTES and nbytes > BOMB_RATIO * max(info.compress_size, 1):
-                raise _fail(path, key, f"the member inflates {info.compress_size} bytes to "
-                                       f"{nbytes} (more than {BOMB_RATIO}:1 beyond "
-                                       f"{BOMB_BYTES >> 20} MiB); save such arrays "
-                                       "uncompressed (np.savez)")
-            total += _decoded_bytes(shape, dtype) if key != METADATA_KEY else nbytes
-            if total > budget:
-                raise _fail(path, key, f"declared shape {shape} of {dtype}: the arrays "
-                                       f"would take {total} bytes, beyond the {budget} "
-                                       "available")
-            plan.append((key, info))
-        for key, info in plan:
-            try:
-                with zf.open(info) as fh:
-                    arr = np.lib.format.read_array(fh, allow_pickle=False)
-            except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
-                raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
+            with fh:
+                _check_member(path, key, info, shape, dtype, header)
+                total += _decoded_bytes(shape, dtype) if key != METADATA_KEY else \
+                    math.prod(shape) * dtype.itemsize
+                if total > budget:
+                    raise _fail(path, key, f"declared shape {shape} of {dtype}: the arrays "
+                                           f"would take {total} bytes, beyond the {budget} "
+                                           "available")
+                # a small member is read now (one header parse); a large one once every
+                # header has been checked
+                arr = _payload(path, key, fh, shape, fortran, dtype) \
+                    if math.prod(shape) * dtype.itemsize <= SMALL_MEMBER else None
+            plan.append((key, info, arr))
+        for key, info, arr in plan:
+            if arr is None:
+                try:
+                    with zf.open(info) as fh:
+                        arr = np.lib.format.read_array(fh, allow_pickle=False)
+                except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
+                    raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
             if key == METADATA_KEY:
                 meta = _parse_meta(path, arr)
             else:
                 native = arr.dtype.newbyteorder("=")
                 arrays[key] = arr if arr.dtype.isnative else arr.astype(native)
     return Loaded(arrays, meta, os.fspath(path))
+
+
+def _check_member(path, key, info, shape, dtype, header) -> None:
+    """A member's header against its dtype gate, its declared size and its compression."""
+    why = dtype_problem(dtype) if key != METADATA_KEY else None
+    if why:
+        raise _fail(path, key, why)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes != info.file_size - header:
+        raise _fail(path, key, f"the header declares shape {shape} of {dtype} "
+                               f"({nbytes} bytes) but the member holds "
+                               f"{info.file_size - header} bytes")
+    if nbytes > BOMB_BYTES and nbytes > BOMB_RATIO * max(info.compress_size, 1):
+        raise _fail(path, key, f"the member inflates {info.compress_size} bytes to "
+                               f"{nbytes} (more than {BOMB_RATIO}:1 beyond "
+                               f"{BOMB_BYTES >> 20} MiB); save such arrays "
+                               "uncompressed (np.savez)")
+
+
+def _payload(path, key, fh, shape, fortran, dtype):
+    """The array of a member whose header ``fh`` has just been read."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    try:
+        raw = fh.read(nbytes)
+    except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
+        raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
+    if len(raw) != nbytes:
+        raise _fail(path, key, "the data is truncated")
+    arr = np.frombuffer(bytearray(raw), dtype=dtype, count=math.prod(shape))
+    if fortran:
+        return arr.reshape(shape[::-1]).transpose()
+    return arr.reshape(shape)
 
 
 def npz_header(path) -> tuple[list[str], dict]:
@@ -214,16 +248,18 @@ def _string_map(path, key, out) -> dict:
     return {str(k): str(v) for k, v in out.items()}
 
 
-def parse_json(path, key, text: str, depth: int = MAX_JSON_DEPTH):
+def parse_json(path, key, text: str, depth: int = MAX_JSON_DEPTH, fail=None):
     """``text`` (a header or metadata of an untrusted file) parsed as JSON, at most ``depth``
-    levels of objects and lists deep; else an :class:`EvaluationError` naming ``key``."""
+    levels of objects and lists deep; else ``fail(why)`` (default: an
+    :class:`EvaluationError` naming ``path`` and ``key``)."""
+    fail = fail or (lambda why: _fail(path, key, why))
     try:
         out = json.loads(text)
     except (ValueError, RecursionError) as exc:
         why = "nested too deeply" if isinstance(exc, RecursionError) else exc
-        raise _fail(path, key, f"not readable JSON ({why})") from None
+        raise fail(f"not readable JSON ({why})") from None
     if _depth(out) > depth:
-        raise _fail(path, key, f"JSON nested more than {depth} levels deep")
+        raise fail(f"JSON nested more than {depth} levels deep")
     return out
 
 
@@ -252,13 +288,15 @@ def dtype_problem(dtype) -> str | None:
     return None
 
 
-def check_offsets(path, entries) -> None:
+def check_offsets(path, entries, fail=None) -> None:
     """``entries``: ``(key, begin, end)`` byte ranges of a safetensors file's tensors; two
-    that overlap are an :class:`EvaluationError` (the safetensors library refuses them too)."""
+    that overlap are ``fail(key, why)`` (default: an :class:`EvaluationError`; the
+    safetensors library refuses them too)."""
+    fail = fail or (lambda key, why: _fail(path, key, why))
     last_key, last_end = None, 0
     for key, begin, end in sorted(entries, key=lambda t: (t[1], t[2])):
         if begin < last_end and end > begin:
-            raise _fail(path, key, f"data offsets [{begin}, {end}] overlap those of "
+            raise fail(key, f"data offsets [{begin}, {end}] overlap those of "
                                    f"{last_key!r} (ending at {last_end})")
         if end > last_end:
             last_key, last_end = key, end

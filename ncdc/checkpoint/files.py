@@ -20,7 +20,6 @@ import struct
 from collections import Counter
 
 from ncdc.interpreter.weights import check_offsets, parse_json
-from ncdc.ir.errors import EvaluationError
 
 from .errors import CheckpointError, listing
 from .mapping import show
@@ -49,11 +48,10 @@ def shard_map(path) -> tuple[dict[str, str], dict]:
     if path.endswith(".json"):
         try:
             with open(path, "rb") as fh:
-                doc = parse_json(path, None, fh.read(64 << 20).decode("utf-8"), 4)
+                doc = parse_json(path, None, fh.read(64 << 20).decode("utf-8"), 4,
+                                 lambda why: _fail(path, f"the index is {why}"))
         except (OSError, ValueError) as exc:
             raise _fail(path, f"the index is not readable JSON ({exc})") from None
-        except EvaluationError as exc:
-            raise CheckpointError(str(exc)) from None
         wmap = doc.get("weight_map") if isinstance(doc, dict) else None
         if not isinstance(wmap, dict) or not all(isinstance(v, str) for v in wmap.values()):
             raise _fail(path, "the index has no 'weight_map' object of tensor -> file")
@@ -101,7 +99,8 @@ class Shard:
                 (n,) = struct.unpack("<Q", head)
                 if n > min(size - 8, 100 << 20):
                     raise _fail(self.path, f"the header claims {n} bytes; the file has {size}")
-                header = parse_json(self.path, None, fh.read(n).decode("utf-8"), 3)
+                header = parse_json(self.path, None, fh.read(n).decode("utf-8"), 3,
+                                    lambda why: _fail(self.path, f"the header is {why}"))
                 if not isinstance(header, dict):
                     raise _fail(self.path, "the header is not a JSON object")
                 meta = header.pop("__metadata__", None) or {}
@@ -109,13 +108,12 @@ class Shard:
                 self.entries = {name: self._entry(name, e, size - 8 - n)
                                 for name, e in header.items()}
                 check_offsets(self.path, [(k, b, e) for k, (_d, _s, b, e)
-                                          in self.entries.items()])
+                                          in self.entries.items()],
+                              lambda key, why: _fail(self.path, f"tensor {key!r}: {why}"))
                 if size > self.base:
                     self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         except CheckpointError:
             raise
-        except EvaluationError as exc:
-            raise CheckpointError(str(exc)) from None
         except (OSError, ValueError, UnicodeDecodeError) as exc:
             raise _fail(self.path, f"{type(exc).__name__}: {exc}") from None
         self.metadata = {str(k): str(v) for k, v in meta.items()} if isinstance(meta, dict) \
