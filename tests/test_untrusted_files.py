@@ -12,16 +12,16 @@ import zipfile
 
 import numpy as np
 import pytest
-import torch  # noqa: F401 - imported here: the time bounds measure the checks, not the import
+import torch
 from conftest import TRANSFORMER
+from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
+from ncdc.ir.errors import EvaluationError, SpecError
+
 from ncdc.checkpoint.errors import CheckpointError, MapError
 from ncdc.checkpoint.files import Shard, header_of
 from ncdc.checkpoint.mapped import MappedSource
 from ncdc.checkpoint.mapping import load_map, parse_map
 from ncdc.checkpoint.transforms import dequantize
-from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
-from ncdc.ir.errors import EvaluationError, SpecError
-
 from ncdc.cli import main
 
 FAST = 2.0  # seconds: every hostile case ends within this
@@ -105,10 +105,10 @@ def test_safe_patterns_still_load():
 
 class FakeFiles:
     path = "ckpt"
-    metadata: dict = {}
 
     def __init__(self, names):
         self._names = names
+        self.metadata = {}
 
     def names(self):
         return list(self._names)
@@ -143,6 +143,9 @@ def test_ignore_is_bounded_by_the_name_length():
 
 
 @pytest.mark.parametrize("doc, needle", [
+    ({"rules": [{"tensor": "x", "key": "k"}] * 10_001}, "more than 10000 rules"),
+    (_map(ignore=["x"] * 10_001), "more than 10000 rules or ignore"),
+    (_map(ignore=5), "'ignore' must be a list"),
     ({"rules": [{"tensor": "x", "split": {"keys": ["a", "b"], "sizes": [-1, 3]}}]},
      "must not be negative"),
     (_map(dequantize={"block": [2 ** 62, 1]}), "from 1 to 2147483648"),
@@ -154,7 +157,6 @@ def test_transform_parameters_are_bounded(doc, needle):
 
 
 def test_a_block_larger_than_the_tensor_dequantizes_as_one_block():
-    import torch
 
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     scale = np.array([[0.5]], np.float32)
@@ -371,3 +373,18 @@ def test_run_strict_refuses_extra_keys_and_missing_metadata(tmp_path, capsys):
 def test_every_hostile_error_is_a_spec_error():
     """The typed errors used above are the project's SpecError family (exit 1 or 2)."""
     assert issubclass(MapError, SpecError) and issubclass(CheckpointError, SpecError)
+
+
+def test_run_and_eval_accept_big_endian_weights_alike(tmp_path, capsys):
+    p = tmp_path / "e.npz"
+    _run(capsys, "eval", TRANSFORMER, "--save-params", p)
+    arrays = {k: v.astype(v.dtype.newbyteorder(">")) for k, v in load_params(p).items()}
+    q = tmp_path / "be.npz"
+    np.savez(q, **arrays)
+    outs = {}
+    for cmd in ("eval", "run"):
+        rc, out, err = _run(capsys, cmd, TRANSFORMER, "--params", q, "--json")
+        assert rc == 0, (cmd, err)
+        outs[cmd] = json.loads(out)
+    rc, out, _ = _run(capsys, "eval", TRANSFORMER, "--params", p, "--json")
+    assert json.loads(out)["outputs"] == outs["eval"]["outputs"]

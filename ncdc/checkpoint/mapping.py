@@ -16,7 +16,8 @@ A map is a TOML or JSON document::
     stack = { index = 'e', axis = 1 }        # expert e goes to index e of axis 1
 
 A tensor name is matched against every rule's ``tensor`` regex (whole name, first rule wins);
-``${name}`` in ``key`` is replaced by the named capture. The transforms run in this order:
+``${name}`` in ``key`` is replaced by the named capture. The regexes are held to a checked
+safe subset and the names to a bounded length (:mod:`ncdc.checkpoint.saferegex`). The transforms run in this order:
 dequantize (when the scale tensor exists), ``split`` into parts along an axis (each part with
 its own ``key``), ``permute``/``transpose``, ``dtype``, then a row-major reshape to the key's
 shape, or to the shape of one slice of it for ``stack``.
@@ -37,6 +38,8 @@ DTYPES = ("float64", "float32", "bfloat16", "float16")
 TOP_KEYS = {"rules", "ignore", "dequantize", "description", "format"}
 RULE_KEYS = {"tensor", "key", "name", "transpose", "permute", "stack", "split", "dtype",
              "scale"}
+MAX_RULES = 10_000
+"""Most rules, and most ignore patterns, a map may have."""
 MAX_DEPTH = 32
 """Deepest nesting of tables/lists a map document may have."""
 MAX_BLOCK = 1 << 31
@@ -292,6 +295,10 @@ def parse_map(doc, path: str = "<map>") -> CheckpointMap:
     if not isinstance(entries, list) or not entries:
         problems.append("'rules' must be a non-empty list of rules")
         entries = []
+    ign = doc.get("ignore")
+    if len(entries) > MAX_RULES or (isinstance(ign, list) and len(ign) > MAX_RULES):
+        raise MapError(f"checkpoint map {path!r}: more than {MAX_RULES} rules or ignore "
+                       "patterns")
     rules = [r for i, e in enumerate(entries, 1) if (r := _rule(i, e, problems)) is not None]
     ignore_list = doc.get("ignore", [])
     if not isinstance(ignore_list, list):

@@ -330,11 +330,11 @@ def _check_source_path(args) -> None:
 def _strict(args, meta, morphism, env, model_specs) -> None:
     """``--strict``: the file problems ``eval --strict`` refuses, read from the files' headers
     (no tensor data): unused keys and differing metadata of --params, unused keys of --inputs."""
+    from ncdc.interpreter.weights import compare_metadata
     from ncdc.ir.params import param_specs
 
     from ncdc.checkpoint.files import header_of
     from ncdc.checkpoint.keys import resolve
-    from ncdc.interpreter.weights import compare_metadata
 
     from .common import file_problems
 
