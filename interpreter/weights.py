@@ -42,6 +42,18 @@ _PLAIN = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int
           "I32": np.int32, "I16": np.int16, "I8": np.int8, "U8": np.uint8, "U16": np.uint16,
           "U32": np.uint32, "U64": np.uint64, "BOOL": np.bool_}
 _ITEMSIZE = {"BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1}
+MAX_MEMBERS = 1_000_000
+"""Most members an npz archive may hold."""
+MAX_HEADER = 100 << 20
+"""Largest JSON header or metadata string (bytes)."""
+MAX_JSON_DEPTH = 8
+SAFETENSORS_DEPTH = 3
+"""Nesting of a safetensors header: {name: {"shape": [..]}} (metadata: {key: string})."""
+SMALL_MEMBER = 1 << 20
+"""Members up to this many bytes are read as their header is checked."""
+BOMB_RATIO, BOMB_BYTES = 200, 64 << 20
+"""An npz member inflating beyond BOMB_BYTES at more than BOMB_RATIO:1 is refused before it
+is inflated (weights compress about 1.1:1; a constant array, or a deflate bomb, about 1000:1)."""
 STORAGE = {"BF16": "BF16", "FP16": "F16", "FP32": "F32", "E4M3": "F8_E4M3", "E5M2": "F8_E5M2"}
 """Encoding name (``ir.datatypes.Encoding``) -> safetensors dtype a weight is stored in."""
 
@@ -86,6 +98,11 @@ def _fail(path, key, why) -> EvaluationError:
     return EvaluationError(f"cannot read {os.fspath(path)!r}{where}: {why}")
 
 
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _decoded_bytes(shape, dtype) -> int:
     n = math.prod(shape)
     return n * (16 if np.issubdtype(dtype, np.complexfloating) else 8)
@@ -103,58 +120,187 @@ def read_npz(path, budget: int | None = None) -> Loaded:
     except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
         raise _fail(path, None, f"not an npz archive ({exc})") from None
     with zf:
-        plan, total = [], 0
-        for info in zf.infolist():
+        plan, total, seen = [], 0, set()
+        members = zf.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise _fail(path, None, f"{len(members)} members; an npz file may hold at most "
+                                    f"{MAX_MEMBERS}")
+        for info in members:  # names first: no member is read when one is wrong
             name = info.filename
             key = name.removesuffix(".npy")
             if not name.endswith(".npy"):
                 raise _fail(path, key, "an npz member must be an .npy array")
-            if key in arrays or any(k == key for k, *_ in plan):
+            if key in seen:
                 raise _fail(path, key, "the key occurs twice")
+            seen.add(key)
+        for info in members:
+            key = info.filename.removesuffix(".npy")
+            fh = None
             try:
-                with zf.open(info) as fh:
-                    version = np.lib.format.read_magic(fh)
-                    shape, _fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
-                                             if version == (1, 0) else
-                                             np.lib.format.read_array_header_2_0(fh))
-                    header = fh.tell()
+                fh = zf.open(info)
+                version = np.lib.format.read_magic(fh)
+                shape, fortran, dtype = (np.lib.format.read_array_header_1_0(fh)
+                                         if version == (1, 0) else
+                                         np.lib.format.read_array_header_2_0(fh))
+                header = fh.tell()
             except Exception as exc:  # noqa: BLE001 - any malformed header is the file's fault
+                if fh is not None:
+                    fh.close()
                 raise _fail(path, key, f"malformed .npy header ({type(exc).__name__}: "
                                        f"{exc})") from None
-            if dtype.hasobject:
-                raise _fail(path, key, "object arrays (pickles) are refused")
-            nbytes = math.prod(shape) * dtype.itemsize
-            if nbytes != info.file_size - header:
-                raise _fail(path, key, f"the header declares shape {shape} of {dtype} "
-                                       f"({nbytes} bytes) but the member holds "
-                                       f"{info.file_size - header} bytes")
-            total += _decoded_bytes(shape, dtype) if key != METADATA_KEY else nbytes
-            if total > budget:
-                raise _fail(path, key, f"declared shape {shape} of {dtype}: the arrays "
-                                       f"would take {total} bytes, beyond the {budget} "
-                                       "available")
-            plan.append((key, info))
-        for key, info in plan:
-            try:
-                with zf.open(info) as fh:
-                    arr = np.lib.format.read_array(fh, allow_pickle=False)
-            except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
-                raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
+            with fh:
+                _check_member(path, key, info, shape, dtype, header)
+                total += _decoded_bytes(shape, dtype) if key != METADATA_KEY else \
+                    math.prod(shape) * dtype.itemsize
+                if total > budget:
+                    raise _fail(path, key, f"declared shape {shape} of {dtype}: the arrays "
+                                           f"would take {total} bytes, beyond the {budget} "
+                                           "available")
+                # a small member is read now (one header parse); a large one once every
+                # header has been checked
+                arr = _payload(path, key, fh, shape, fortran, dtype) \
+                    if math.prod(shape) * dtype.itemsize <= SMALL_MEMBER else None
+            plan.append((key, info, arr))
+        for key, info, arr in plan:
+            if arr is None:
+                try:
+                    with zf.open(info) as fh:
+                        arr = np.lib.format.read_array(fh, allow_pickle=False)
+                except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
+                    raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
             if key == METADATA_KEY:
                 meta = _parse_meta(path, arr)
             else:
-                arrays[key] = arr
+                native = arr.dtype.newbyteorder("=")
+                arrays[key] = arr if arr.dtype.isnative else arr.astype(native)
     return Loaded(arrays, meta, os.fspath(path))
 
 
-def _parse_meta(path, arr) -> dict:
+def _check_member(path, key, info, shape, dtype, header) -> None:
+    """A member's header against its dtype gate, its declared size and its compression."""
+    why = dtype_problem(dtype) if key != METADATA_KEY else None
+    if why:
+        raise _fail(path, key, why)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes != info.file_size - header:
+        raise _fail(path, key, f"the header declares shape {shape} of {dtype} "
+                               f"({nbytes} bytes) but the member holds "
+                               f"{info.file_size - header} bytes")
+    if nbytes > BOMB_BYTES and nbytes > BOMB_RATIO * max(info.compress_size, 1):
+        raise _fail(path, key, f"the member inflates {info.compress_size} bytes to "
+                               f"{nbytes} (more than {BOMB_RATIO}:1 beyond "
+                               f"{BOMB_BYTES >> 20} MiB); save such arrays "
+                               "uncompressed (np.savez)")
+
+
+def _payload(path, key, fh, shape, fortran, dtype):
+    """The array of a member whose header ``fh`` has just been read."""
+    nbytes = math.prod(shape) * dtype.itemsize
     try:
-        out = json.loads(str(arr[()]))
-    except (ValueError, TypeError, IndexError) as exc:
-        raise _fail(path, METADATA_KEY, f"metadata is not JSON ({exc})") from None
-    if not isinstance(out, dict):
-        raise _fail(path, METADATA_KEY, "metadata is not a JSON object")
+        raw = fh.read(nbytes)
+    except Exception as exc:  # noqa: BLE001 - corrupt payload, CRC, truncation
+        raise _fail(path, key, f"{type(exc).__name__}: {exc}") from None
+    if len(raw) != nbytes:
+        raise _fail(path, key, "the data is truncated")
+    arr = np.frombuffer(bytearray(raw), dtype=dtype, count=math.prod(shape))
+    if fortran:
+        return arr.reshape(shape[::-1]).transpose()
+    return arr.reshape(shape)
+
+
+def npz_header(path) -> tuple[list[str], dict]:
+    """The array names and the metadata of an ``.npz`` archive, no array inflated (only the
+    metadata member, bounded to ``MAX_HEADER`` bytes)."""
+    try:
+        zf = zipfile.ZipFile(os.fspath(path))
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise _fail(path, None, f"not an npz archive ({exc})") from None
+    with zf:
+        members = zf.infolist()
+        if len(members) > MAX_MEMBERS:
+            raise _fail(path, None, f"{len(members)} members; an npz file may hold at most "
+                                    f"{MAX_MEMBERS}")
+        names = [i.filename.removesuffix(".npy") for i in members]
+        meta = {}
+        info = next((i for i in members if i.filename == METADATA_KEY + ".npy"), None)
+        if info is not None:
+            if info.file_size > MAX_HEADER:
+                raise _fail(path, METADATA_KEY, "the metadata is too large")
+            try:
+                with zf.open(info) as fh:
+                    arr = np.lib.format.read_array(fh, allow_pickle=False)
+            except Exception as exc:  # noqa: BLE001 - corrupt member: the file's fault
+                raise _fail(path, METADATA_KEY, f"{type(exc).__name__}: {exc}") from None
+            meta = _parse_meta(path, arr)
+    return [n for n in names if n != METADATA_KEY], meta
+
+
+def _parse_meta(path, arr) -> dict:
+    if arr.dtype.kind != "U" or arr.shape != () or arr.nbytes > MAX_HEADER:
+        raise _fail(path, METADATA_KEY, "metadata must be one string of JSON")
+    out = parse_json(path, METADATA_KEY, str(arr[()]))
+    return _string_map(path, METADATA_KEY, out)
+
+
+def _string_map(path, key, out) -> dict:
+    if not isinstance(out, dict) or not all(isinstance(v, (str, int, float, bool))
+                                            for v in out.values()):
+        raise _fail(path, key, "metadata is not a JSON object of strings")
     return {str(k): str(v) for k, v in out.items()}
+
+
+def parse_json(path, key, text: str, depth: int = MAX_JSON_DEPTH, fail=None):
+    """``text`` (a header or metadata of an untrusted file) parsed as JSON, at most ``depth``
+    levels of objects and lists deep; else ``fail(why)`` (default: an
+    :class:`EvaluationError` naming ``path`` and ``key``)."""
+    fail = fail or (lambda why: _fail(path, key, why))
+    try:
+        out = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
+        raise fail(f"not readable JSON ({why})") from None
+    if _depth(out) > depth:
+        raise fail(f"JSON nested more than {depth} levels deep")
+    return out
+
+
+def _depth(doc) -> int:
+    best, todo = 0, [(doc, 0)]
+    while todo:
+        v, d = todo.pop()
+        best = max(best, d)
+        if isinstance(v, dict):
+            todo.extend((x, d + 1) for x in v.values())
+        elif isinstance(v, list):
+            todo.extend((x, d + 1) for x in v)
+    return best
+
+
+def dtype_problem(dtype) -> str | None:
+    """Why an array of ``dtype`` cannot be a parameter, input or tape array (None: it can):
+    the one gate every reader of weight files applies. Bool, integer, float and complex
+    arrays of either byte order pass (big-endian ones are read in native order); object,
+    bytes, unicode, datetime, void and structured arrays do not."""
+    dtype = np.dtype(dtype)
+    if dtype.hasobject:
+        return "object arrays (pickles) are refused"
+    if dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biufc":
+        return f"dtype {dtype.str} ({dtype}) is not a numeric array (bool, int, float, complex)"
+    return None
+
+
+def check_offsets(path, entries, fail=None) -> None:
+    """``entries``: ``(key, begin, end)`` byte ranges of a safetensors file's tensors; two
+    that overlap are ``fail(key, why)`` (default: an :class:`EvaluationError`; the
+    safetensors library refuses them too)."""
+    fail = fail or (lambda key, why: _fail(path, key, why))
+    last_key, last_end = None, 0
+    for key, begin, end in sorted(entries, key=lambda t: (t[1], t[2])):
+        if begin < last_end and end > begin:
+            raise fail(key, f"data offsets [{begin}, {end}] overlap those of "
+                                   f"{last_key!r} (ending at {last_end})")
+        if end > last_end:
+            last_key, last_end = key, end
 
 
 # --------------------------------------------------------------------------- safetensors
@@ -173,10 +319,10 @@ def read_safetensors(path, budget: int | None = None) -> Loaded:
             (n,) = struct.unpack("<Q", head)
             if n > min(size - 8, 100 << 20):
                 raise _fail(path, None, f"the header claims {n} bytes; the file has {size}")
-            header = json.loads(fh.read(n).decode("utf-8"))
+            header = parse_json(path, None, fh.read(n).decode("utf-8"), SAFETENSORS_DEPTH)
             if not isinstance(header, dict):
                 raise _fail(path, None, "the header is not a JSON object")
-            meta = header.pop("__metadata__", None) or {}
+            meta = _string_map(path, "__metadata__", header.pop("__metadata__", None) or {})
             data_len = size - 8 - n
             entries, total = [], 0
             for key, e in header.items():
@@ -186,6 +332,7 @@ def read_safetensors(path, budget: int | None = None) -> Loaded:
                     raise _fail(path, key, f"shape {shape}: the arrays would take {total} "
                                            f"bytes, beyond the {budget} available")
                 entries.append((key, dtype, shape, begin, end))
+            check_offsets(path, [(k, b, e) for k, _d, _s, b, e in entries])
             arrays = {}
             for key, dtype, shape, begin, end in sorted(entries, key=lambda t: t[3]):
                 fh.seek(8 + n + begin)
@@ -199,9 +346,7 @@ def read_safetensors(path, budget: int | None = None) -> Loaded:
         raise
     except (OSError, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise _fail(path, None, f"{type(exc).__name__}: {exc}") from None
-    if not isinstance(meta, dict):
-        raise _fail(path, "__metadata__", "metadata is not a JSON object")
-    return Loaded(arrays, {str(k): str(v) for k, v in meta.items()}, os.fspath(path))
+    return Loaded(arrays, meta, os.fspath(path))
 
 
 def _entry(path, key, e, data_len):
@@ -209,12 +354,12 @@ def _entry(path, key, e, data_len):
         raise _fail(path, key, "a header entry is not an object")
     dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
     if dtype not in _PLAIN and dtype not in _ML:
-        raise _fail(path, key, f"unsupported dtype {dtype!r}")
+        raise _fail(path, key, f"unsupported dtype {_show(dtype)}")
     if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**63 for d in shape)):
-        raise _fail(path, key, f"malformed shape {shape!r}")
+        raise _fail(path, key, f"malformed shape {_show(shape)}")
     if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
             and 0 <= offs[0] <= offs[1] <= data_len):
-        raise _fail(path, key, f"data offsets {offs!r} outside the {data_len} data bytes")
+        raise _fail(path, key, f"data offsets {_show(offs)} outside the {data_len} data bytes")
     item = _ITEMSIZE[dtype] if dtype in _ITEMSIZE else np.dtype(_PLAIN[dtype]).itemsize
     if math.prod(shape) * item != offs[1] - offs[0]:
         raise _fail(path, key, f"shape {shape} of {dtype} needs {math.prod(shape) * item} "
@@ -337,5 +482,5 @@ def audit(arrays: dict, expected_keys) -> list[str]:
 
 
 __all__ = ["FORMATS", "METADATA_KEY", "Loaded", "audit", "available_bytes", "compare_metadata",
-           "file_metadata", "load_params", "read_npz", "read_safetensors", "save_params",
+           "file_metadata", "load_params", "npz_header", "read_npz", "read_safetensors", "save_params",
            "storage_of"]

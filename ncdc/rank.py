@@ -125,9 +125,11 @@ def _torch(a, dtype):
     return to_torch(a, dtype)
 
 
-def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
+def run_rank(plan: RankPlan, save_params: str | None = None,
+             save_meta: dict | None = None) -> RankResult:
     """Build, load and run one module: the unit a process (or a distributed rank) runs;
-    ``save_params``: a file to write the loaded weights to (interpreter keys and layout)."""
+    ``save_params``: a file to write the loaded weights to (interpreter keys and layout), with
+    the metadata ``save_meta``."""
     import numpy as np
     import torch
 
@@ -146,9 +148,12 @@ def run_rank(plan: RankPlan, save_params: str | None = None) -> RankResult:
     g, module = built.generated, built.module
     if save_params:
         from ncdc.checkpoint.module import interpreter_arrays
+        from ncdc.commands.output import write_output
         from ncdc.interpreter.weights import save_params as save
 
-        save(interpreter_arrays(built), save_params)
+        arrays = interpreter_arrays(built)
+        write_output(save_params, lambda tmp: save(arrays, tmp, metadata=save_meta),
+                     "--save-params")
     xs, lives = read_inputs(plan)
     if plan.nproc > 1:
         xs, lives = split_batch(xs, lives, plan.morphism.dom)

@@ -13,14 +13,16 @@ is read whole (headers checked first, ``ncdc.interpreter.weights.read_npz``).
 """
 from __future__ import annotations
 
-import json
 import math
 import mmap
 import os
 import struct
 from collections import Counter
 
+from ncdc.interpreter.weights import check_offsets, parse_json
+
 from .errors import CheckpointError, listing
+from .mapping import show
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -45,8 +47,9 @@ def shard_map(path) -> tuple[dict[str, str], dict]:
         return shard_map(os.path.join(path, files[0]))
     if path.endswith(".json"):
         try:
-            with open(path, encoding="utf-8") as fh:
-                doc = json.loads(fh.read(64 << 20))
+            with open(path, "rb") as fh:
+                doc = parse_json(path, None, fh.read(64 << 20).decode("utf-8"), 4,
+                                 lambda why: _fail(path, f"the index is {why}"))
         except (OSError, ValueError) as exc:
             raise _fail(path, f"the index is not readable JSON ({exc})") from None
         wmap = doc.get("weight_map") if isinstance(doc, dict) else None
@@ -96,13 +99,17 @@ class Shard:
                 (n,) = struct.unpack("<Q", head)
                 if n > min(size - 8, 100 << 20):
                     raise _fail(self.path, f"the header claims {n} bytes; the file has {size}")
-                header = json.loads(fh.read(n).decode("utf-8"))
+                header = parse_json(self.path, None, fh.read(n).decode("utf-8"), 3,
+                                    lambda why: _fail(self.path, f"the header is {why}"))
                 if not isinstance(header, dict):
                     raise _fail(self.path, "the header is not a JSON object")
                 meta = header.pop("__metadata__", None) or {}
                 self.base = 8 + n
                 self.entries = {name: self._entry(name, e, size - 8 - n)
                                 for name, e in header.items()}
+                check_offsets(self.path, [(k, b, e) for k, (_d, _s, b, e)
+                                          in self.entries.items()],
+                              lambda key, why: _fail(self.path, f"tensor {key!r}: {why}"))
                 if size > self.base:
                     self.map = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_COPY)
         except CheckpointError:
@@ -119,13 +126,13 @@ class Shard:
             raise _fail(self.path, f"tensor {name!r}: the header entry is not an object")
         dtype, shape, offs = e.get("dtype"), e.get("shape"), e.get("data_offsets")
         if dtype not in DTYPES:
-            raise _fail(self.path, f"tensor {name!r}: unsupported dtype {dtype!r}")
+            raise _fail(self.path, f"tensor {name!r}: unsupported dtype {show(dtype)}")
         if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 2**62
                                                 for d in shape)):
-            raise _fail(self.path, f"tensor {name!r}: malformed shape {shape!r}")
+            raise _fail(self.path, f"tensor {name!r}: malformed shape {show(shape)}")
         if not (isinstance(offs, list) and len(offs) == 2 and all(type(o) is int for o in offs)
                 and 0 <= offs[0] <= offs[1] <= data_len):
-            raise _fail(self.path, f"tensor {name!r}: data offsets {offs!r} outside the "
+            raise _fail(self.path, f"tensor {name!r}: data offsets {show(offs)} outside the "
                                    f"{data_len} data bytes")
         dt = getattr(torch, DTYPES[dtype])
         need = math.prod(shape) * dt.itemsize
@@ -248,6 +255,17 @@ class NpzTensors:
         self._arrays.clear()
 
 
+def header_of(path) -> tuple[list[str], dict]:
+    """The tensor names and the file metadata of a weights path (an ``.npz`` archive or any
+    checkpoint path :func:`shard_map` takes), without reading tensor data."""
+    if os.fspath(path).lower().endswith(".npz"):
+        from ncdc.interpreter.weights import npz_header
+
+        return npz_header(path)
+    shards, meta = shard_map(path)
+    return list(shards), meta
+
+
 def open_tensors(path):
     """:class:`NpzTensors` for an ``.npz`` path, else :class:`TensorFiles`."""
     if os.fspath(path).lower().endswith(".npz"):
@@ -275,5 +293,5 @@ def open_source(path, map_path=None, dtype: str = "float32"):
         raise
 
 
-__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "open_source", "open_tensors",
+__all__ = ["INDEX_NAME", "NpzTensors", "TensorFiles", "header_of", "open_source", "open_tensors",
            "shard_map"]

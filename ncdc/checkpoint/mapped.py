@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from . import transforms as tf
 from .errors import CheckpointError, listing
-from .mapping import CheckpointMap, Rule, expand
+from .mapping import CheckpointMap, Rule, expand, stack_index
 
 
 @dataclass(frozen=True)
@@ -64,11 +64,11 @@ class MappedSource:
                     unmapped.append(name)
                 continue
             rule, m, scale = matches[name]
-            index = None
+            index, what = None, f"tensor {name!r} ({rule.label})"
             if rule.stack is not None:
-                index = int(m.group(rule.stack.index))
+                index = stack_index(m, rule.stack.index, what)
             for part, key in enumerate(rule.keys()):
-                self.plan[expand(key, m)].append(Entry(name, rule, part, index, scale))
+                self.plan[expand(key, m, what)].append(Entry(name, rule, part, index, scale))
         for key, entries in self.plan.items():
             if any(e.index is None for e in entries) and len(entries) > 1:
                 problems.append(f"key {key!r} gets {len(entries)} tensors "

@@ -16,7 +16,8 @@ A map is a TOML or JSON document::
     stack = { index = 'e', axis = 1 }        # expert e goes to index e of axis 1
 
 A tensor name is matched against every rule's ``tensor`` regex (whole name, first rule wins);
-``${name}`` in ``key`` is replaced by the named capture. The transforms run in this order:
+``${name}`` in ``key`` is replaced by the named capture. The regexes are held to a checked
+safe subset and the names to a bounded length (:mod:`ncdc.checkpoint.saferegex`). The transforms run in this order:
 dequantize (when the scale tensor exists), ``split`` into parts along an axis (each part with
 its own ``key``), ``permute``/``transpose``, ``dtype``, then a row-major reshape to the key's
 shape, or to the shape of one slice of it for ``stack``.
@@ -26,15 +27,33 @@ from __future__ import annotations
 import json
 import os
 import re
+import reprlib
 from dataclasses import dataclass, field
 
-from .errors import MapError
+from . import saferegex
+from .errors import CheckpointError, MapError
 
 CAPTURE = re.compile(r"\$\{(\w+)\}")
 DTYPES = ("float64", "float32", "bfloat16", "float16")
 TOP_KEYS = {"rules", "ignore", "dequantize", "description", "format"}
 RULE_KEYS = {"tensor", "key", "name", "transpose", "permute", "stack", "split", "dtype",
              "scale"}
+MAX_RULES = 10_000
+"""Most rules, and most ignore patterns, a map may have."""
+MAX_DEPTH = 32
+"""Deepest nesting of tables/lists a map document may have."""
+MAX_BLOCK = 1 << 31
+"""Largest dequantisation block along an axis."""
+MAX_INDEX_DIGITS = 9
+"""Longest stack index capture (decimal digits)."""
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+_short.maxlevel = 3
+
+
+def show(value) -> str:
+    """A value as errors quote it: ``repr`` cut to a short line, nesting included."""
+    return _short.repr(value)
 
 
 @dataclass(frozen=True)
@@ -88,6 +107,7 @@ class CheckpointMap:
 
     def match(self, name: str):
         """``(rule, match)`` of the first rule whose regex matches all of ``name``, or None."""
+        _check_name(name)
         for r in self.rules:
             m = r.tensor.fullmatch(name)
             if m is not None:
@@ -95,12 +115,51 @@ class CheckpointMap:
         return None
 
     def ignored(self, name: str) -> bool:
+        _check_name(name)
         return any(p.fullmatch(name) for p in self.ignore)
 
 
-def expand(template: str, m: re.Match) -> str:
+def _check_name(name: str) -> None:
+    if len(name) > saferegex.MAX_NAME:
+        raise CheckpointError(f"tensor name {show(name)} is {len(name)} characters long; a "
+                              f"mapped checkpoint's names have at most {saferegex.MAX_NAME}")
+
+
+def capture(m: re.Match, group: str, what: str) -> str:
+    """The text of capture ``group`` of ``m``; a group that did not take part in the match is
+    a :class:`CheckpointError` naming ``what``."""
+    text = m.group(group)
+    if text is None:
+        raise CheckpointError(f"{what}: capture {group!r} did not take part in the match of "
+                              f"{show(m.string)}")
+    return text
+
+
+def stack_index(m: re.Match, group: str, what: str) -> int:
+    """Capture ``group`` of ``m`` as a stack index: 1 to 9 ASCII digits, else a
+    :class:`CheckpointError` naming ``what``."""
+    text = capture(m, group, what)
+    if not (text.isascii() and text.isdigit() and len(text) <= MAX_INDEX_DIGITS):
+        raise CheckpointError(f"{what}: stack index capture {group!r} is {show(text)}, not a "
+                              f"whole number of at most {MAX_INDEX_DIGITS} digits")
+    return int(text)
+
+
+def expand(template: str, m: re.Match, what: str = "key") -> str:
     """``template`` with every ``${name}`` replaced by the capture ``name`` of ``m``."""
-    return CAPTURE.sub(lambda c: m.group(c.group(1)), template)
+    return CAPTURE.sub(lambda c: capture(m, c.group(1), what), template)
+
+
+def _depth_ok(doc, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``doc`` (parsed JSON/TOML) nests tables and lists at most ``limit`` deep."""
+    todo = [(doc, 0)]
+    while todo:
+        v, d = todo.pop()
+        if isinstance(v, (dict, list)):
+            if d >= limit:
+                return False
+            todo.extend((x, d + 1) for x in (v.values() if isinstance(v, dict) else v))
+    return True
 
 
 def load_map(path) -> CheckpointMap:
@@ -120,9 +179,10 @@ def load_map(path) -> CheckpointMap:
             doc = tomllib.loads(text)
         else:
             doc = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        why = "nested too deeply" if isinstance(exc, RecursionError) else exc
         raise MapError(f"checkpoint map {path!r} is not valid "
-                       f"{'TOML' if path.lower().endswith('.toml') else 'JSON'}: {exc}") from None
+                       f"{'TOML' if path.lower().endswith('.toml') else 'JSON'}: {why}") from None
     return parse_map(doc, path)
 
 
@@ -130,20 +190,23 @@ def _int_list(value, what, problems, n=None) -> tuple[int, ...] | None:
     if not (isinstance(value, list) and all(type(v) is int for v in value)) or (
             n is not None and len(value) != n):
         problems.append(f"{what} must be a list of {n or ''}{' ' if n else ''}whole numbers, "
-                        f"not {value!r}")
+                        f"not {show(value)}")
         return None
     return tuple(value)
 
 
 def _regex(text, what, problems) -> re.Pattern | None:
     if not isinstance(text, str):
-        problems.append(f"{what} must be a regex string, not {text!r}")
+        problems.append(f"{what} must be a regex string, not {show(text)}")
         return None
-    try:
-        return re.compile(text)
-    except re.error as exc:
-        problems.append(f"{what} {text!r} is not a valid regex: {exc}")
-        return None
+    why = saferegex.check(text)
+    if why is None:
+        try:
+            return re.compile(text)
+        except (re.error, OverflowError, RecursionError, ValueError) as exc:
+            why = f"not a valid regex: {exc}"
+    problems.append(f"{what} {show(text)} is outside the regexes a map may use: {why}")
+    return None
 
 
 def _rule(i: int, e, problems: list[str]) -> Rule | None:
@@ -152,10 +215,11 @@ def _rule(i: int, e, problems: list[str]) -> Rule | None:
         problems.append(f"{where} must be a table (object), not {type(e).__name__}")
         return None
     if isinstance(e.get("name"), str):
-        where = f"rule {i} ({e['name']})"
+        where = f"rule {i} ({e['name'][:60]})"
     before = len(problems)
     for k in sorted(set(e) - RULE_KEYS):
-        problems.append(f"{where}: unknown field {k!r} (known: {', '.join(sorted(RULE_KEYS))})")
+        problems.append(f"{where}: unknown field {show(k)} "
+                        f"(known: {', '.join(sorted(RULE_KEYS))})")
     pat = _regex(e.get("tensor"), f"{where}: 'tensor'", problems)
     groups = set(pat.groupindex) if pat is not None else set()
     key, split, stack, perm, dtype = e.get("key"), None, None, None, e.get("dtype")
@@ -168,6 +232,9 @@ def _rule(i: int, e, problems: list[str]) -> Rule | None:
             sizes = s.get("sizes")
             if sizes is not None:
                 sizes = _int_list(sizes, f"{where}: split 'sizes'", problems, len(s["keys"]))
+                if sizes is not None and any(n < 0 for n in sizes):
+                    problems.append(f"{where}: split 'sizes' must not be negative")
+                    sizes = None
             axis = s.get("axis", 0)
             if type(axis) is not int:
                 problems.append(f"{where}: split 'axis' must be a whole number")
@@ -200,7 +267,7 @@ def _rule(i: int, e, problems: list[str]) -> Rule | None:
         elif e["transpose"] is not False:
             problems.append(f"{where}: 'transpose' must be true or false")
     if dtype is not None and dtype not in DTYPES:
-        problems.append(f"{where}: dtype {dtype!r} is not one of {', '.join(DTYPES)}")
+        problems.append(f"{where}: dtype {show(dtype)} is not one of {', '.join(DTYPES)}")
     for k in ([key] if isinstance(key, str) else []) + list(split.keys if split else []):
         for name in CAPTURE.findall(k):
             if pat is not None and name not in groups:
@@ -220,12 +287,18 @@ def parse_map(doc, path: str = "<map>") -> CheckpointMap:
     problems: list[str] = []
     if not isinstance(doc, dict):
         raise MapError(f"checkpoint map {path!r}: the document must be a table (object)")
+    if not _depth_ok(doc):
+        raise MapError(f"checkpoint map {path!r}: nested more than {MAX_DEPTH} levels deep")
     for k in sorted(set(doc) - TOP_KEYS):
-        problems.append(f"unknown field {k!r} (known: {', '.join(sorted(TOP_KEYS))})")
+        problems.append(f"unknown field {show(k)} (known: {', '.join(sorted(TOP_KEYS))})")
     entries = doc.get("rules")
     if not isinstance(entries, list) or not entries:
         problems.append("'rules' must be a non-empty list of rules")
         entries = []
+    ign = doc.get("ignore")
+    if len(entries) > MAX_RULES or (isinstance(ign, list) and len(ign) > MAX_RULES):
+        raise MapError(f"checkpoint map {path!r}: more than {MAX_RULES} rules or ignore "
+                       "patterns")
     rules = [r for i, e in enumerate(entries, 1) if (r := _rule(i, e, problems)) is not None]
     ignore_list = doc.get("ignore", [])
     if not isinstance(ignore_list, list):
@@ -240,18 +313,19 @@ def parse_map(doc, path: str = "<map>") -> CheckpointMap:
             problems.append("'dequantize' is a table with 'scale' and 'block'")
         else:
             block = _int_list(d.get("block", [128, 128]), "dequantize 'block'", problems)
-            if block is not None and any(b <= 0 for b in block):
-                problems.append("dequantize 'block' sizes must be positive")
+            if block is not None and not all(0 < b <= MAX_BLOCK for b in block):
+                problems.append(f"dequantize 'block' sizes must be from 1 to {MAX_BLOCK}")
             scale = d.get("scale", Dequantize.scale)
             if not isinstance(scale, str) or "${tensor}" not in scale:
                 problems.append("dequantize 'scale' must be a template containing ${tensor}")
             deq = Dequantize(scale, block or (128, 128))
     if problems:
+        more = f"; ... (and {len(problems) - 20} more)" if len(problems) > 20 else ""
         raise MapError(f"checkpoint map {path!r} has {len(problems)} problem(s): "
-                       + "; ".join(problems))
+                       + "; ".join(problems[:20]) + more)
     return CheckpointMap(tuple(rules), tuple(ignore), deq, path,
                          str(doc.get("description", "")))
 
 
-__all__ = ["CheckpointMap", "Dequantize", "MapError", "Rule", "Split", "Stack", "expand",
-           "load_map", "parse_map"]
+__all__ = ["CheckpointMap", "Dequantize", "MapError", "Rule", "Split", "Stack", "capture",
+           "expand", "load_map", "parse_map", "show", "stack_index"]

@@ -33,6 +33,7 @@ def dequantize(w, scale, block, dtype, what: str):
     s = scale.to(torch.float64)
     if w.dim() == 0:
         return (w.to(torch.float64) * s).to(dtype)
+    block = [min(b, max(n, 1)) for b, n in zip(block, w.shape)]  # same blocks, no huge repeat
     b0 = block[0]
     for r in range(want[0]):
         rows = slice(r * b0, (r + 1) * b0)
@@ -54,7 +55,7 @@ def split(t, axis: int, sizes, n: int, what: str):
             raise CheckpointError(f"{what}: axis {axis} of length {total} does not split "
                                   f"into {n} equal parts")
         sizes = [total // n] * n
-    if sum(sizes) != total:
+    if any(s < 0 for s in sizes) or sum(sizes) != total:
         raise CheckpointError(f"{what}: split sizes {list(sizes)} sum to {sum(sizes)}, axis "
                               f"{axis} has {total}")
     return t.split(list(sizes), dim=axis)

@@ -153,6 +153,8 @@ def check_paths(args) -> None:
         input_path(spec, "SPEC", None)
     for name, (direction, exts) in PATH_ARGS.items():
         path = getattr(args, name, None)
+        if path == "":
+            raise UsageError(f"--{name.replace('_', '-')}: an empty path names no file")
         if name == "params" and path and getattr(args, "map", None):
             input_path(args.map, "--map", (".toml", ".json"))
             if not os.path.exists(path):  # a checkpoint: a file, an index or a directory
@@ -162,8 +164,40 @@ def check_paths(args) -> None:
             flag = "--" + name.replace("_", "-")
             (input_path if direction == "in" else output_path)(path, flag, exts)
     out = getattr(args, "output", None)
+    if out == "":
+        raise UsageError("--output: an empty path names no file (leave -o out for standard "
+                         "output)")
     if out:
         output_path(out, "--output", OUTPUT_EXTS.get(getattr(args, "command", ""), None))
+    distinct_paths(args)
+
+
+#: Arguments naming files a command reads, and files it writes.
+INPUT_ARGS = ("spec", "params", "source", "map", "inputs", "tape")
+OUTPUT_ARGS = ("output", "out", "save_params")
+
+
+def _flag(name: str) -> str:
+    return "SPEC" if name == "spec" else "--" + {"source": "params"}.get(name, name).replace(
+        "_", "-")
+
+
+def distinct_paths(args) -> None:
+    """No output of ``args`` is one of its inputs or another of its outputs (same file after
+    symlinks, or the same path): a UsageError (exit 2) before any work."""
+    from ncdc.ir.errors import UsageError
+
+    seen = {}
+    for name in INPUT_ARGS + OUTPUT_ARGS:
+        path = getattr(args, name, None)
+        if not isinstance(path, str) or not path or path == "synthetic" and name == "source":
+            continue
+        where = os.path.realpath(path)
+        other = seen.get(where)
+        if other is not None and other != name and name in OUTPUT_ARGS:
+            raise UsageError(f"{_flag(name)} {path!r} is the same file as {_flag(other)}; "
+                             "write the output elsewhere")
+        seen.setdefault(where, name)
 
 
 def _ext_ok(path: str, flag: str, exts) -> None:
@@ -255,6 +289,37 @@ def gate(spec, binding) -> None:
         else ""
     cls = BindingError if d.code == "size-invalid" else SpecError
     raise cls(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
+
+
+def file_problems(args, path, problems) -> None:
+    """File problems: warnings on stderr, or an error under --strict."""
+    from ncdc.ir.errors import EvaluationError
+
+    if not problems:
+        return
+    if args.strict:
+        raise EvaluationError(f"{path}: {problems[0]}" + (
+            f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + " (--strict)")
+    for p in problems:
+        print(f"warning: {path}: {p}", file=sys.stderr)
+
+
+def run_metadata(spec, binding, quant) -> dict:
+    """The metadata a weights file written by this run carries, and ``--strict`` compares
+    (``ncdc.interpreter.weights.file_metadata``)."""
+    import hashlib
+
+    from ncdc.interpreter.weights import file_metadata
+    from ncdc.spec.checks_binding import size_key
+
+    import ncdc
+
+    with open(spec.source, "rb") as fh:
+        digest = hashlib.sha256(fh.read()).hexdigest()
+    syms = list(binding.env.values)
+    values = {size_key(s, syms): str(v) for s, v in sorted(binding.env.values.items(),
+                                                             key=lambda kv: kv[0].uid)}
+    return file_metadata(digest, values, quant, ncdc.__version__)
 
 
 def plain(obj):

@@ -60,8 +60,9 @@ def run(args) -> int:
                          weights=policy if policy.rules else None)
     took = time.perf_counter() - t0
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(g.source)
+        from .output import write_text
+
+        write_text(args.output, g.source, "--output")
     info = {"output": args.output, "class": g.class_name,
             "classes": g.source.count("\nclass "), "parameters": len(g.param_keys),
             "lines": len(g.source.splitlines()), "seconds": took,

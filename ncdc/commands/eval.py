@@ -20,6 +20,8 @@ from .common import (
     emit_json,
     load_spec,
 )
+from .common import file_problems as _warn
+from .common import run_metadata as _metadata
 
 DESCRIPTION = """\
 Evaluate a block (or the whole model) with the numpy reference interpreter.
@@ -71,35 +73,6 @@ def _read_npz(path) -> dict:
     from ncdc.interpreter.weights import read_npz
 
     return read_npz(path)
-
-
-def _warn(args, path, problems) -> None:
-    """File problems: warnings on stderr, or an error under --strict."""
-    from ncdc.ir.errors import EvaluationError
-
-    if not problems:
-        return
-    if args.strict:
-        raise EvaluationError(f"{path}: {problems[0]}" + (
-            f" (and {len(problems) - 1} more)" if len(problems) > 1 else "") + " (--strict)")
-    for p in problems:
-        print(f"warning: {path}: {p}", file=sys.stderr)
-
-
-def _metadata(spec, binding, quant) -> dict:
-    import hashlib
-
-    from ncdc.interpreter.weights import file_metadata
-    from ncdc.spec.checks_binding import size_key
-
-    import ncdc
-
-    with open(spec.source, "rb") as fh:
-        digest = hashlib.sha256(fh.read()).hexdigest()
-    syms = list(binding.env.values)
-    values = {size_key(s, syms): str(v) for s, v in sorted(binding.env.values.items(),
-                                                             key=lambda kv: kv[0].uid)}
-    return file_metadata(digest, values, quant, ncdc.__version__)
 
 
 def _input_keys(n: int) -> set:
@@ -169,6 +142,8 @@ def run(args) -> int:
     from ncdc import interpreter
     from ncdc.preflight import require
 
+    from .output import save_npz, write_output
+
     spec = load_spec(args)
     if args.seed < 0:
         raise UsageError(f"--seed {args.seed}: a seed is a whole number from 0")
@@ -194,7 +169,8 @@ def run(args) -> int:
         from ncdc.interpreter.weights import storage_of
 
         storage = {p.key: storage_of(p.datatype) for p in run_.param_specs}
-        save_params(run_.params, args.save_params, storage, meta)
+        write_output(args.save_params,
+                     lambda tmp: save_params(run_.params, tmp, storage, meta), "--save-params")
     if args.inputs:
         data = _read_npz(args.inputs)
         _warn(args, args.inputs, audit(data, _input_keys(len(run_.dom))))
@@ -233,7 +209,7 @@ def run(args) -> int:
         labels = {uid: s.label for uid, s in run_.tape_slots.items()}
         for uid, v in res.tape.items():
             payload[f"tape/{labels.get(uid, uid)}"] = v.values
-        np.savez(args.out, **payload)
+        save_npz(args.out, payload)
     if args.json:
         emit_json({"block": where, "json_path": getattr(morphism, "path", ""),
                    "preset": args.preset or "tiny", "quant": args.quant, "seconds": elapsed, "outputs": rows,

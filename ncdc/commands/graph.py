@@ -47,6 +47,8 @@ def run(args) -> int:
     from ncdc.ir.errors import SpecError, UsageError
     from ncdc.ir.graph import to_dot, wiring_graph
 
+    from .output import write_output, write_text
+
     ext = os.path.splitext(args.output)[1].lower()
     if ext not in (".dot", ".gv", ".graphml"):
         raise UsageError(f"{args.output}: the output must end in .dot or .graphml (or .gv)")
@@ -56,10 +58,10 @@ def run(args) -> int:
     g = wiring_graph(root, binding.env if binding is not None else None)
     try:
         if ext == ".graphml":
-            nx.write_graphml(_flat_clusters(g), args.output)
+            write_output(args.output, lambda tmp: nx.write_graphml(_flat_clusters(g), tmp),
+                         "--output")
         else:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(to_dot(g))
+            write_text(args.output, to_dot(g), "--output")
     except OSError as exc:
         raise SpecError(f"cannot write {args.output}: {exc.strerror}") from None
     mismatches = sum(1 for *_, a in g.edges(data=True) if "mismatch" in a)

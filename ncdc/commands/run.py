@@ -79,6 +79,10 @@ def add_parser(subparsers) -> None:
                         "one-line error")
     add_quant_arg(p, help="exact: no rounding; emulate: round as the quantised formats do "
                           "(default: exact)")
+    p.add_argument("--strict", action="store_true",
+                   help="fail when the --params file has keys this block does not use or "
+                        "metadata (spec, binding, quant mode, version) that differs from this "
+                        "run, or the --inputs file has keys that are not inputs")
     add_reading_arg(p)
     add_memory_arg(p)
     add_weights_arg(p)
@@ -98,6 +102,8 @@ def write_outputs(path, res: RankResult, slot_labels: dict | None = None) -> Non
     """``out0, live0, ...`` and ``tape/KEY`` to an ``.npz`` file (as ``ncdc eval --out``)."""
     import numpy as np
 
+    from .output import save_npz
+
     payload = {}
     for k, (v, live) in enumerate(zip(res.outputs, res.lives)):
         a = _numpy(v)
@@ -106,7 +112,7 @@ def write_outputs(path, res: RankResult, slot_labels: dict | None = None) -> Non
             np.broadcast_to(_numpy(live).astype(bool), a.shape)
     for key, v in res.tape.items():
         payload[f"tape/{(slot_labels or {}).get(key, key)}"] = _numpy(v)
-    np.savez(path, **payload)
+    save_npz(path, payload)
 
 
 def _preflight(morphism, env, args) -> None:
@@ -147,6 +153,36 @@ def _check_source_path(args) -> None:
     input_path(args.source, "--params", (".npz", ".safetensors"))
 
 
+def _strict(args, meta, morphism, env, model_specs) -> None:
+    """``--strict``: the file problems ``eval --strict`` refuses, read from the files' headers
+    (no tensor data): unused keys and differing metadata of --params, unused keys of --inputs."""
+    from ncdc.checkpoint.files import header_of
+    from ncdc.checkpoint.keys import resolve
+    from ncdc.interpreter.weights import compare_metadata
+    from ncdc.ir.params import param_specs
+
+    from .common import file_problems
+
+    if args.source != SYNTHETIC and not args.map:
+        names, found = header_of(args.source)
+        problems = compare_metadata(found, meta)
+        key_map, _ = resolve(param_specs(morphism, env), names, model_specs, args.key_prefix)
+        extra = sorted(set(names) - set(key_map.values()))
+        if extra:
+            problems.append(f"{len(extra)} key(s) not used by this block: "
+                            + ", ".join(repr(k) for k in extra[:5])
+                            + (" ..." if len(extra) > 5 else ""))
+        file_problems(args, args.source, problems)
+    if args.inputs:
+        names, _ = header_of(args.inputs)
+        n = len(morphism.dom)
+        known = {f"{p}{k}" for k in range(n) for p in ("in", "arr_", "live")}
+        extra = sorted(set(names) - known)
+        if extra:
+            file_problems(args, args.inputs, [f"{len(extra)} key(s) not used by this block: "
+                                              + ", ".join(repr(k) for k in extra[:5])])
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -175,6 +211,11 @@ def run(args) -> int:
     if args.nproc > 1 and args.save_params:
         raise UsageError("--save-params writes the weights of a one-process run: drop --nproc "
                          "(or --save-params); the file then serves --nproc N --params FILE")
+    from .common import run_metadata
+
+    meta = run_metadata(spec, binding, args.quant) if args.strict or args.save_params else None
+    if args.strict:
+        _strict(args, meta, morphism, env, model_specs if args.block else None)
     plan = RankPlan(morphism, env, args.source, args.map, args.key_prefix,
                     tuple(args.weights), args.dtype, args.quant, args.reading, args.seed,
                     args.stand_in, args.inputs, args.depth,
@@ -189,7 +230,7 @@ def run(args) -> int:
                 print(f"rank {exc.rank}'s traceback:\n{exc.rank_traceback}", file=sys.stderr)
             raise
     else:
-        res = run_rank(plan, save_params=args.save_params)
+        res = run_rank(plan, save_params=args.save_params, save_meta=meta)
     if args.out:
         write_outputs(args.out, res)
     return _report(args, where, plan, res)

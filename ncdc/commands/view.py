@@ -42,6 +42,8 @@ def run(args) -> int:
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene
 
+    from .output import write_output, write_text
+
     ext = os.path.splitext(args.output)[1].lower()  # one of OUTPUT_EXTS["view"] (common.py)
     if args.depth < 0:
         raise UsageError(f"--depth {args.depth}: give 0 or more levels")
@@ -62,10 +64,9 @@ def run(args) -> int:
         text = page_svg(page)
     try:
         if ext == ".png":
-            svg_png(text, args.output)
+            write_output(args.output, lambda tmp: svg_png(text, tmp), "--output")
         else:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            write_text(args.output, text, "--output")
     except OSError as exc:
         raise SpecError(f"cannot write {args.output}: {exc.strerror}") from None
     blocks = sum(1 for n in scene["nodes"].values() if n["kind"] == "block")
