@@ -13,7 +13,6 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from conftest import TRANSFORMER
 from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
 from ncdc.ir.errors import EvaluationError, SpecError
 
@@ -23,6 +22,7 @@ from ncdc.checkpoint.mapped import MappedSource
 from ncdc.checkpoint.mapping import load_map, parse_map
 from ncdc.checkpoint.transforms import dequantize
 from ncdc.cli import main
+from tests.conftest import TRANSFORMER
 
 FAST = 2.0  # seconds: every hostile case ends within this
 
@@ -288,10 +288,10 @@ def test_many_npz_members_read_in_linear_time(tmp_path):
         for i in range(20_000):
             _npz_member(zf, f"k{i}.npy", {"descr": "<f4", "fortran_order": False,
                                           "shape": (1,)}, bytes(4))
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time: other processes' load does not count
     got = read_npz(p)
     assert len(got) == 20_000
-    assert time.perf_counter() - t0 < 3 * FAST
+    assert time.process_time() - t0 < 3 * FAST
     with zipfile.ZipFile(p, "a") as zf:
         _npz_member(zf, "k7.npy", {"descr": "<f4", "fortran_order": False, "shape": (1,)},
                     bytes(4))

@@ -10,11 +10,11 @@ import shutil
 
 import numpy as np
 import pytest
-from conftest import TRANSFORMER
 
 from ncdc.cli import main
 from ncdc.commands import output as output_mod
 from ncdc.commands.output import OutputError, write_output, write_text
+from tests.conftest import TRANSFORMER
 
 
 def _run(capsys, *argv):
