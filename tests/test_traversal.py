@@ -201,6 +201,8 @@ def test_segs_give_a_part_the_segments_of_its_level():
     """A block traversed alone keys by its title; given its level's segments (the second
     of two siblings titled B: ``B~1``), by its segment."""
     first, second = block(op("p"), "B"), block(op("q"), "B")
+    _, whole = run(Composed((first, second)), "a")
+    assert [e[4] for e in whole.log if e[0] == "op"] == [("B",), ("B~1",)]
     _, alone = run(second, "x")
     assert [e[4] for e in alone.log if e[0] == "op"] == [("B",)]
     v = Strings()
