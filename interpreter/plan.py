@@ -39,7 +39,7 @@ import math
 
 import numpy as np
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError
-from ncdc.ir.morphisms import Block, Broadcasted, Composed, Drop, Grab, ParaWrap, ProductOfMorphisms
+from ncdc.ir.morphisms import Broadcasted, Composed, Drop, Grab, ParaWrap, ProductOfMorphisms
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
 from ncdc.ir.pipeline import source
@@ -145,9 +145,7 @@ def compile_plan(ev, batch: tuple[int, ...], n_inputs: int, plain: bool = False)
     b = _Builder(ev, plain)
     regs = list(range(n_inputs))
     b.n = n_inputs
-    root = ev.root
-    outs = b.emit(root, regs, Scope((), {} if isinstance(root, Block) else ev.level_segs(root)),
-                  batch)
+    outs = traverse(ev.root, regs, _Emit(b, tuple(batch)))
     return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows),
                 tuple(b.expert_rows))
 
