@@ -20,8 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
-from ncdc.ir.morphisms import Block, Broadcasted, StrideMorphism, Truncated
-from ncdc.ir.params import block_segments, titled_children
+from ncdc.ir.morphisms import Broadcasted, StrideMorphism, Truncated
 
 from .formulas import lower
 from .reindex import GatherPlan, affine_map
@@ -69,7 +68,6 @@ class Evaluator:
         self.perturb = None
         self.tape: dict[int, tuple[Value, int, tuple[int, ...]]] = {}
         self._plans: dict = {}
-        self._segs: dict = {}
         self._formulas: dict = {}
         self._degrees: dict = {}
 
@@ -98,19 +96,6 @@ class Evaluator:
         if len(ins) != len(m.dom):
             raise EvaluationError(f"{type(m).__name__} takes {len(m.dom)} arrays, got "
                                   f"{len(ins)}", m.path, node_type=type(m).__name__)
-
-    def body_segs(self, blk: Block) -> dict:
-        """The key segments of the titled blocks of ``blk``'s body (cached)."""
-        hit = self._segs.get(id(blk))
-        if hit is None:
-            body = blk.body
-            hit = block_segments([body] if isinstance(body, Block) else titled_children(body))
-            self._segs[id(blk)] = hit
-        return hit
-
-    @staticmethod
-    def level_segs(root) -> dict:
-        return block_segments(titled_children(root))
 
     # ----------------------------------------------------------------- tape
     def tape_write(self, slot, v: Value, batch, shape) -> None:

@@ -7,17 +7,10 @@ from ncdc.ir.arrays import Array
 from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError
-from ncdc.ir.morphisms import (
-    Block,
-    Broadcasted,
-    Composed,
-    Drop,
-    Grab,
-    ParaWrap,
-    ProductOfMorphisms,
-    Truncated,
-)
-from ncdc.ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.morphisms import Broadcasted, Drop, Grab, ParaWrap
+from ncdc.ir.operators import ParaBlockOperator
+from ncdc.ir.traverse import Descend, Visitor, traverse
+from ncdc.ir.walk import arity
 
 from .fixed import natural_bound
 from .values import Value, check_allocation, dtype_of
@@ -25,42 +18,57 @@ from .values import Value, check_allocation, dtype_of
 INT64_MAX = 2**63 - 1
 
 
+class _TapeNeeds(Visitor):
+    """Wire values are placeholders (``None``); records the tape slots read before written,
+    each block body once (a second iteration finds what the first wrote)."""
+
+    def __init__(self):
+        self.written: set[int] = set()
+        self.needs: dict[int, tuple[object, Array]] = {}
+
+    def operator(self, node, ins, scope):
+        return [None] * len(node.output_weaves)
+
+    def box(self, node, ins, scope):
+        op = node.operator
+        ports = isinstance(op, ParaBlockOperator)
+        if ports:                                 # the box writes its grab ports first
+            self.written.update(g.tape.uid for g in op.grabs)
+
+        def then(_results):
+            if ports:                             # ... and its block writes its drop ports
+                self.written.update(d.tape.uid for d in op.drops)
+            return [None] * len(node.output_weaves)
+        return Descend(((".operator.block", op.block),), ins, then=then)
+
+    def rearrange(self, node, ins, scope):
+        return [None] * len(node.mapping)
+
+    def repetitions(self, block, scope) -> int:
+        return 1
+
+    def grab(self, slot, array, scope):
+        if slot.uid not in self.written and slot.uid not in self.needs:
+            self.needs[slot.uid] = (slot, array)
+
+    def drop(self, slot, value, array, scope) -> None:
+        self.written.add(slot.uid)
+
+    def truncated(self, node, ins, scope):
+        return Descend(node.children(), ins, then=lambda _: [])
+
+    def stride(self, node, ins, scope):
+        return []
+
+    def unknown(self, node, ins, scope):
+        return []
+
+
 def tape_needs(root) -> list[tuple[object, Array]]:
     """(slot, array type) of each tape slot ``root`` reads before it writes it, in order."""
-    written: set[int] = set()
-    needs: dict[int, tuple[object, Array]] = {}
-
-    def read(slot, arr):
-        if slot.uid not in written and slot.uid not in needs:
-            needs[slot.uid] = (slot, arr)
-
-    def visit(m):
-        if isinstance(m, ParaWrap):
-            for slot, arr in zip(m.grabs, m.body.dom):
-                if slot is not None:
-                    read(slot, arr)
-            visit(m.body)
-            for slot in m.drops:
-                if slot is not None:
-                    written.add(slot.uid)
-        elif isinstance(m, Grab):
-            read(m.tape, m.size)
-        elif isinstance(m, Drop):
-            written.add(m.tape.uid)
-        elif isinstance(m, Broadcasted) and isinstance(m.operator, ParaBlockOperator):
-            for g in m.operator.grabs:
-                written.add(g.tape.uid)
-            visit(m.operator.block)
-            for d in m.operator.drops:
-                written.add(d.tape.uid)
-        elif isinstance(m, Broadcasted) and isinstance(m.operator, BlockOperator):
-            visit(m.operator.block)
-        elif isinstance(m, (Composed, ProductOfMorphisms, Block, Truncated)):
-            for _, c in m.children():
-                visit(c)
-
-    visit(root)
-    return list(needs.values())
+    order = _TapeNeeds()
+    traverse(root, [None] * arity(root), order)
+    return list(order.needs.values())
 
 
 def tape_slots(root) -> dict[int, object]:

@@ -39,20 +39,13 @@ import math
 
 import numpy as np
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError
-from ncdc.ir.morphisms import (
-    Block,
-    Broadcasted,
-    Composed,
-    Drop,
-    Grab,
-    ParaWrap,
-    ProductOfMorphisms,
-    Rearrangement,
-)
+from ncdc.ir.morphisms import Broadcasted, Composed, Drop, Grab, ParaWrap, ProductOfMorphisms
 from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
 from ncdc.ir.pipeline import source
 from ncdc.ir.rewrites import BankDiagonal
+from ncdc.ir.traverse import Descend, Visitor, traverse
+from ncdc.ir.walk import by_kind
 
 from . import fusion, plan_experts
 from .evaluate import NUMPY_ERRORS, Evaluator, Scope, unevaluable
@@ -152,11 +145,7 @@ def compile_plan(ev, batch: tuple[int, ...], n_inputs: int, plain: bool = False)
     b = _Builder(ev, plain)
     regs = list(range(n_inputs))
     b.n = n_inputs
-    root = ev.root
-    if isinstance(root, Block):
-        outs = b.block_body(root, regs, (root.title,), batch)
-    else:
-        outs = b.emit(root, regs, Scope((), ev.level_segs(root)), batch)
+    outs = traverse(ev.root, regs, _Emit(b, tuple(batch)))
     return Plan(b.steps, b.n, n_inputs, outs, b.demand_sites, tuple(b.chunk_rows),
                 tuple(b.expert_rows))
 
@@ -191,48 +180,18 @@ class _Builder(SiteSteps):
 
     # -------------------------------------------------------------- structure
     def emit(self, m, regs: list[int], scope: Scope, batch) -> list[int]:
-        ev = self.ev
-        if isinstance(m, Broadcasted):
-            return self.broadcasted(m, regs, scope, batch)
-        if isinstance(m, BankDiagonal) and fusion.applies(m, ev):
-            return self.fused(m.linear, m.view, regs, scope, batch)
-        if isinstance(m, Composed):
-            items = m.content
-            if not items:
-                raise SpecTypeError("empty composition", m.path, scope.titles)
-            i = 0
-            while i < len(items):
-                gated = self.gated(items, i, regs, scope, batch)
-                if gated is not None:
-                    regs, used = gated
-                    i += used
-                else:
-                    regs = self.emit(items[i], regs, scope, batch)
-                    i += 1
-            return regs
-        if isinstance(m, ProductOfMorphisms):
-            ev.arity(m, regs)
-            out, at = [], 0
-            for part in m.content:
-                k = len(part.dom)
-                out.extend(self.emit(part, regs[at:at + k], scope, batch))
-                at += k
-            return out
-        if isinstance(m, Rearrangement):
-            ev.arity(m, regs)
-            return [regs[k] for k in m.mapping]
-        if isinstance(m, Block):
-            seg = scope.segs.get(id(m), m.title)
-            return self.block_body(m, regs, scope.titles + (seg,), batch)
-        if isinstance(m, ParaWrap):
-            return self.parawrap(m, regs, scope, batch)
-        if isinstance(m, Grab):
-            return [self.tape_read(m.tape, batch, m.path)]
-        if isinstance(m, Drop):
-            ev.arity(m, regs)
-            self.tape_write(m.tape, regs[0], batch, ev.env.sizes(m.size.shape))
-            return []
-        raise unevaluable(m, scope.titles)
+        """Emit the steps of ``m`` on registers ``regs`` (:class:`_Emit`); its result
+        registers. ``scope``: the parameter-key titles around ``m`` and the segments of its
+        level."""
+        return traverse(m, regs, _Emit(self, tuple(batch)), keys=scope.titles,
+                        segs=scope.segs)
+
+    def could_gate(self, items, i, batch) -> bool:
+        """Whether :meth:`gated` may apply at ``items[i]`` (what does not need registers)."""
+        return (not self.plain and (self.ev.quant == "exact" or bool(batch))
+                and self.demand is None and i + 1 < len(items)
+                and isinstance(items[i], ProductOfMorphisms)
+                and gated_contraction(items[i + 1]) is not None)
 
     def gated(self, items, i, regs, scope, batch):
         """Emit ``items[i]`` with demand on a sparse axis when it is the product feeding a
@@ -383,50 +342,6 @@ class _Builder(SiteSteps):
 
         return run
 
-    def block_body(self, blk: Block, regs, titles, batch):
-        ev = self.ev
-        reps = repetitions(blk, ev.env)
-        if reps > 1 and len(blk.dom) != len(blk.cod):
-            raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
-                                "codomain differ", blk.path, titles)
-        segs = ev.body_segs(blk)
-        ins = list(regs)
-        shown = source(self.origin.get(id(blk), blk))   # the hooks see the spec's block
-
-        def enter(R, blk=shown, titles=titles, batch=tuple(batch)):
-            if ev.on_entry is not None:
-                ev.on_entry(blk, titles, [boxed(R[r]) for r in ins], batch)
-
-        if self.plain:
-            self.step(enter, ins, ())
-        for i in range(reps):
-            t = titles if reps <= 1 else titles[:-1] + (f"{titles[-1]}@{i}",)
-            regs = self.emit(blk.body, regs, Scope(t, segs), batch)
-        outs = list(regs)
-
-        def observe(R, blk=shown, titles=titles, batch=tuple(batch)):
-            if ev.observer is not None:
-                ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
-
-        self.step(observe, outs, ())
-        return outs
-
-    def parawrap(self, m: ParaWrap, regs, scope, batch):
-        ev = self.ev
-        ev.arity(m, regs)
-        operands, it = [], iter(regs)
-        for slot, _arr in zip(m.grabs, m.body.dom):
-            operands.append(self.tape_read(slot, batch, m.path) if slot is not None
-                            else next(it))
-        results = self.emit(m.body, operands, scope, batch)
-        out = []
-        for slot, arr, r in zip(m.drops, m.body.cod, results):
-            if slot is None:
-                out.append(r)
-            else:
-                self.tape_write(slot, r, batch, ev.env.sizes(arr.shape))
-        return out
-
     def tape_read(self, slot, batch, path="") -> int:
         ev = self.ev
         (dst,) = self.new()
@@ -496,6 +411,131 @@ class _Builder(SiteSteps):
 
         self.step(run, src, (dst,))
         return [dst]
+
+class _Emit(Visitor):
+    """Wire values are register ids; each hook appends the steps of its node to the
+    :class:`_Builder` (operators: :meth:`SiteSteps.broadcasted`, boxes inlined there; blocks:
+    the ``on_entry`` step on a plain plan, the body per iteration with keys ``title@i``, the
+    observer step; the tape: read and write steps). A ``Composed`` is answered here: a bank
+    ``Linear`` + diagonal ``View`` is fused, a gated part and its contraction are emitted with
+    demand (:meth:`_Builder.gated`), every other item is descended into."""
+
+    leaves = (Composed, ParaWrap, Grab, Drop)
+
+    def __init__(self, b: _Builder, batch: tuple):
+        self.b, self.ev, self.batch = b, b.ev, batch
+
+    def leaf(self, m, regs, scope):
+        return by_kind(_LEAVES, m)(self, m, regs, scope)
+
+    # ----------------------------------------------------------------- leaves
+    def composed(self, m, regs, scope):
+        if isinstance(m, BankDiagonal) and fusion.applies(m, self.ev):
+            return self.b.fused(m.linear, m.view, regs, _keyed(scope), self.batch)
+        if not m.content:
+            raise SpecTypeError("empty composition", m.path, scope.keys)
+        return self.items(m.content, 0, regs, scope)
+
+    def items(self, items, i, regs, scope) -> Descend:
+        """``items[i:]`` on ``regs``: descended into up to the next gated part."""
+        j = next((k for k in range(i, len(items)) if self.b.could_gate(items, k, self.batch)),
+                 len(items))
+        if j == len(items):
+            return Descend(tuple((f".content[{k}]", items[k]) for k in range(i, j)), regs)
+
+        def gate(regs):
+            gated = self.b.gated(items, j, regs, _keyed(scope), self.batch)
+            if gated is None:
+                return Descend(((f".content[{j}]", items[j]),), regs,
+                               then=lambda out: self.items(items, j + 1, out, scope)
+                               if j + 1 < len(items) else out)
+            regs, used = gated
+            return self.items(items, j + used, regs, scope) if j + used < len(items) else regs
+        return Descend(tuple((f".content[{k}]", items[k]) for k in range(i, j)), regs,
+                       then=gate)
+
+    def parawrap(self, m: ParaWrap, regs, scope):
+        b, ev = self.b, self.ev
+        ev.arity(m, regs)
+        operands, it = [], iter(regs)
+        for slot, _arr in zip(m.grabs, m.body.dom):
+            operands.append(b.tape_read(slot, self.batch, m.path) if slot is not None
+                            else next(it))
+
+        def drops(results):
+            out = []
+            for slot, arr, r in zip(m.drops, m.body.cod, results):
+                if slot is None:
+                    out.append(r)
+                else:
+                    b.tape_write(slot, r, self.batch, ev.env.sizes(arr.shape))
+            return out
+        return Descend(((".body", m.body),), operands, then=drops)
+
+    def grab_leaf(self, m: Grab, regs, scope):
+        return [self.b.tape_read(m.tape, self.batch, m.path)]
+
+    def drop_leaf(self, m: Drop, regs, scope):
+        self.ev.arity(m, regs)
+        self.b.tape_write(m.tape, regs[0], self.batch, self.ev.env.sizes(m.size.shape))
+        return []
+
+    # ------------------------------------------------------------------ hooks
+    def operator(self, node, regs, scope):
+        return self.b.broadcasted(node, regs, _keyed(scope), self.batch)
+
+    box = operator                           # inlined by SiteSteps.broadcasted
+
+    def rearrange(self, node, regs, scope):
+        self.ev.arity(node, regs)
+        return [regs[k] for k in node.mapping]
+
+    def split(self, node, regs, scope) -> None:
+        self.ev.arity(node, regs)
+
+    def repetitions(self, blk, scope) -> int:
+        reps = repetitions(blk, self.ev.env)
+        if reps > 1 and len(blk.dom) != len(blk.cod):
+            raise SpecTypeError(f"block {blk.title!r} repeats {reps} times but its domain and "
+                                "codomain differ", blk.path, scope.keys)
+        return reps
+
+    def enter_block(self, blk, regs, scope) -> None:
+        ev, ins, titles = self.ev, list(regs), scope.keys
+        shown = source(self.b.origin.get(id(blk), blk))   # the hooks see the spec's block
+
+        def enter(R, blk=shown, batch=self.batch):
+            if ev.on_entry is not None:
+                ev.on_entry(blk, titles, [boxed(R[r]) for r in ins], batch)
+
+        if self.b.plain:
+            self.b.step(enter, ins, ())
+
+    def leave_block(self, blk, regs, scope) -> None:
+        ev, outs, titles = self.ev, list(regs), scope.keys
+        shown = source(self.b.origin.get(id(blk), blk))
+
+        def observe(R, blk=shown, batch=self.batch):
+            if ev.observer is not None:
+                ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
+
+        self.b.step(observe, outs, ())
+
+    def truncated(self, node, regs, scope):
+        raise unevaluable(node, scope.keys)
+
+    stride = unknown = truncated
+
+
+_LEAVES = {Composed: _Emit.composed, ParaWrap: _Emit.parawrap, Grab: _Emit.grab_leaf,
+           Drop: _Emit.drop_leaf}
+"""What :meth:`_Emit.leaf` does for each of its leaves (:func:`ir.walk.by_kind`)."""
+
+
+def _keyed(scope) -> Scope:
+    """The interpreter's parameter-key scope of a traversal scope."""
+    return Scope(scope.keys, scope.segs)
+
 
 def _perturbed(ev, put):
     """``put`` after ``ev.perturb`` (where set) replaced the values."""

@@ -33,6 +33,7 @@ from ncdc.ir.morphisms import (
     Rearrangement,
 )
 from ncdc.ir.operators import BlockOperator, Einops, Linear, ParaBlockOperator
+from ncdc.ir.walk import by_kind
 
 
 def gated_contraction(c) -> tuple[int, int, SparseAxis] | None:
@@ -82,15 +83,20 @@ def bank_position(b: Broadcasted, A) -> int | None:
 
 def position_wise(m, A) -> bool:
     """Whether every value ``m`` computes at a position of ``A`` reads only that position of
-    ``A`` (see the module docstring); conservative: unknown forms are not."""
-    if isinstance(m, Rearrangement):
-        return True
-    if isinstance(m, (Composed, ProductOfMorphisms)):
-        return all(position_wise(p, A) for p in m.content)
-    if isinstance(m, Block):
-        return position_wise(m.body, A)
-    if not isinstance(m, Broadcasted):
-        return False                                  # tape, wraps, truncated terms
+    ``A`` (see the module docstring); conservative: unknown forms (tape, wraps, truncated
+    terms) are not."""
+    return by_kind(_POSITION_WISE, m, _never)(m, A)
+
+
+def _never(m, A) -> bool:
+    return False
+
+
+def _parts_position_wise(m, A) -> bool:
+    return all(position_wise(p, A) for p in m.content)
+
+
+def _broadcast_position_wise(m: Broadcasted, A) -> bool:
     if not all(_rearranging(r) for r in m.reindexings):
         return False
     op = m.operator
@@ -103,6 +109,16 @@ def position_wise(m, A) -> bool:
     if any(A in w.target for w in m.output_weaves):
         return isinstance(op, Linear)             # a bank: A from the weight (or the degree)
     return True
+
+
+_POSITION_WISE = {
+    Rearrangement: lambda m, A: True,
+    Composed: _parts_position_wise,
+    ProductOfMorphisms: _parts_position_wise,
+    Block: lambda m, A: position_wise(m.body, A),
+    Broadcasted: _broadcast_position_wise,
+}
+""":func:`position_wise` of each kind (:func:`ir.walk.by_kind`); any other kind is not."""
 
 
 def widest_site(m, ev) -> int:

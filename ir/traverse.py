@@ -177,12 +177,14 @@ class Scope:
 class Descend:
     """A hook's answer "continue into these morphisms": thread ``ins`` through ``items``
     (``(path step, morphism)`` pairs) left to right, ``title`` (if any) appended to the
-    display titles; ``then(results)``, if given, turns the last results into the answer."""
+    display titles; ``then(results)``, if given, turns the last results into the answer (values,
+    or a further :class:`Descend`)."""
 
     items: tuple
     ins: list
     title: str | None = None
-    then: Callable[[list], list] | None = None
+    then: Callable[[list], Any] | None = None
+    """May answer another :class:`Descend` (same scope): the traversal continues with it."""
 
 
 class Visitor:
@@ -231,6 +233,10 @@ class Visitor:
         """Write ``value`` to tape ``slot``."""
         raise SpecError(f"{type(self).__name__} cannot write the tape", scope.path)
 
+    def split(self, node: ProductOfMorphisms, ins: list, scope: Scope) -> None:
+        """Before a product's values split among its parts (a consumer may check their
+        count)."""
+
     def enter_block(self, block: Block, ins: list, scope: Scope) -> None:
         """Before a block's first iteration; ``scope`` is its body's (keys without ``@i``)."""
 
@@ -259,11 +265,16 @@ class Visitor:
 
 
 def traverse(root: Morphism, ins, visitor: Visitor, root_path: str | None = None,
-             titles: tuple = (), keys: tuple = ()) -> list:
+             titles: tuple = (), keys: tuple = (), segs: dict | None = None) -> list:
     """Thread the values ``ins`` through ``root`` with ``visitor`` (module docstring); the
-    root's output values. ``root_path`` defaults to ``root.path``."""
+    root's output values. ``root_path`` defaults to ``root.path``; ``keys`` are the enclosing
+    parameter-key titles and ``segs`` (id -> segment) those of the root's level when ``root``
+    is a part of a larger one (default: computed from ``root`` alone)."""
     path = getattr(root, "path", "") if root_path is None else root_path
-    level = _Level(None, {}) if isinstance(root, Block) else _Level(root)
+    if segs is not None:
+        level = _Level(root, segs)
+    else:
+        level = _Level(None, {}) if isinstance(root, Block) else _Level(root)
     return _Run(visitor).run(root, list(ins), Scope(path, tuple(titles), tuple(keys), level))
 
 
@@ -330,6 +341,7 @@ class _Run:
         return last
 
     def product(self, m, ins, scope):
+        self.v.split(m, ins, scope)
         out, at = [], 0
         for i, part in enumerate(m.content):
             n = arity(part)
@@ -387,10 +399,16 @@ class _Run:
         return self._descend(d, inner)
 
     def _descend(self, d: Descend, scope):
-        ins = d.ins
-        for step, part in d.items:
-            ins = yield part, ins, scope.at(step)
-        return d.then(ins) if d.then is not None else ins
+        while True:
+            ins = d.ins
+            for step, part in d.items:
+                ins = yield part, ins, scope.at(step)
+            if d.then is None:
+                return ins
+            out = d.then(ins)
+            if not isinstance(out, Descend):
+                return out
+            d = out                             # "then continue into these"
 
     def rearrange(self, m, ins, scope):
         return self.v.rearrange(m, ins, scope)

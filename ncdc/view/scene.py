@@ -35,22 +35,10 @@ from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.cost import block_costs, with_tokens
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import (
-    Block,
-    Broadcasted,
-    Composed,
-    Drop,
-    Grab,
-    Morphism,
-    ParaWrap,
-    ProductOfMorphisms,
-    Rearrangement,
-    StrideMorphism,
-    Truncated,
-)
-from ncdc.ir.operators import BlockOperator, ParaBlockOperator
+from ncdc.ir.morphisms import Block, Broadcasted, Drop, Morphism, Truncated
 from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
+from ncdc.ir.traverse import Descend, Visitor, traverse
 from ncdc.ir.walk import arity, walk
 
 from .labels import is_math, operator_label, plain_label
@@ -143,50 +131,14 @@ class SceneBuilder:
 
     # ------------------------------------------------------------------ morphisms
     def build(self, m: Morphism, inputs: list[_End], path: str, cont: str) -> list[_End]:
-        if isinstance(m, Block):
-            return self.block(m, m, inputs, path, path + ".body", cont)
-        if isinstance(m, Composed):
-            ends = inputs
-            for i, item in enumerate(m.content):
-                ends = self.build(item, ends, f"{path}.content[{i}]", cont)
-            return ends
-        if isinstance(m, ProductOfMorphisms):
-            out, at = [], 0
-            for i, part in enumerate(m.content):
-                n = arity(part)
-                out.extend(self.build(part, inputs[at:at + n], f"{path}.content[{i}]", cont))
-                at += n
-            return out
-        if isinstance(m, Rearrangement):
-            return [inputs[j] for j in m.mapping if 0 <= j < len(inputs)]
-        if isinstance(m, Broadcasted):
-            op = m.operator
-            if isinstance(op, (BlockOperator, ParaBlockOperator)) and isinstance(op.block, Block):
-                return self.block(op.block, m, inputs, path, path + ".operator.block.body", cont)
-            return self.operator(m, inputs, path, cont)
-        if isinstance(m, ParaWrap):
-            return self.para_wrap(m, inputs, path, cont)
-        if isinstance(m, Grab):
-            nid = self.tape_node(path, cont, m.tape, "read", m.size)
-            return [_End(nid, 0, m.size)]
-        if isinstance(m, Drop):
-            nid = self.tape_node(path, cont, m.tape, "write", m.size)
-            for k, e in enumerate(inputs[:1]):
-                self.wire(cont, e, nid, k)
-            return []
-        if isinstance(m, Truncated):
-            return self.truncated(m, inputs, path, cont)
-        if isinstance(m, StrideMorphism):
-            return []
-        nid = self.add_node(path, cont, "operator", type(m).__name__, glyph="other",
-                            op=type(m).__name__, path=path)
-        self.ports(nid, len(inputs), 0)
-        for k, e in enumerate(inputs):
-            self.wire(cont, e, nid, k)
-        return []
+        """The ends of ``m``'s outputs, its nodes and wires drawn in container ``cont``."""
+        return traverse(m, inputs, _Drawing(self, cont), path)
 
-    def block(self, block: Block, site: Morphism, inputs, path: str, body_path: str,
-              cont: str) -> list[_End]:
+    def block(self, block: Block, site: Morphism, inputs, path: str, body_step: str,
+              draw: _Drawing) -> Descend:
+        """A block node in the current container; its body (at ``path + body_step``) drawn
+        inside it, from the block's input ports to its output ports."""
+        cont = draw.cont
         tag = block.tag
         rep = tag.repetition
         rep_text = size_text(rep, self.env) if self.env is not None else sympy.sstr(rep)
@@ -207,15 +159,19 @@ class SceneBuilder:
         inner_dom = _safe(lambda: tuple(block.dom), dom)
         inner = [_End(nid, k, inner_dom[k] if k < len(inner_dom) else None)
                  for k in range(len(inputs))]
-        results = self.build(block.body, inner, body_path, nid)
-        for j, e in enumerate(results):
-            self.wire(nid, e, nid, j)
-        if cod is None:
-            cod = tuple(e.obj for e in results)
-        self.nodes[nid]["dom"] = [array_text(o) for o in dom]
-        self.nodes[nid]["cod"] = [array_text(o) for o in cod]
-        self.ports(nid, len(inputs), max(len(cod), len(results)))
-        return [_End(nid, j, o) for j, o in enumerate(cod)]
+
+        def close(results: list) -> list[_End]:
+            draw.conts.pop()
+            for j, e in enumerate(results):
+                self.wire(nid, e, nid, j)
+            shown = cod if cod is not None else tuple(e.obj for e in results)
+            self.nodes[nid]["dom"] = [array_text(o) for o in dom]
+            self.nodes[nid]["cod"] = [array_text(o) for o in shown]
+            self.ports(nid, len(inputs), max(len(shown), len(results)))
+            return [_End(nid, j, o) for j, o in enumerate(shown)]
+
+        draw.conts.append(nid)
+        return Descend(((body_step, block.body),), inner, then=close)
 
     def operator(self, b: Broadcasted, inputs, path: str, cont: str) -> list[_End]:
         op = b.operator
@@ -260,55 +216,93 @@ class SceneBuilder:
         entry["reads" if mode == "read" else "writes"].append(nid)
         return nid
 
-    def para_wrap(self, w: ParaWrap, inputs, path: str, cont: str) -> list[_End]:
-        body_dom = _safe(lambda: tuple(w.body.dom), tuple(None for _ in w.grabs))
-        body_in, it = [], iter(inputs)
-        for i, slot in enumerate(w.grabs):
-            if slot is None:
-                e = next(it, None)
-                if e is not None:
-                    body_in.append(e)
-            else:
-                obj = body_dom[i] if i < len(body_dom) else None
-                nid = self.tape_node(f"{path}.grabs[{i}]", cont, slot, "read", obj)
-                body_in.append(_End(nid, 0, obj))
-        results = self.build(w.body, body_in, path + ".body", cont)
-        out = []
-        for j, e in enumerate(results):
-            slot = w.drops[j] if j < len(w.drops) else None
-            if slot is None:
-                out.append(e)
-            else:
-                nid = self.tape_node(f"{path}.drops[{j}]", cont, slot, "write", e.obj)
-                self.wire(cont, e, nid, 0)
-        return out
 
-    def truncated(self, t: Truncated, inputs, path: str, cont: str) -> list[_End]:
+class _Drawing(Visitor):
+    """Wire values are :class:`_End` objects; the nodes and wires go to the
+    :class:`SceneBuilder`, each in the innermost open container (``conts``)."""
+
+    leaves = (Block, Drop)
+
+    def __init__(self, b: SceneBuilder, cont: str):
+        self.b = b
+        self.conts = [cont]
+
+    @property
+    def cont(self) -> str:
+        return self.conts[-1]
+
+    def leaf(self, node, ins, scope):
+        if isinstance(node, Block):
+            return self.b.block(node, node, ins, scope.path, ".body", self)
+        nid = self.b.tape_node(scope.path, self.cont, node.tape, "write", node.size)
+        for k, e in enumerate(ins[:1]):                   # a free Drop
+            self.b.wire(self.cont, e, nid, k)
+        return []
+
+    def operator(self, node, ins, scope):
+        return self.b.operator(node, ins, scope.path, self.cont)
+
+    def box(self, node, ins, scope):
+        block = node.operator.block
+        if isinstance(block, Block):
+            return self.b.block(block, node, ins, scope.path, ".operator.block.body", self)
+        return self.operator(node, ins, scope)
+
+    def rearrange(self, node, ins, scope):
+        return [ins[j] for j in node.mapping if 0 <= j < len(ins)]
+
+    def repetitions(self, block, scope) -> int:
+        return 1
+
+    def grab(self, slot, array, scope):
+        nid = self.b.tape_node(scope.path, self.cont, slot, "read", array)
+        return _End(nid, 0, array)
+
+    def drop(self, slot, value, array, scope) -> None:               # a ParaWrap's drop
+        nid = self.b.tape_node(scope.path, self.cont, slot, "write", value.obj)
+        self.b.wire(self.cont, value, nid, 0)
+
+    def truncated(self, t: Truncated, ins, scope):
         content = t.partial.get("content")
         body = t.partial.get("body")
         if t.expected == "Composed" and isinstance(content, tuple) and content:
-            ends = inputs
-            for i, item in enumerate(content):
-                if isinstance(item, Morphism):
-                    ends = self.build(item, ends, f"{path}.content[{i}]", cont)
-            return ends
+            return Descend(tuple((f".content[{i}]", item) for i, item in enumerate(content)
+                                 if isinstance(item, Morphism)), ins)
+        b, cont, path = self.b, self.cont, scope.path
         if t.expected == "Block" and isinstance(body, Morphism):
-            nid = self.add_node(path, cont, "block", "(cut block)", latex="", tag="",
-                                rep=None, lifted=[], path=path, cut=True,
-                                description=t.reason, formula="", color="")
-            for k, e in enumerate(inputs):
-                self.wire(cont, e, nid, k)
-            inner = [_End(nid, k, e.obj) for k, e in enumerate(inputs)]
-            results = self.build(body, inner, path + ".body", nid)
-            for j, e in enumerate(results):
-                self.wire(nid, e, nid, j)
-            self.ports(nid, len(inputs), len(results))
-            return [_End(nid, j, e.obj) for j, e in enumerate(results)]
-        nid = self.add_node(path, cont, "cut", f"cut: {t.expected or 'term'}", path=path,
-                            description=t.reason)
-        self.ports(nid, len(inputs), 0)
-        for k, e in enumerate(inputs):
-            self.wire(cont, e, nid, k)
+            nid = b.add_node(path, cont, "block", "(cut block)", latex="", tag="",
+                             rep=None, lifted=[], path=path, cut=True,
+                             description=t.reason, formula="", color="")
+            for k, e in enumerate(ins):
+                b.wire(cont, e, nid, k)
+
+            def close(results):
+                self.conts.pop()
+                for j, e in enumerate(results):
+                    b.wire(nid, e, nid, j)
+                b.ports(nid, len(ins), len(results))
+                return [_End(nid, j, e.obj) for j, e in enumerate(results)]
+
+            self.conts.append(nid)
+            return Descend(((".body", body),), [_End(nid, k, e.obj) for k, e in enumerate(ins)],
+                           then=close)
+        nid = b.add_node(path, cont, "cut", f"cut: {t.expected or 'term'}", path=path,
+                         description=t.reason)
+        b.ports(nid, len(ins), 0)
+        for k, e in enumerate(ins):
+            b.wire(cont, e, nid, k)
+        return []
+
+    def stride(self, node, ins, scope):
+        return []
+
+    def unknown(self, m, ins, scope):
+        path, cont = scope.path, self.cont
+        nid = self.b.add_node(path, cont, "operator", type(m).__name__, glyph="other",
+                              op=type(m).__name__, path=path)
+        self.b.ports(nid, len(ins), 0)
+        for k, e in enumerate(ins):
+            self.b.wire(cont, e, nid, k)
         return []
 
 
