@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 
 from .common import (
@@ -137,13 +138,40 @@ def build_and_load(plan: RankPlan):
     filled from its weights."""
     from ncdc.interpreter.storage_policy import StoragePolicy
 
+    t0 = time.perf_counter()
+    policy = StoragePolicy.parse(plan.weights)
+    # synthetic weights: data the spec leaves to the user is drawn too, said in one line
+    quiet = plan.source == SYNTHETIC and not plan.stand_in
+    with warnings.catch_warnings(record=quiet) as drawn:
+        if quiet:
+            warnings.simplefilter("always")
+        built, report, t1 = _build_and_materialize(plan, policy)
+    if quiet:
+        names = []
+        for w in drawn:
+            text = str(w.message)
+            if text.endswith(STAND_IN_NOTE):
+                if text[:-len(STAND_IN_NOTE)] not in names:
+                    names.append(text[:-len(STAND_IN_NOTE)])
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if names:
+            print(f"note: synthetic weights: seeded stand-ins also for the data the spec leaves "
+                  f"to the user ({', '.join(names)})", file=sys.stderr)
+    return built, report, {"build": t1 - t0, "load": time.perf_counter() - t1}
+
+
+STAND_IN_NOTE = ": seeded stand-in values, not the model's data"
+"""The end of the generated files' warning for each stood-in array (codegen/prelude/fixed.py)."""
+
+
+def _build_and_materialize(plan: RankPlan, policy):
+    """``(built, load report, time built)`` of :func:`build_and_load`."""
     from ncdc.checkpoint.keys import resolve
     from ncdc.checkpoint.module import build_meta, materialize
 
-    t0 = time.perf_counter()
-    policy = StoragePolicy.parse(plan.weights)
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
-                       dtype=plan.dtype, stand_in=plan.stand_in,
+                       dtype=plan.dtype, stand_in=plan.stand_in or plan.source == SYNTHETIC,
                        weights=policy if policy.rules else None)
     if plan.nproc > 1:
         from ncdc.distributed import shard_built
@@ -162,7 +190,7 @@ def build_and_load(plan: RankPlan):
     finally:
         if source is not None:
             source.close()
-    return built, report, {"build": t1 - t0, "load": time.perf_counter() - t1}
+    return built, report, t1
 
 
 def _inputs(plan: RankPlan):
