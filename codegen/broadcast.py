@@ -84,8 +84,8 @@ def _round_parts(cb, b: Broadcasted, j: int, w: Wire, fresh: set, inputs: list[W
 def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool,
                  inputs: list[Wire] = ()) -> Wire:
     dt = output_format(b, j)
-    if dt is None:
-        return w
+    if dt is None or cb.gen.quant != "emulate":
+        return w  # exact mode never rounds, so its code carries no rounding
     enc = storage_encoding(dt).value
     if kind(dt) == "natural" and enc == "INT64":
         return w

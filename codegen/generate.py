@@ -120,6 +120,70 @@ PRELUDE_TITLES = {
 }
 
 
+PRELUDE_ORDER = ("linear", "storage", "quant", "views", "chunks", "pairs", "fixed", "decoding")
+"""The preludes pasted before the classes, in file order (``distributed`` comes last)."""
+
+
+def _pasted(name: str, code: str) -> str:
+    return (f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, verbatim ----\n\n\n"
+            + code)
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    """The top-level names a module binds (functions, classes, assignments)."""
+    out = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                out |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return out
+
+
+def _read(tree: ast.AST) -> set[str]:
+    """The global names ``tree`` reads: in each outermost function, the names it loads and
+    neither binds nor takes as an argument (a local that shares a helper's name is no use)."""
+    out: set[str] = set()
+
+    def visit(node, local: frozenset):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            inner = set(local)
+            for n in ast.walk(node):
+                if isinstance(n, ast.arg):
+                    inner.add(n.arg)
+                elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+                    inner.add(n.id)
+                elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n is not node:
+                    inner.add(n.name)
+            local = frozenset(inner)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in local:
+            out.add(node.id)
+        for child in ast.iter_child_nodes(node):
+            visit(child, local)
+
+    visit(tree, frozenset())
+    return out
+
+
+def used_preludes(parts: list[str]) -> set[str]:
+    """The preludes of :data:`PRELUDE_ORDER` that ``parts`` (the file's own code: classes,
+    tables, loader, sharding) read a name of, directly or through another prelude."""
+    trees = {n: ast.parse(_prelude(n)[1]) for n in PRELUDE_ORDER}
+    defines = {n: _defined(t) for n, t in trees.items()}
+    wanted = set().union(*(_read(ast.parse(p)) for p in parts))
+    chosen: set[str] = set()
+    grew = True
+    while grew:
+        grew = False
+        for n in PRELUDE_ORDER:
+            if n not in chosen and defines[n] & wanted:
+                chosen.add(n)
+                wanted |= _read(trees[n])
+                grew = True
+    return chosen
+
+
 @dataclasses.dataclass
 class Generated:
     source: str
@@ -256,14 +320,7 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "`load_interpreter_params(module, params)`\nloads weights keyed like ncdc's "
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
-    body_parts = []
-    for name in ("linear", "storage", "quant", "views", "chunks", "pairs", "fixed",
-                 "decoding"):
-        if name in gen.prelude:
-            _, code = _prelude(name)
-            body_parts.append(f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, "
-                              "verbatim ----\n\n\n" + code)
-    body_parts.append(base_class_source("quant" in gen.prelude))
+    body_parts = [base_class_source("quant" in gen.prelude)]
     for info in gen.order:
         body_parts.append(info.source)
     body_parts.append(root.source)
@@ -285,10 +342,13 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     body_parts.append("\n".join(layout_lines) + "\n" if layouts else
                       "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
     body_parts.append(stored_loader(LOADER) if "storage" in gen.prelude else LOADER)
-    if keys:  # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
-        _, code = _prelude("distributed")
-        body_parts.append(f"# ---- {PRELUDE_TITLES['distributed']}: codegen/prelude/"
-                          "distributed.py, verbatim ----\n\n\n" + code)
+    tail = []
+    if any(info.experts is not None for info in (*gen.order, root)):
+        # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
+        tail.append(_pasted("distributed", _prelude("distributed")[1]))
+    names = used_preludes(body_parts + tail)
+    body_parts = [_pasted(n, _prelude(n)[1]) for n in PRELUDE_ORDER if n in names] \
+        + body_parts + tail
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]

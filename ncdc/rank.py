@@ -13,6 +13,7 @@ functions that use them.
 """
 from __future__ import annotations
 
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -67,15 +68,42 @@ def open_source(plan: RankPlan):
 
 def build_and_load(plan: RankPlan):
     """``(built, load report, seconds)``: the module of ``plan`` built on the meta device and
-    filled from its weights."""
-    from ncdc.checkpoint.keys import resolve
-    from ncdc.checkpoint.module import build_meta, materialize
+    filled from its weights. Synthetic weights draw the data the spec leaves to the user too,
+    said in one line on stderr (not one warning per array)."""
     from ncdc.interpreter.storage_policy import StoragePolicy
 
     t0 = time.perf_counter()
     policy = StoragePolicy.parse(plan.weights)
+    quiet = plan.source == SYNTHETIC and not plan.stand_in
+    with warnings.catch_warnings(record=quiet) as drawn:
+        if quiet:
+            warnings.simplefilter("always")
+        built, report, t1 = _build_and_materialize(plan, policy)
+    if quiet:
+        names = []
+        for w in drawn:
+            text = str(w.message)
+            if not text.endswith(STAND_IN_NOTE):
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+            elif text[:-len(STAND_IN_NOTE)] not in names:
+                names.append(text[:-len(STAND_IN_NOTE)])
+        if names:
+            print(f"note: synthetic weights: seeded stand-ins also for the data the spec leaves "
+                  f"to the user ({', '.join(names)})", file=sys.stderr)
+    return built, report, {"build": t1 - t0, "load": time.perf_counter() - t1}
+
+
+STAND_IN_NOTE = ": seeded stand-in values, not the model's data"
+"""The end of the generated files' warning for each stood-in array (codegen/prelude/fixed.py)."""
+
+
+def _build_and_materialize(plan: RankPlan, policy):
+    """``(built, load report, time built)`` of :func:`build_and_load`."""
+    from ncdc.checkpoint.keys import resolve
+    from ncdc.checkpoint.module import build_meta, materialize
+
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
-                       dtype=plan.dtype, stand_in=plan.stand_in,
+                       dtype=plan.dtype, stand_in=plan.stand_in or plan.source == SYNTHETIC,
                        weights=policy if policy.rules else None)
     if plan.nproc > 1:
         shard_built(built)
@@ -93,7 +121,7 @@ def build_and_load(plan: RankPlan):
     finally:
         if source is not None:
             source.close()
-    return built, report, {"build": t1 - t0, "load": time.perf_counter() - t1}
+    return built, report, t1
 
 
 def read_inputs(plan: RankPlan):

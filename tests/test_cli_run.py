@@ -147,15 +147,24 @@ def test_synthetic_is_seeded_and_reports_blocks(capsys):
 
 
 @pytest.mark.slow
-def test_user_data_must_be_given_or_stood_in(capsys):
+def test_synthetic_weights_stand_in_for_user_data_too(capsys):
+    """``--params synthetic`` draws the data the spec leaves to the user as well, said in one
+    line (no warning per array); the values are those ``--stand-in`` draws."""
+    import warnings
+
     block = "Engram of Layer 1 / Token Map"
-    rc, _, err = cli(capsys, "run", "--params", "synthetic", "--block", block)
-    assert rc == 1 and "leaves to the user" in err and "--stand-in" in err
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the stand-ins are announced, never warned about
+        rc, out, err = cli(capsys, "run", "--params", "synthetic", "--block", block, "--json")
+    assert rc == 0, err
+    notes = [ln for ln in err.splitlines() if "stand-ins" in ln]
+    assert len(notes) == 1 and "leaves to the user" in notes[0] and "E_{cmp}" in notes[0], err
     with pytest.warns(UserWarning, match="stand-in"):
-        rc, out, err = cli(capsys, "run", "--params", "synthetic", "--block", block,
-                           "--stand-in", "--json")
+        rc, out2, err = cli(capsys, "run", "--params", "synthetic", "--block", block,
+                            "--stand-in", "--json")
     assert rc == 0, err
     (row,) = json.loads(out)["outputs"]
+    assert row == json.loads(out2)["outputs"][0]
     assert row["dtype"] == "int64" and 0 <= row["min"] <= row["max"] < 50  # below hat_v
 
 

@@ -156,30 +156,28 @@ def _define_grouped_matmul():
     """The custom op ``ncdc::grouped_matmul(rows, weight, dim, slots)``: the per-slot products
     with a fake kernel, a backward (itself the op ``ncdc::grouped_matmul_backward``) and FLOP
     counts (``FlopCounterMode``), so a compiled or exported graph holds it whole; defined once
-    per process."""
+    per process, with ``torch.library.Library`` (its kernels are plain functions: a first call
+    imports nothing, where ``torch.library.custom_op`` would load torch._dynamo)."""
     try:
         return torch.ops.ncdc.grouped_matmul
     except (AttributeError, RuntimeError):
         pass
 
-    @torch.library.custom_op("ncdc::grouped_matmul", mutates_args=())
-    def grouped_matmul(rows: torch.Tensor, weight: torch.Tensor, dim: int,
-                       slots: torch.Tensor) -> torch.Tensor:
-        return _grouped_products(rows, weight, dim, slots)
+    lib = torch.library.Library("ncdc", "FRAGMENT")
+    lib.define("grouped_matmul(Tensor rows, Tensor weight, int dim, Tensor slots) -> Tensor")
+    lib.define("grouped_matmul_backward(Tensor grad, Tensor rows, Tensor weight, int dim, "
+               "Tensor slots) -> (Tensor, Tensor)")
+    lib.impl("grouped_matmul", _grouped_products, "CompositeExplicitAutograd")
+    lib.impl("grouped_matmul_backward", _slot_gradients, "CompositeExplicitAutograd")
 
-    @grouped_matmul.register_fake
-    def _(rows, weight, dim, slots):
+    def fake(rows, weight, dim, slots):
         return rows.new_empty(rows.shape[0], weight.numel() // (weight.shape[dim] * rows.shape[1]))
 
-    @torch.library.custom_op("ncdc::grouped_matmul_backward", mutates_args=())
-    def grouped_matmul_backward(grad: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor,
-                                dim: int, slots: torch.Tensor) -> tuple[torch.Tensor,
-                                                                         torch.Tensor]:
-        return _slot_gradients(grad, rows, weight, dim, slots)
-
-    @grouped_matmul_backward.register_fake
-    def _(grad, rows, weight, dim, slots):
+    def fake_backward(grad, rows, weight, dim, slots):
         return torch.empty_like(rows), torch.empty_like(weight)
+
+    torch.library.register_fake("ncdc::grouped_matmul", fake, lib=lib)
+    torch.library.register_fake("ncdc::grouped_matmul_backward", fake_backward, lib=lib)
 
     def setup_context(ctx, inputs, output):
         rows, weight, dim, slots = inputs
@@ -188,11 +186,13 @@ def _define_grouped_matmul():
 
     def backward(ctx, grad):
         rows, weight, slots = ctx.saved_tensors
-        grad_rows, grad_weight = grouped_matmul_backward(grad.contiguous(), rows, weight,
-                                                         ctx.dim, slots)
+        grad_rows, grad_weight = torch.ops.ncdc.grouped_matmul_backward(
+            grad.contiguous(), rows, weight, ctx.dim, slots)
         return grad_rows, grad_weight, None, None
 
-    grouped_matmul.register_autograd(backward, setup_context=setup_context)
+    torch.library.register_autograd("ncdc::grouped_matmul", backward,
+                                    setup_context=setup_context, lib=lib)
+    torch.ops.ncdc.grouped_matmul.library = lib  # the registrations live as long as the op
 
     from torch.utils.flop_counter import register_flop_formula
 
