@@ -17,12 +17,12 @@ import os
 import pytest
 import torch
 import torch._dynamo
-from ncdc.codegen.decoder import token_input
-from ncdc.ir.axes import is_token_axis
 from torch._dynamo.testing import CompileCounterWithBackend
 
 import ncdc
 from ncdc import codegen, interpreter
+from ncdc.codegen.decoder import token_input
+from ncdc.ir.axes import is_token_axis
 
 SLOW = bool(os.environ.get("NCDC_SLOW_TESTS"))
 SWA = "Sliding Window Attention"
@@ -71,7 +71,7 @@ def _setup(label):
     assert xs[k].shape[dims[k]] >= PREFILL + STEPS
 
     def inputs(lo, hi):
-        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(xs, dims)]
+        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(xs, dims, strict=True)]
     return module, inputs
 
 

@@ -9,15 +9,15 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import sympy
+
+import ncdc
+from ncdc import interpreter
 from ncdc.interpreter import plan as plan_module
 from ncdc.interpreter import plan_experts
 from ncdc.interpreter.values import Value
 from ncdc.ir import Linear
 from ncdc.ir.axes import RawAxis, SparseAxis
 from ncdc.ir.names import Name
-
-import ncdc
-from ncdc import interpreter
 from tests.oracles.ir_build import R, bc, rearr, weave
 
 SPEC = ncdc.load()
