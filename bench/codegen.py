@@ -158,14 +158,14 @@ def section_handwritten(l0: Layer0, repeat: int) -> None:
         args = l0.args(dtype)
         with torch.no_grad():
             want = _outputs(gen(*args))
-            errs = [max(rel_err(a, b) for a, b in zip(_outputs(hw(*args)), want))
+            errs = [max(rel_err(a, b) for a, b in zip(_outputs(hw(*args)), want, strict=True))
                     for hw in (dense, sparse)]
             one, many = both_threads({name: (lambda f=f, a=args: f(*a)) for name, f in
                                       (("generated", gen), ("dense", dense),
                                        ("sparse", sparse))}, repeat)
         print(f"   {dtype}: generated                  {ms(one['generated'])} | "
               f"{ms(many['generated'])}")
-        for name, err in zip(("dense", "sparse"), errs):
+        for name, err in zip(("dense", "sparse"), errs, strict=True):
             label = f"hand-written, {name} experts"
             print(f"   {dtype}: {label:26s} {ms(one[name])} | {ms(many[name])}   "
                   f"generated/hand {ratio(one['generated'], one[name])} | "
@@ -182,7 +182,7 @@ def section_bfloat16(l0: Layer0, repeat: int) -> None:
         a16 = l0.args("bfloat16")
         with torch.no_grad():
             got = _outputs(b16(*a16))
-            err = max(rel_err(a.float(), b) for a, b in zip(got, _outputs(f32(*a32))))
+            err = max(rel_err(a.float(), b) for a, b in zip(got, _outputs(f32(*a32)), strict=True))
     except Exception as exc:  # noqa: BLE001 - the report says why
         print(f"   bfloat16 fails: {type(exc).__name__}: {str(exc).splitlines()[0][:120]}")
         return
@@ -238,7 +238,7 @@ def section_compile(l0: Layer0, repeat: int) -> None:
                 print(f"   {name} fails: {type(exc).__name__}: "
                       f"{str(exc).splitlines()[0][:120]}")
                 continue
-            err = max(rel_err(a, b) for a, b in zip(got, want) if a.is_floating_point())
+            err = max(rel_err(a, b) for a, b in zip(got, want, strict=True) if a.is_floating_point())
             notes[name] = f"compile time (first call, caches off) {t_compile:.1f} s; " \
                           f"max rel diff {err:.1e}"
             fns[name] = lambda f=fast: f(*args)
@@ -395,7 +395,7 @@ def section_interpreter(spec, env, repeat: int) -> None:
     for dtype in ("float64", "float32"):
         g, module = build(m, env, run.params, dtype)
         got = run_generated(g, module, ins, tape, dtype)
-        errs[dtype] = max(rel_err(v, r.values) for (v, _), r in zip(got, ref))
+        errs[dtype] = max(rel_err(v, r.values) for (v, _), r in zip(got, ref, strict=True))
         fns[dtype] = lambda g=g, module=module, dtype=dtype: run_generated(g, module, ins, tape,
                                                                           dtype)
     times = race(fns, max(2, repeat // 2))

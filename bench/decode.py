@@ -39,11 +39,10 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != HERE]
 
-from ncdc.codegen.decoder import token_input
-from ncdc.ir.axes import is_token_axis
-
 import ncdc
 from ncdc import codegen, interpreter
+from ncdc.codegen.decoder import token_input
+from ncdc.ir.axes import is_token_axis
 
 DEFAULT_THREADS = torch.get_num_threads()
 
@@ -173,7 +172,7 @@ def main(argv=None) -> int:
     dim = next(i for i, a in enumerate(out) if is_token_axis(a)) - len(out)
 
     def upto(lo, hi):
-        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(full, dims)]
+        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(full, dims, strict=True)]
 
     torch.set_num_threads(1)
     print(f"{args.block}, preset {args.preset}, float32, torch {torch.__version__}; "

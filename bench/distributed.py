@@ -25,14 +25,14 @@ import argparse
 
 import numpy as np
 import torch
+
+import ncdc
 from ncdc.codegen.generate import generate, instantiate, load_module
+from ncdc.distributed import launch, sharded_runs
 from ncdc.interpreter.inputs import random_inputs
 from ncdc.interpreter.storage_policy import StoragePolicy
 from ncdc.ir.axes import SparseAxis
 from ncdc.ir.cost import cost
-
-import ncdc
-from ncdc.distributed import launch, sharded_runs
 
 MIXED = ("*Routed Experts*=mxfp4", "*=bfloat16")  # --formats mixed
 FORMAT_OF = {"mixed": ("mxfp4", "bfloat16")}  # (experts, rest) for the cost model
@@ -100,7 +100,7 @@ def main() -> None:
     run = ncdc.interpret(target, preset=args.preset, stand_in=True)
     env = run.env
     inputs = [np.stack(parts) for parts in zip(*(random_inputs(run.morphism, env, seed=s)
-                                                 for s in range(args.batch)))]
+                                                 for s in range(args.batch)), strict=True)]
     size = torch.empty((), dtype=getattr(torch, args.dtype)).element_size()
     tokens = int(np.prod(inputs[0].shape[:-len(run.dom_shapes()[0])] or (1,))) * \
         int(np.prod([s for s in run.dom_shapes()[0][:-1]] or [1]))

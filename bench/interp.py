@@ -41,6 +41,8 @@ import sympy
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import ncdc
+from ncdc import interpreter
 from ncdc.ir import (
     FREE_INPUT,
     TILED,
@@ -66,9 +68,6 @@ from ncdc.ir import (
 )
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
-
-import ncdc
-from ncdc import interpreter
 
 R = Reals()
 _uid = iter(range(800_000, 900_000))

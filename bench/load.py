@@ -27,10 +27,9 @@ if "--threads" in sys.argv and sys.argv[sys.argv.index("--threads") + 1:][:1] ==
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import ncdc
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import validate
-
-import ncdc
 
 _TOKEN = re.compile(r'"(?:[^"\\\x00-\x1f]|\\.)*"|[\[\]{},:]|[^\s\[\]{},:"]+|\s+|"')
 _SCALAR = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?|true|false|null")

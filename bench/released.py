@@ -29,11 +29,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from ncdc.interpreter.storage_policy import StoragePolicy
-from ncdc.ir.params import param_specs
-
 import ncdc
 from ncdc import codegen, interpreter
+from ncdc.interpreter.storage_policy import StoragePolicy
+from ncdc.ir.params import param_specs
 from ncdc.preflight import estimate, human
 
 LAYER = "Sliding Window Layer"
@@ -68,7 +67,9 @@ def prediction(layer, env, policy) -> tuple[int, int]:
     from ncdc.ir.cost import cost
 
     c = cost(layer)
-    fmt = lambda p: policy.format_for(p.name)
+    def fmt(p):
+        return policy.format_for(p.name)
+
     weights = sum(int(env.subs(p.bytes_at(fmt(p) or "float32"))) for p in c.params if p.learned)
     est = estimate(layer, env, c=c, held=fmt)
     return weights, est.total if est is not None else -1
@@ -143,7 +144,7 @@ def check_attention(spec, env, model, g, seen) -> float:
     got = got if isinstance(got, tuple) else (got,)
     xs = [a.double().numpy() for a in seen["args"]]
     ref = interpreter.interpret(block, env, params=params).evaluate(*xs).outputs
-    return max(relative(t.numpy(), r.values) for t, r in zip(got, ref))
+    return max(relative(t.numpy(), r.values) for t, r in zip(got, ref, strict=True))
 
 
 def check_moe(spec, preset, sizes, model, g, seen, k: int) -> float:

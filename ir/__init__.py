@@ -44,10 +44,10 @@ from .morphisms import (
 )
 from .names import Name, plain_title
 from .numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid, free_symbols
-from .operators import *
+from .operators import *  # noqa: F403 -- ncdc.ir re-exports every operator class by name
 from .operators import ALL_OPERATORS, Operator, SelectionForm
 from .tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
-from .walk import Site, blocks, find_block, walk
+from .walk import Site, blocks, walk
 
 __all__ = [
     "TILED", "Array", "ProdObject", "Weave", "WeaveMode", "AffineSparseAxis", "Axis",
@@ -59,5 +59,5 @@ __all__ = [
     "StrideMorphism", "StrideRow", "Truncated", "Name", "plain_title", "FREE_INPUT", "Ceiling",
     "FreeNumeric", "IsPositive", "Sigmoid", "free_symbols", "ALL_OPERATORS",
     "Operator", "SelectionForm", "BlockDrawing", "BlockTag", "CodeReference", "TapeSlot", "Site",
-    "blocks", "find_block", "walk",
+    "blocks", "walk",
 ] + [c.__name__ for c in ALL_OPERATORS]

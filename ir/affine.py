@@ -115,20 +115,20 @@ class BoundAffineMap:
         for c in self.constraints:
             if not 0 <= _dot(c.row, index) + c.shift < c.size:
                 return None
-        out = tuple(_dot(row, index) + b for row, b in zip(self.rows, self.shifts))
-        if all(0 <= c < n for c, n in zip(out, self.cod_sizes)):
+        out = tuple(_dot(row, index) + b for row, b in zip(self.rows, self.shifts, strict=True))
+        if all(0 <= c < n for c, n in zip(out, self.cod_sizes, strict=True)):
             return out
         return None
 
     def checks(self) -> tuple[BoundConstraint, ...]:
         """Every range condition of the map: one per codomain axis, then the constraints."""
         return tuple(BoundConstraint(row, b, n) for row, b, n in
-                     zip(self.rows, self.shifts, self.cod_sizes)) + self.constraints
+                     zip(self.rows, self.shifts, self.cod_sizes, strict=True)) + self.constraints
 
     def range_of(self, row, shift: int) -> tuple[int, int]:
         """(lowest, highest) value of ``row . d + shift`` over the domain box (non-empty)."""
         lo = hi = shift
-        for s, d in zip(row, self.dom_sizes):
+        for s, d in zip(row, self.dom_sizes, strict=True):
             span = s * (d - 1)
             lo += min(0, span)
             hi += max(0, span)
@@ -145,7 +145,7 @@ class BoundAffineMap:
     def ranges(self) -> list[tuple[int, int]]:
         """(lowest, highest) codomain index over the domain box, per codomain axis (computed
         once; never written)."""
-        return [self.range_of(row, b) for row, b in zip(self.rows, self.shifts)]
+        return [self.range_of(row, b) for row, b in zip(self.rows, self.shifts, strict=True)]
 
     @cached_property
     def always_in_range(self) -> bool:
@@ -159,7 +159,7 @@ class BoundAffineMap:
 
 
 def _dot(row, index) -> int:
-    return sum(s * i for s, i in zip(row, index))
+    return sum(s * i for s, i in zip(row, index, strict=True))
 
 
 def affine_map(m) -> AffineMap:
@@ -231,7 +231,10 @@ def _widen(row: Row, off: int, n: int) -> Row:
 def _product(parts: list[AffineMap]) -> AffineMap:
     dom = tuple(a for p in parts for a in p.dom)
     n = len(dom)
-    rows, shifts, cons, off = [], [], [], 0
+    rows: list = []
+    shifts: list = []
+    cons: list = []
+    off = 0
     for p in parts:
         rows.extend(_widen(r, off, n) for r in p.rows)
         shifts.extend(p.shifts)
@@ -254,12 +257,12 @@ def _compose(f: AffineMap, g: AffineMap, path: str) -> AffineMap:
         return new, sympy.expand(sum((row[k] * f.shifts[k] for k in range(len(row))), b))
 
     rows, shifts = [], []
-    for row, b in zip(g.rows, g.shifts):
+    for row, b in zip(g.rows, g.shifts, strict=True):
         r, s = through(row, b)
         rows.append(r)
         shifts.append(s)
     cons = list(f.constraints)
-    cons += [RangeConstraint(row, b, axis) for row, b, axis in zip(f.rows, f.shifts, f.cod)]
+    cons += [RangeConstraint(row, b, axis) for row, b, axis in zip(f.rows, f.shifts, f.cod, strict=True)]
     cons += [RangeConstraint(*through(c.row, c.shift), c.axis) for c in g.constraints]
     cons = [c for c in cons if not _trivially_in_range(c, f.dom)]
     return AffineMap(f.dom, g.cod, tuple(rows), tuple(shifts), tuple(cons))

@@ -165,7 +165,7 @@ class Cost:
     tokens: sympy.Expr = ONE
 
     def __add__(self, other: Cost) -> Cost:
-        wb = tuple((f, a + b) for (f, a), (_, b) in zip(self.weight_bytes, other.weight_bytes))
+        wb = tuple((f, a + b) for (f, a), (_, b) in zip(self.weight_bytes, other.weight_bytes, strict=True))
         return Cost(self.learned + other.learned, self.fixed + other.fixed,
                     self.activated + other.activated, self.lookups + other.lookups,
                     self.flops + other.flops, self.matmul_flops + other.matmul_flops, wb, self.natural_bytes + other.natural_bytes,

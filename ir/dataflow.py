@@ -93,7 +93,7 @@ def rebuild(g: Dataflow, path: str = "") -> Composed:
             last_use[r] = i
     content: list[Morphism] = []
     held = list(range(g.n_inputs))
-    for i, (step, reads) in enumerate(zip(g.steps, g.reads)):
+    for i, (step, reads) in enumerate(zip(g.steps, g.reads, strict=True)):
         keep = [w for w in held if last_use.get(w, -1) > i or w in g.result]
         here = tuple(g.types[w] for w in held)
         content.append(Rearrangement(tuple(held.index(w) for w in keep + reads), here,

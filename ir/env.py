@@ -131,7 +131,7 @@ def number_value(v, name: str = "value") -> sympy.Expr:
         if not (math.isfinite(v.real) and math.isfinite(v.imag)):
             raise BindingError(f"{name} = {v!r} is not finite")
         return sympy.sympify(complex(v))
-    f = float(v)
+    f = float(v)  # type: ignore[arg-type]  # a real number here (complex handled above)
     if not math.isfinite(f):
         raise BindingError(f"{name} = {v!r} is not finite")
     if f == int(f) and abs(f) < 2.0**63:

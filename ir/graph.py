@@ -87,7 +87,8 @@ class _Wiring(Visitor):
 
     def box(self, b: Broadcasted, ins, scope):
         op = b.operator
-        title = self.block_label(op.block) if isinstance(op.block, Block) else "(block)"
+        block = getattr(op, "block", None)  # box() serves the block operators
+        title = self.block_label(block) if isinstance(block, Block) else "(block)"
         label = f"{title} [{op.label}]" if op.label else title
         return self.box_node(b, ins, scope, label, type(op).__name__)
 
@@ -156,7 +157,7 @@ def wiring_graph(root: Morphism, env: Env | None = None, root_path: str | None =
                  ) -> nx.MultiDiGraph:
     """The wiring graph of ``root`` (see the module docstring). ``env`` prints bound sizes."""
     b = _Wiring(env)
-    path = root.path if root_path is None else root_path
+    path = root.path if root_path is None else root_path  # type: ignore[attr-defined]  # on each subclass
     title = root.title if isinstance(root, Block) else path
     b.g.graph["name"] = title
     try:
@@ -206,7 +207,7 @@ def to_dot(g: nx.MultiDiGraph) -> str:
             shape = _SHAPES.get(attrs.get("kind"), "box")
             lines.append(f"{indent}{_dot_quote(nid)} [label={_dot_quote(attrs.get('label', nid))}"
                          f", shape={shape}];")
-        for k, sub in enumerate(inner.get(cid, ())):
+        for sub in inner.get(cid, ()):
             if not members.get(sub) and not inner.get(sub):
                 continue
             lines.append(f"{indent}subgraph {_dot_quote('cluster_' + sub)} {{")

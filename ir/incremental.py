@@ -152,25 +152,10 @@ def classify_reindexing(b: Broadcasted, k: int) -> tuple[str, int, sympy.Expr, s
         if len(token_dom) != 1 or row[token_dom[0]] != 1:
             return ("unbounded", j, ZERO, ZERO,
                     f"reads the token axis {cod.label} at other than a fixed offset")
-        back, fwd = ZERO, ZERO
-        sh = _sign(shift)
-        if sh is None:
-            return ("unbounded", j, ZERO, ZERO, f"reads {cod.label} at a symbolic offset")
-        if sh < 0:
-            back -= shift
-        elif sh > 0:
-            fwd += shift
-        for i, (a, s) in enumerate(zip(amap.dom, row)):
-            if i == token_dom[0] or s == 0:
-                continue
-            sg = _sign(s)
-            if sg is None:
-                return ("unbounded", j, ZERO, ZERO, f"reads {cod.label} with a symbolic stride")
-            span = sympy.expand(abs(s) * (a.size - 1))
-            if sg < 0:
-                back += span
-            else:
-                fwd += span
+        reach = _reach(amap, row, shift, token_dom[0])
+        if isinstance(reach, str):
+            return ("unbounded", j, ZERO, ZERO, f"reads {cod.label} {reach}")
+        back, fwd = reach
         if fwd != 0:
             return ("future", j, back, fwd,
                     f"reads {cod.label} up to {sympy.sstr(fwd)} positions ahead")
@@ -183,6 +168,32 @@ def classify_reindexing(b: Broadcasted, k: int) -> tuple[str, int, sympy.Expr, s
             keep = sympy.expand(back)
             out = ("lookback", j, keep, ZERO, f"reads {sympy.sstr(keep)} earlier {cod.label}")
     return out
+
+
+def _reach(amap, row, shift, token: int) -> tuple[sympy.Expr, sympy.Expr] | str:
+    """``(back, fwd)``: how far before and after its own position a reindexing row with token
+    entry ``token`` reads, from the shift and the other domain axes' spans; or, when a sign is
+    symbolic, why it cannot be bounded."""
+    back, fwd = ZERO, ZERO
+    sh = _sign(shift)
+    if sh is None:
+        return "at a symbolic offset"
+    if sh < 0:
+        back -= shift
+    elif sh > 0:
+        fwd += shift
+    for i, (a, s) in enumerate(zip(amap.dom, row, strict=True)):
+        if i == token or s == 0:
+            continue
+        sg = _sign(s)
+        if sg is None:
+            return "with a symbolic stride"
+        span = sympy.expand(abs(s) * (a.size - 1))
+        if sg < 0:
+            back += span
+        else:
+            fwd += span
+    return back, fwd
 
 
 def _leaf_reads(b: Broadcasted, titles, count) -> list[TokenRead]:

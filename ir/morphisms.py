@@ -16,7 +16,7 @@ from .arrays import Array, Weave
 from .axes import Axis
 from .errors import SpecTypeError, TruncatedError
 from .names import Name
-from .operators import BlockOperator, ParaBlockOperator
+from .operators import BlockOperator, Operator, ParaBlockOperator
 from .tags import BlockTag, TapeSlot
 
 
@@ -134,7 +134,7 @@ class ThreadedComposed(Composed):
 
         pool: list = [None] * n_external
         outs: list[tuple[int, ...]] = []
-        for i, (step, route) in enumerate(zip(steps, routing)):
+        for i, (step, route) in enumerate(zip(steps, routing, strict=True)):
             dom = tuple(step.dom)
             if len(route) != len(dom):
                 raise fail(f"step {i} reads {len(route)} pool entries but takes {len(dom)}")
@@ -152,7 +152,7 @@ class ThreadedComposed(Composed):
             raise fail(f"external input {unread[0]} is never read, so its type is unknown")
         content: list[Morphism] = []
         size = n_external
-        for step, route in zip(steps, routing):
+        for step, route in zip(steps, routing, strict=True):
             here = tuple(pool[:size])
             keep = tuple(range(size))
             content.append(Rearrangement(keep + tuple(route), here, path=path))
@@ -214,7 +214,7 @@ class Block(Morphism):
 class Broadcasted(Morphism):
     """An operator applied at every index of the degree (docs/format.md §9)."""
 
-    operator: object
+    operator: Operator
     input_weaves: tuple[Weave, ...]
     output_weaves: tuple[Weave, ...]
     reindexings: tuple[Morphism, ...]
@@ -234,7 +234,7 @@ class Broadcasted(Morphism):
                                 f"{len(self.reindexings)} reindexings", self.path,
                                 node_type="Broadcasted", field_name="reindexings")
         out = []
-        for k, (w, rx) in enumerate(zip(self.input_weaves, self.reindexings)):
+        for k, (w, rx) in enumerate(zip(self.input_weaves, self.reindexings, strict=True)):
             cod = tuple(rx.cod)
             if len(cod) != w.tiled_count:
                 raise SpecTypeError(
@@ -313,7 +313,7 @@ class ParaWrap(Morphism):
         if len(bd) != len(self.grabs):
             raise SpecTypeError(f"{len(self.grabs)} grab entries for a body with {len(bd)} "
                                 "operands", self.path, node_type="ParaWrap", field_name="grabs")
-        return tuple(a for a, g in zip(bd, self.grabs) if g is None)
+        return tuple(a for a, g in zip(bd, self.grabs, strict=True) if g is None)
 
     @cached_property
     def cod(self):
@@ -321,7 +321,7 @@ class ParaWrap(Morphism):
         if len(bc) != len(self.drops):
             raise SpecTypeError(f"{len(self.drops)} drop entries for a body with {len(bc)} "
                                 "results", self.path, node_type="ParaWrap", field_name="drops")
-        return tuple(a for a, d in zip(bc, self.drops) if d is None)
+        return tuple(a for a, d in zip(bc, self.drops, strict=True) if d is None)
 
     def children(self):
         return ((".body", self.body),)

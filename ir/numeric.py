@@ -155,7 +155,7 @@ def bounded(expr, values=None, limit: int = MAX_BITS):
                 if nb is not None and nb > limit:
                     raise TooLarge(f"{sympy.sstr(args[0])}**{sympy.sstr(args[1])} would have "
                                    f"about {nb} bits")
-            out = e if all(a is b for a, b in zip(args, e.args)) and not e.is_Pow \
+            out = e if all(a is b for a, b in zip(args, e.args, strict=True)) and not e.is_Pow \
                 else e.func(*args)
             if _bits(out) > limit:
                 raise TooLarge(f"a value of {_bits(out)} bits")

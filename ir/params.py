@@ -125,7 +125,8 @@ def block_segments(children: list[Morphism]) -> dict[int, str]:
 
 def titled_children(node: Morphism) -> list[Morphism]:
     """The nearest Blocks below ``node`` (not descending into them), in pre-order."""
-    out, stack = [], list(reversed([c for _, c in node.children()]))
+    out: list[Morphism] = []
+    stack = list(reversed([c for _, c in node.children()]))
     while stack:
         m = stack.pop()
         if isinstance(m, Block):

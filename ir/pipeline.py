@@ -31,6 +31,7 @@ torch or JSON.
 """
 from __future__ import annotations
 
+import functools
 import weakref
 
 from .morphisms import Composed, Morphism
@@ -116,11 +117,15 @@ def _remember_source(new, old) -> None:
         _SOURCES[key] = (ref, old)
 
 
+def _drop(table: dict, key, _ref) -> None:
+    table.pop(key, None)
+
+
 def _weak(term, table: dict, key):
     """A weak reference to ``term`` that drops ``table[key]`` when ``term`` goes (None where
     ``term`` is not weakly referable)."""
     try:
-        return weakref.ref(term, lambda _r, key=key, table=table: table.pop(key, None))
+        return weakref.ref(term, functools.partial(_drop, table, key))
     except TypeError:
         return None
 

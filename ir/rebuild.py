@@ -44,7 +44,7 @@ class _Rebuild:
     def _rebuild(self, t):
         if isinstance(t, tuple):
             items = tuple(self.term(x) for x in t)
-            return t if all(a is b for a, b in zip(items, t)) else items
+            return t if all(a is b for a, b in zip(items, t, strict=True)) else items
         if isinstance(t, dict):  # a Truncated term's recovered fields
             items = {k: self.term(v) for k, v in t.items()}
             return t if all(items[k] is v for k, v in t.items()) else items

@@ -265,11 +265,11 @@ class BankDiagonal(Composed):
 
     @property
     def linear(self) -> Broadcasted:
-        return self.content[0]
+        return self.content[0]  # type: ignore[return-value]  # bank_diagonals builds it so
 
     @property
     def view(self) -> Broadcasted:
-        return self.content[1]
+        return self.content[1]  # type: ignore[return-value]  # bank_diagonals builds it so
 
 
 def bank_diagonal(a, b) -> bool:
@@ -450,7 +450,7 @@ def _sink_rewrite(g, i):
     h = dataflow.Dataflow(g.n_inputs, list(g.types[:g.n_inputs]))
     wire = {w: w for w in range(g.n_inputs)}
     first = min(i, y)
-    for idx, (step, reads) in enumerate(zip(g.steps, g.reads)):
+    for idx, (step, reads) in enumerate(zip(g.steps, g.reads, strict=True)):
         reads = [wire[r] for r in reads]
         if idx == first:
             x2, s2 = h.add(shift, [wire[x], wire[s]])
@@ -460,7 +460,7 @@ def _sink_rewrite(g, i):
             step, reads = sink_exp, [s2]
         elif idx == a:
             step = add
-        for old, new in zip(g.writes[idx], h.add(step, reads)):
+        for old, new in zip(g.writes[idx], h.add(step, reads), strict=True):
             wire[old] = new
     h.result = [wire[w] for w in g.result]
     return h

@@ -10,6 +10,7 @@ Formatting: an array prints as ``Q(BF16)[x, n, m]`` (axis labels) or, given an
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 
@@ -89,8 +90,8 @@ class JoinProblem:
 
     kind: str
     position: int
-    left: object
-    right: object
+    left: Any  # an axis or array; for kind "arity" the whole sequence
+    right: Any
 
     @property
     def is_error(self) -> bool:
@@ -124,7 +125,7 @@ def compare_objects(left, right) -> list[JoinProblem]:
     if len(left) != len(right):
         return [JoinProblem("arity", -1, left, right)]
     out = []
-    for i, (a, b) in enumerate(zip(left, right)):
+    for i, (a, b) in enumerate(zip(left, right, strict=True)):
         if isinstance(a, Axis) and isinstance(b, Axis):
             if a.uid != b.uid:
                 out.append(JoinProblem("axes", i, a, b))

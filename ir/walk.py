@@ -73,32 +73,3 @@ def by_kind(table: dict, node: object, default=None):
 def blocks(root: Morphism):
     """Every Block site below ``root`` in pre-order."""
     return [s for s in walk(root) if isinstance(s.node, Block)]
-
-
-def find_block(root: Morphism, query: str) -> Site:
-    """A block by JSON path (``data.content[2]``) or by title. A title matches the plain text
-    (``Mixing Coefficients`` finds ``\\text{Mixing Coefficients}``), the LaTeX, or a
-    case-insensitive plain text. Several matches of one title are an error listing them unless
-    every match is the same term occurring at several places, in which case the first is
-    returned."""
-    sites = list(walk(root))
-    for s in sites:
-        if s.path == query:
-            return s
-    block_sites = [s for s in sites if isinstance(s.node, Block)]
-    for exact in (True, False):
-        hits = [s for s in block_sites
-                if (s.node.title == query or s.node.tag.title == query) if exact
-                or s.node.title.lower() == query.strip().lower()]
-        if hits:
-            break
-    if not hits:
-        near = sorted({s.node.title for s in block_sites
-                       if query.lower() in s.node.title.lower()})[:10]
-        hint = f"; similar titles: {', '.join(near)}" if near else ""
-        raise SpecError(f"no block titled or at path {query!r}{hint}")
-    if len(hits) > 1 and len({s.node.tag.uid for s in hits}) > 1:
-        listing = "; ".join(f"{' / '.join(s.titles)} at {s.path}" for s in hits[:20])
-        raise SpecError(f"title {query!r} is ambiguous ({len(hits)} blocks): {listing}. "
-                        "Name one by its path.")
-    return hits[0]

@@ -227,7 +227,7 @@ def sharded_run(rank: int, world: int, job: dict) -> dict:
               "exchange_bytes": sent[0], "exchange_bytes_remote": sent[1], "seconds": seconds}
     if probes:
         loss = sum((y * torch.as_tensor(p[lo:hi]).to(device, y.dtype)).sum()
-                   for y, p in zip(outs, probes) if y.is_floating_point())
+                   for y, p in zip(outs, probes, strict=True) if y.is_floating_point())
         loss.backward()
         lap("backward")
         grads = mod.gather_full(model, grads=True)
@@ -285,7 +285,7 @@ def _rank_of_plan(rank: int, world: int, plan):
         warnings.filterwarnings("ignore", "DTensor random operators")
         res = run_rank(plan)
     local = [(o.detach().cpu(), None if lv is None else lv.detach().cpu())
-             for o, lv in zip(res.outputs, res.lives)]
+             for o, lv in zip(res.outputs, res.lives, strict=True)]
     gathered = [None] * world if rank == 0 else None
     dist.gather_object((local, res.peak), gathered, dst=0)
     if rank != 0:
@@ -305,7 +305,7 @@ def _rank_of_plan(rank: int, world: int, plan):
 def _splits(plan) -> bool:
     """Whether ``plan``'s inputs carry a batch dim that the ranks split (:func:`ncdc.rank.split_batch`)."""
     xs, _ = read_inputs(plan)
-    return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom)) >= 1
+    return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom, strict=False)) >= 1
 
 
 def run_sharded(plan, timeout: float = 3600.0):

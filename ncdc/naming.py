@@ -129,12 +129,12 @@ def find(root: Morphism, query: str) -> Site:
     named = named_blocks(root)
     want = _canon(q)
     canon = [_canon(b.label) for b in named]
-    hits = [b for b, c in zip(named, canon) if c == want]
+    hits = [b for b, c in zip(named, canon, strict=True) if c == want]
     if not hits:
         nq = _norm(q)
         hits = [b for b in named if b.site.node.tag.title == q or _norm(b.site.node.title) == nq]
     if not hits and want:
-        hits = [b for b, c in zip(named, canon) if c.endswith("/" + want.lstrip("/"))]
+        hits = [b for b, c in zip(named, canon, strict=True) if c.endswith("/" + want.lstrip("/"))]
     if hits:
         if len({b.site.node.tag.uid for b in hits}) > 1:
             raise BlockLookupError(f"{q!r} names {len(hits)} different blocks; give one of "

@@ -186,7 +186,7 @@ def run_rank(plan: RankPlan, save_params: str | None = None,
     if plan.nproc > 1:
         xs, lives = split_batch(xs, lives, plan.morphism.dom)
     args = [_torch(x if m is None else np.where(m, x, 0), built.dtype)
-            for x, m in zip(xs, lives)]
+            for x, m in zip(xs, lives, strict=True)]
     names = mask_names(module, plan.morphism.dom)
     kwargs = {names[k]: torch.from_numpy(m) for k, m in enumerate(lives)
               if m is not None and k in names}
@@ -242,7 +242,7 @@ def split_batch(xs: list, lives: list, dom) -> tuple[list, list]:
     every rank (each rank then computes the same outputs)."""
     import torch.distributed as dist
 
-    extra = [x.ndim - len(a.shape) for x, a in zip(xs, dom)]
+    extra = [x.ndim - len(a.shape) for x, a in zip(xs, dom, strict=False)]
     if not xs or min(extra) < 1:
         return xs, lives
     rank, world = dist.get_rank(), dist.get_world_size()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ncdc.ir.errors import SpecDecodeError
-from ncdc.ir.morphisms import Morphism, Truncated
+from ncdc.ir.morphisms import Truncated
 
 from .enums import decode_registered
 from .jsontext import Incomplete
@@ -56,7 +56,6 @@ class Builder:
         self.titles: list[str] = []
         """Titles of the blocks being decoded (for the locations of problems)."""
         """Decode problems inside morphisms, collected instead of raised (see ``typed``)."""
-        self.records_by_type: dict[str, list[int]] = {}
 
     # ------------------------------------------------------------------ values
     def term(self, value, path: str, expect: str | None = None):
@@ -208,7 +207,7 @@ class Builder:
             return tuple(items)
         if inc.kind != "object":
             return self._truncated(None, {}, path, f"{inc.kind} cut off")
-        partial = inc.partial or {}
+        partial = inc.partial if isinstance(inc.partial, dict) else {}
         t = partial.get("__type__") if isinstance(partial.get("__type__"), str) else None
         fields = {}
         for key, val in partial.items():
@@ -233,6 +232,3 @@ _REGISTERED: dict[tuple, object] = {}
 def _tuple(types):
     return types if isinstance(types, tuple) else (types,)
 
-
-def is_morphism(value) -> bool:
-    return isinstance(value, Morphism)

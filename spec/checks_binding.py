@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 
 import sympy
+
 from ncdc.ir.arrays import Array, Weave
 from ncdc.ir.axes import AffineSparseAxis, Axis, RawAxis, SparseAxis
 from ncdc.ir.datatypes import Complex, Natural, Quantified
@@ -40,7 +41,7 @@ def check_stride_rows(ck, node: StrideMorphism, path: str, titles, writes: bool)
         axis = row.axis
         if type(axis) is not RawAxis:
             continue
-        used = [(d, s) for d, s in zip(node.dom_, row.strides) if s != 0]
+        used = [(d, s) for d, s in zip(node.dom_, row.strides, strict=True) if s != 0]
         if any(isinstance(d, _SPARSE) for d, _ in used):
             continue
         try:

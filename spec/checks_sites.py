@@ -49,8 +49,8 @@ def all_sites(root: Morphism, root_path: str | None = None):
     :func:`ir.walk.walk` visits them), each ``Broadcasted`` followed by the index maps it holds
     (and their sub-terms). Iterative; block titles are computed once per tag."""
     title_of: dict[int, str] = {}
-    start = root.path if root_path is None else root_path
-    stack = [(root, start, (), 0, BR)]
+    start = root.path if root_path is None else root_path  # type: ignore[attr-defined]  # on each subclass
+    stack: list[tuple[Morphism, str, tuple[str, ...], int, str]] = [(root, start, (), 0, BR)]
     pop, push = stack.pop, stack.append
     while stack:
         node, path, chain, depth, cat = pop()

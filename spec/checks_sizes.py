@@ -21,6 +21,7 @@ so the two always agree.
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.arrays import Array, Weave
 from ncdc.ir.axes import Axis
 from ncdc.ir.datatypes import Complex, Natural, Quantified
@@ -112,7 +113,7 @@ class _Gate:
         if total > INT64_MAX:
             labels = tuple(a.label if isinstance(a, Axis) else str(a) for a in axes)
             self.error(key or ("array", what, path), f"{what} would hold {_big(total)} elements, "
-                       f"beyond int64 ({', '.join(f'{lab}={n}' for lab, n in zip(labels, sizes))})",
+                       f"beyond int64 ({', '.join(f'{lab}={n}' for lab, n in zip(labels, sizes, strict=True))})",
                        path, titles, labels)
 
     def natural(self, dt, what, path, titles) -> None:
@@ -169,7 +170,7 @@ class _Gate:
         for role, shape, labels, _dt, _learned in roles:
             what = f"the {role} of {type(node.operator).__name__} [{', '.join(labels)}]"
             sizes = []
-            for lab, s in zip(labels, shape):
+            for lab, s in zip(labels, shape, strict=True):
                 try:
                     n = self.value(s)
                 except BindingError as exc:

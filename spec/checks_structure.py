@@ -7,6 +7,7 @@ checker turns unexpected typing errors into diagnostics).
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.axes import Axis
 from ncdc.ir.morphisms import (
     Block,
@@ -76,7 +77,7 @@ def check_routing(ck, node: ThreadedComposed, path: str, titles) -> None:
     """Each step's operands against the pool entries its routing reads (the pool: the inputs,
     then every step's results), located at the step's own JSON path."""
     pool = list(node.dom)
-    for i, (step, route) in enumerate(zip(node.steps, node.routing)):
+    for i, (step, route) in enumerate(zip(node.steps, node.routing, strict=True)):
         if isinstance(step, Truncated):
             return
         takes, gives = ck.typed(step, "dom"), ck.typed(step, "cod")

@@ -10,7 +10,7 @@ from ncdc.ir.tags import BlockDrawing
 CONSTANT_SYMBOLS = ("EULER", "PI", "IMAGINARY_UNIT", "INFINITY")
 EXPONENT_PLACEMENTS = ("SUPERSCRIPT", "SUBSCRIPT")
 
-ENUMS = {
+ENUMS: dict[str, dict[str, object]] = {
     "WeaveMode": {m.name: m for m in WeaveMode},
     "Encoding": {m.name: m for m in Encoding},
     "SelectionForm": {m.name: m for m in SelectionForm},
@@ -28,7 +28,7 @@ def decode_registered(value: dict, path: str):
     kind = value.get("__registered__")
     if kind == "enum":
         enum_name, member = value.get("type"), value.get("name")
-        members = ENUMS.get(enum_name)
+        members = ENUMS.get(enum_name) if isinstance(enum_name, str) else None
         if members is None:
             raise SpecDecodeError(f"unknown enum {enum_name!r}", path)
         if member not in members:

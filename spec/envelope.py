@@ -16,7 +16,7 @@ from .jsontext import JsonTextError, parse_strict
 SCALAR, ARRAY, OBJECT = 0, 1, 2
 
 
-def unwrap(doc: object, depth: int = 0) -> tuple[object, str]:
+def unwrap(doc: object, depth: int = 0) -> tuple[dict, str]:
     """The plain document inside ``doc`` and the name of the envelope it came in."""
     if not isinstance(doc, dict):
         raise SpecFormatError(f"a spec document is a JSON object, not {type(doc).__name__}")
@@ -45,7 +45,7 @@ def unwrap(doc: object, depth: int = 0) -> tuple[object, str]:
     return doc, "plain"
 
 
-def decompress(doc: dict) -> object:
+def decompress(doc: dict) -> dict:
     """Decode the compressed export form in one pass (records refer only backwards)."""
     if doc.get("version") != 1:
         raise SpecFormatError(f"unsupported compressed export version {doc.get('version')!r}",
@@ -58,30 +58,7 @@ def decompress(doc: dict) -> object:
         where = f"value_repository[{i}]"
         if not (isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], int)):
             raise SpecFormatError("a record is [kind, payload]", where)
-        kind, payload = rec
-        if kind == SCALAR:
-            if isinstance(payload, (list, dict)):
-                raise SpecFormatError("a scalar record holds a scalar", where)
-            if isinstance(payload, float) and not math.isfinite(payload):
-                raise SpecFormatError("non-finite number", where)
-            values.append(payload)
-        elif kind == ARRAY:
-            values.append([values[_index(j, i, where)] for j in _payload_list(payload, where)])
-        elif kind == OBJECT:
-            flat = _payload_list(payload, where)
-            if len(flat) % 2:
-                raise SpecFormatError("an object record holds key/value pairs", where)
-            obj = {}
-            for a in range(0, len(flat), 2):
-                key = values[_index(flat[a], i, where)]
-                if not isinstance(key, str):
-                    raise SpecFormatError("object keys must be string records", where)
-                if key in obj:
-                    raise SpecFormatError(f"repeated key {key!r}", where)
-                obj[key] = values[_index(flat[a + 1], i, where)]
-            values.append(obj)
-        else:
-            raise SpecFormatError(f"unknown record kind {kind!r}", where)
+        values.append(_record(rec[0], rec[1], values, i, where))
     root = doc.get("data")
     if not isinstance(root, int) or not 0 <= root < len(values):
         raise SpecFormatError("data must index a record", "data")
@@ -89,6 +66,32 @@ def decompress(doc: dict) -> object:
     if not isinstance(plain, dict) or "uid_repository" not in plain or "data" not in plain:
         raise SpecFormatError("the compressed root is not a diagram spec", "data")
     return plain
+
+
+def _record(kind: int, payload, values: list, i: int, where: str):
+    """The value of record ``i`` of kind ``kind``; ``values`` holds the records before it."""
+    if kind == SCALAR:
+        if isinstance(payload, (list, dict)):
+            raise SpecFormatError("a scalar record holds a scalar", where)
+        if isinstance(payload, float) and not math.isfinite(payload):
+            raise SpecFormatError("non-finite number", where)
+        return payload
+    if kind == ARRAY:
+        return [values[_index(j, i, where)] for j in _payload_list(payload, where)]
+    if kind != OBJECT:
+        raise SpecFormatError(f"unknown record kind {kind!r}", where)
+    flat = _payload_list(payload, where)
+    if len(flat) % 2:
+        raise SpecFormatError("an object record holds key/value pairs", where)
+    obj = {}
+    for a in range(0, len(flat), 2):
+        key = values[_index(flat[a], i, where)]
+        if not isinstance(key, str):
+            raise SpecFormatError("object keys must be string records", where)
+        if key in obj:
+            raise SpecFormatError(f"repeated key {key!r}", where)
+        obj[key] = values[_index(flat[a + 1], i, where)]
+    return obj
 
 
 def _payload_list(payload, where):

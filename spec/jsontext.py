@@ -63,6 +63,12 @@ _WS = re.compile(r"[ \t\n\r]*")
 _DIGITS = re.compile(r"[0-9]*")
 # The body of a JSON string: everything legal up to the closing quote (or the first problem).
 _STR_BODY = re.compile(r'(?:[^"\\\x00-\x1f]+|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*')
+
+
+def _end(pattern: re.Pattern[str], text: str, pos: int) -> int:
+    """Where ``pattern`` (one that also matches the empty string) stops matching at ``pos``."""
+    m = pattern.match(text, pos)
+    return m.end() if m else pos
 _HEX = frozenset("0123456789abcdefABCDEF")
 _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 # Characters that may follow a number without being part of it.
@@ -79,7 +85,7 @@ def _unique(pairs):
 
 _DECODER = json.JSONDecoder(object_pairs_hook=_unique)
 _raw_decode = _DECODER.raw_decode
-_scanstring = json.decoder.scanstring
+_scanstring = json.decoder.scanstring  # type: ignore[attr-defined]  # public, not in the stubs
 _JSONDecodeError = json.JSONDecodeError
 
 _ARTICLE = {"object": "an object", "array": "an array", "string": "a string",
@@ -185,7 +191,7 @@ class SalvageReport:
 def _string_cut(text: str, start: int) -> tuple[int, str, bool]:
     """For a string opening at ``start`` that does not decode: (cut offset, reason, truncated)."""
     n = len(text)
-    p = _STR_BODY.match(text, start + 1).end()
+    p = _end(_STR_BODY, text, start + 1)
     if p >= n:
         return n, "text ends inside a string", True
     c = text[p]
@@ -214,11 +220,11 @@ def _number_cut(text: str, start: int) -> int:
     if p < n and text[p] == "0":
         p += 1
     elif p < n and "1" <= text[p] <= "9":
-        p = _DIGITS.match(text, p + 1).end()
+        p = _end(_DIGITS, text, p + 1)
     else:
         return p
     if p < n and text[p] == ".":
-        q = _DIGITS.match(text, p + 1).end()
+        q = _end(_DIGITS, text, p + 1)
         if q == p + 1:
             return q
         p = q
@@ -226,7 +232,7 @@ def _number_cut(text: str, start: int) -> int:
         p += 1
         if p < n and text[p] in "+-":
             p += 1
-        q = _DIGITS.match(text, p).end()
+        q = _end(_DIGITS, text, p)
         if q == p:
             return q
         p = q
@@ -238,7 +244,7 @@ def _literal_cut(text: str, start: int) -> int:
     best = 0
     for lit in _LITERALS:
         k = 0
-        for a, b in zip(text[start:start + len(lit)], lit):
+        for a, b in zip(text[start:start + len(lit)], lit, strict=False):
             if a != b:
                 break
             k += 1
@@ -285,209 +291,239 @@ _NOTHING = object()
 
 def _walk(text: str) -> _Outcome:
     """Parse ``text`` up to its first problem; see the module docstring for the conventions."""
-    n = len(text)
-    stack: list[_Frame] = []
-    root = _NOTHING
-    pos = _WS.match(text, 0).end()
-    state = _EXPECT_VALUE
+    return _Walker(text).run()
 
-    # Describe the cut: set by the code below, then assembled after the loop.
-    cut = n
-    reason = ""
-    truncated = True  # the problem looks like the text just ends
-    leaf: Incomplete | None = None
-    dangling: str | None = None  # raw text of a cut/dangling key of the innermost object
-    key_cut = False  # the cut is inside that key's string
 
-    while True:
-        if state == _AFTER_VALUE:
-            top = stack[-1]
-            if pos >= n:
-                cut, reason = n, f"text ends inside {_ARTICLE[top.kind]}"
-                break
-            c = text[pos]
-            if c == ",":
-                pos = _WS.match(text, pos + 1).end()
-                state = _EXPECT_VALUE if top.kind == "array" else _EXPECT_KEY
-                continue
-            if c == ("]" if top.kind == "array" else "}"):
-                stack.pop()
-                value, end = top.container, pos + 1
+_STOP = object()  # a step met the problem: the cut is described on the walker
+
+
+class _Walker:
+    """The explicit-stack walk behind :func:`_walk`.  Each step reads at ``pos`` in ``state``
+    and returns ``None`` (state advanced, go on), ``_STOP`` (the cut is set) or ``(value, end)``
+    (a complete value for the current slot)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.n = len(text)
+        self.stack: list[_Frame] = []
+        self.root: object = _NOTHING
+        self.pos = _end(_WS, text, 0)
+        self.state = _EXPECT_VALUE
+        # Describe the cut: set by the steps, then assembled after the loop.
+        self.cut = self.n
+        self.reason = ""
+        self.truncated = True  # the problem looks like the text just ends
+        self.leaf: Incomplete | None = None
+        self.dangling: str | None = None  # raw text of a cut/dangling key of the innermost object
+        self.key_cut = False  # the cut is inside that key's string
+
+    def stop(self, cut: int, reason: str, truncated: bool = True) -> object:
+        self.cut, self.reason, self.truncated = cut, reason, truncated
+        return _STOP
+
+    def here(self) -> str:
+        """The JSON path of a value beginning at ``pos``."""
+        return self.stack[-1].child_path() if self.stack else ""
+
+    def run(self) -> _Outcome:
+        while True:
+            if self.state == _AFTER_VALUE:
+                got = self.after_value()
+            elif self.state == _EXPECT_KEY or self.state == _FIRST_KEY:
+                got = self.key()
             else:
-                closer = "]" if top.kind == "array" else "}"
-                cut, reason, truncated = (
-                    pos, f"unexpected character {c!r} (expected ',' or {closer!r})", False)
-                break
-
-        elif state == _EXPECT_KEY or state == _FIRST_KEY:
-            top = stack[-1]
-            if pos >= n:
-                cut, reason = n, "text ends inside an object"
-                break
-            c = text[pos]
-            if c == "}" and state == _FIRST_KEY:
-                stack.pop()
-                value, end = top.container, pos + 1
-            elif c == '"':
-                try:
-                    key, end = _scanstring(text, pos + 1, True)
-                except _JSONDecodeError:
-                    cut, reason, truncated = _string_cut(text, pos)
-                    dangling, key_cut = text[pos:cut], True
-                    break
-                if key in top.container:
-                    cut, reason, truncated = pos, f"repeated key {key!r} in an object", False
-                    break
-                top.key, top.key_start, top.key_end = key, pos, end
-                q = _WS.match(text, end).end()
-                if q >= n:
-                    cut, reason = n, "text ends inside an object"
-                    break
-                if text[q] != ":":
-                    cut, reason, truncated = (
-                        q, f"unexpected character {text[q]!r} (expected ':')", False)
-                    break
-                pos = _WS.match(text, q + 1).end()
-                state = _EXPECT_VALUE
+                got = self.value()
+            if got is None:
                 continue
-            else:
-                expected = "a key string or '}'" if state == _FIRST_KEY else "a key string"
-                cut, reason, truncated = (
-                    pos, f"unexpected character {c!r} (expected {expected})", False)
+            if got is _STOP:
                 break
+            value, end = got
+            if not self.stack:
+                self.root = value
+                self.pos = _end(_WS, self.text, end)
+                if self.pos < self.n:
+                    self.stop(self.pos, "extra data after the document", False)
+                    break
+                return _Outcome(value, True)
+            top = self.stack[-1]
+            if top.kind == "array":
+                top.container.append(value)
+            else:
+                top.container[top.key] = value
+                top.key = None
+            self.pos = _end(_WS, self.text, end)
+            self.state = _AFTER_VALUE
+        return self.assemble()
 
-        else:  # _EXPECT_VALUE or _FIRST_ITEM
-            if pos >= n:
-                if stack:
-                    cut, reason = n, f"text ends inside {_ARTICLE[stack[-1].kind]}"
+    # ---- the states
+
+    def after_value(self):
+        top, pos, text = self.stack[-1], self.pos, self.text
+        if pos >= self.n:
+            return self.stop(self.n, f"text ends inside {_ARTICLE[top.kind]}")
+        c = text[pos]
+        if c == ",":
+            self.pos = _end(_WS, text, pos + 1)
+            self.state = _EXPECT_VALUE if top.kind == "array" else _EXPECT_KEY
+            return None
+        closer = "]" if top.kind == "array" else "}"
+        if c == closer:
+            self.stack.pop()
+            return top.container, pos + 1
+        return self.stop(pos, f"unexpected character {c!r} (expected ',' or {closer!r})", False)
+
+    def key(self):
+        top, pos, text, n = self.stack[-1], self.pos, self.text, self.n
+        if pos >= n:
+            return self.stop(n, "text ends inside an object")
+        c = text[pos]
+        if c == "}" and self.state == _FIRST_KEY:
+            self.stack.pop()
+            return top.container, pos + 1
+        if c != '"':
+            expected = "a key string or '}'" if self.state == _FIRST_KEY else "a key string"
+            return self.stop(pos, f"unexpected character {c!r} (expected {expected})", False)
+        try:
+            key, end = _scanstring(text, pos + 1, True)
+        except _JSONDecodeError:
+            self.cut, self.reason, self.truncated = _string_cut(text, pos)
+            self.dangling, self.key_cut = text[pos:self.cut], True
+            return _STOP
+        if key in top.container:
+            return self.stop(pos, f"repeated key {key!r} in an object", False)
+        top.key, top.key_start, top.key_end = key, pos, end
+        q = _end(_WS, text, end)
+        if q >= n:
+            return self.stop(n, "text ends inside an object")
+        if text[q] != ":":
+            return self.stop(q, f"unexpected character {text[q]!r} (expected ':')", False)
+        self.pos = _end(_WS, text, q + 1)
+        self.state = _EXPECT_VALUE
+        return None
+
+    def value(self):  # _EXPECT_VALUE or _FIRST_ITEM
+        pos, text = self.pos, self.text
+        if pos >= self.n:
+            if self.stack:
+                return self.stop(self.n, f"text ends inside {_ARTICLE[self.stack[-1].kind]}")
+            return self.stop(self.n, "text ends before any value")
+        c = text[pos]
+        if c == "]" and self.state == _FIRST_ITEM:
+            top = self.stack.pop()
+            return top.container, pos + 1
+        if c == "{" or c == "[":
+            return self.container(c)
+        if c == '"':
+            return self.string()
+        if c in "tfnNI" or (c == "-" and text.startswith("I", pos + 1)):
+            return self.literal(c)
+        if c == "-" or "0" <= c <= "9":
+            return self.number()
+        return self.stop(pos, f"unexpected character {c!r}", False)
+
+    # ---- the values
+
+    def container(self, c: str):
+        pos = self.pos
+        try:
+            return _raw_decode(self.text, pos)
+        except (ValueError, RecursionError):
+            pass
+        # Not decodable in one piece: walk into it.
+        if len(self.stack) >= MAX_DEPTH:
+            return self.stop(pos, "nesting too deep", False)
+        path = self.here()
+        if c == "{":
+            self.stack.append(_Frame("object", {}, path, pos))
+            self.state = _FIRST_KEY
+        else:
+            self.stack.append(_Frame("array", [], path, pos))
+            self.state = _FIRST_ITEM
+        self.pos = _end(_WS, self.text, pos + 1)
+        return None
+
+    def string(self):
+        pos, text = self.pos, self.text
+        try:
+            return _raw_decode(text, pos)
+        except _JSONDecodeError:
+            self.cut, self.reason, self.truncated = _string_cut(text, pos)
+            self.leaf = Incomplete("string", None, self.here(), pos, text[pos:self.cut])
+            return _STOP
+
+    def literal(self, c: str):
+        pos, text = self.pos, self.text
+        try:
+            return _raw_decode(text, pos)
+        except _JSONDecodeError:
+            pass
+        k = _literal_cut(text, pos)
+        if k == 0:
+            return self.stop(pos, f"unexpected character {c!r}", False)
+        cut = pos + k
+        if cut >= self.n:
+            self.stop(cut, "text ends inside a literal")
+        else:
+            self.stop(cut, f"unexpected character {text[cut]!r} in a literal", False)
+        self.leaf = Incomplete("literal", None, self.here(), pos, text[pos:cut])
+        return _STOP
+
+    def number(self):
+        pos, text, n = self.pos, self.text, self.n
+        try:
+            value, end = _raw_decode(text, pos)
+        except _JSONDecodeError:
+            value, end = None, -1
+        except ValueError as exc:  # e.g. more digits than int() accepts
+            return self.stop(pos, f"number cannot be converted ({exc})", False)
+        if (0 <= end < n and text[end] in _NUMBER_FOLLOWERS) or (end == n and not self.stack):
+            return value, end
+        cut = _number_cut(text, pos)
+        if cut >= n:
+            self.stop(cut, "text ends inside a number")
+        else:
+            self.stop(cut, f"unexpected character {text[cut]!r} in a number", False)
+        self.leaf = Incomplete("number", None, self.here(), pos, text[pos:cut])
+        return _STOP
+
+    # ---- the cut
+
+    def assemble(self) -> _Outcome:
+        stack, leaf = self.stack, self.leaf
+        if stack and stack[-1].kind == "object" and leaf is None and self.dangling is None:
+            top = stack[-1]
+            if top.key is not None:
+                self.dangling = self.text[top.key_start:top.key_end]
+        child = leaf
+        for frame in reversed(stack):
+            inc = Incomplete(frame.kind, frame.container, frame.path, frame.start)
+            if child is not None:
+                if frame.kind == "array":
+                    frame.container.append(child)
                 else:
-                    cut, reason = n, "text ends before any value"
-                break
-            c = text[pos]
-            if c == "]" and state == _FIRST_ITEM:
-                top = stack.pop()
-                value, end = top.container, pos + 1
-            elif c == "{" or c == "[":
-                try:
-                    value, end = _raw_decode(text, pos)
-                except (ValueError, RecursionError):
-                    # Not decodable in one piece: walk into it.
-                    if len(stack) >= MAX_DEPTH:
-                        cut, reason, truncated = pos, "nesting too deep", False
-                        break
-                    path = stack[-1].child_path() if stack else ""
-                    if c == "{":
-                        stack.append(_Frame("object", {}, path, pos))
-                        state = _FIRST_KEY
-                    else:
-                        stack.append(_Frame("array", [], path, pos))
-                        state = _FIRST_ITEM
-                    pos = _WS.match(text, pos + 1).end()
-                    continue
-            elif c == '"':
-                try:
-                    value, end = _raw_decode(text, pos)
-                except _JSONDecodeError:
-                    cut, reason, truncated = _string_cut(text, pos)
-                    leaf = Incomplete("string", None, stack[-1].child_path() if stack else "",
-                                      pos, text[pos:cut])
-                    break
-            elif c in "tfnNI" or (c == "-" and text.startswith("I", pos + 1)):
-                try:
-                    value, end = _raw_decode(text, pos)
-                except _JSONDecodeError:
-                    k = _literal_cut(text, pos)
-                    if k == 0:
-                        cut, reason, truncated = pos, f"unexpected character {c!r}", False
-                    else:
-                        cut = pos + k
-                        if cut >= n:
-                            reason = "text ends inside a literal"
-                        else:
-                            reason = f"unexpected character {text[cut]!r} in a literal"
-                            truncated = False
-                        leaf = Incomplete("literal", None,
-                                          stack[-1].child_path() if stack else "",
-                                          pos, text[pos:cut])
-                    break
-            elif c == "-" or "0" <= c <= "9":
-                try:
-                    value, end = _raw_decode(text, pos)
-                except _JSONDecodeError:
-                    end = -1
-                except ValueError as exc:  # e.g. more digits than int() accepts
-                    cut, reason, truncated = pos, f"number cannot be converted ({exc})", False
-                    break
-                if not ((end < n and end >= 0 and text[end] in _NUMBER_FOLLOWERS)
-                        or (end == n and not stack)):
-                    cut = _number_cut(text, pos)
-                    if cut >= n:
-                        reason = "text ends inside a number"
-                    else:
-                        reason = f"unexpected character {text[cut]!r} in a number"
-                        truncated = False
-                    leaf = Incomplete("number", None, stack[-1].child_path() if stack else "",
-                                      pos, text[pos:cut])
-                    break
-            else:
-                cut, reason, truncated = pos, f"unexpected character {c!r}", False
-                break
-
-        # A complete value (``value``, ending at ``end``) for the current slot.
-        if not stack:
-            root = value
-            pos = _WS.match(text, end).end()
-            if pos < n:
-                cut, reason, truncated = pos, "extra data after the document", False
-                break
-            return _Outcome(root, True)
-        top = stack[-1]
-        if top.kind == "array":
-            top.container.append(value)
+                    frame.container[frame.key] = child
+            elif frame.kind == "object":
+                inc.dangling_key = self.dangling
+            child = inc
+        if self.root is not _NOTHING and not stack and leaf is None:
+            value, complete, headline = self.root, True, "has extra data"
         else:
-            top.container[top.key] = value
-            top.key = None
-        pos = _WS.match(text, end).end()
-        state = _AFTER_VALUE
+            value, complete = child, False  # None when no value had begun
+            headline = self.headline()
+        cut_path = leaf.json_path if leaf is not None else (stack[-1].path if stack else "")
+        return _Outcome(value, complete, self.cut, self.reason, headline, cut_path,
+                        [f.path for f in stack])
 
-    # ---- assemble the cut
-    if stack and stack[-1].kind == "object" and leaf is None and dangling is None:
-        top = stack[-1]
-        if top.key is not None:
-            dangling = text[top.key_start:top.key_end]
-    child = leaf
-    for frame in reversed(stack):
-        inc = Incomplete(frame.kind, frame.container, frame.path, frame.start)
-        if child is not None:
-            if frame.kind == "array":
-                frame.container.append(child)
-            else:
-                frame.container[frame.key] = child
-        elif frame.kind == "object":
-            inc.dangling_key = dangling
-        child = inc
-
-    if root is not _NOTHING and not stack and leaf is None:
-        headline = "has extra data"
-        value, complete = root, True
-    else:
-        value = child  # None when no value had begun
-        complete = False
-        if not truncated:
-            headline = "is invalid"
-        elif leaf is not None:
-            headline = f"ends inside {_ARTICLE[leaf.kind]}"
-        elif key_cut:
-            headline = "ends inside a string"
-        elif stack:
-            headline = f"ends inside {_ARTICLE[stack[-1].kind]}"
-        else:
-            headline = "ends before any value"
-    if leaf is not None:
-        cut_path = leaf.json_path
-    else:
-        cut_path = stack[-1].path if stack else ""
-    return _Outcome(value, complete, cut, reason, headline, cut_path, [f.path for f in stack])
+    def headline(self) -> str:
+        if not self.truncated:
+            return "is invalid"
+        if self.leaf is not None:
+            return f"ends inside {_ARTICLE[self.leaf.kind]}"
+        if self.key_cut:
+            return "ends inside a string"
+        if self.stack:
+            return f"ends inside {_ARTICLE[self.stack[-1].kind]}"
+        return "ends before any value"
 
 
 # --------------------------------------------------------------------------------------------

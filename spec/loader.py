@@ -97,37 +97,47 @@ def load_text(text: str, source: str = "<text>", salvage: bool = False) -> Docum
             gc.enable()
 
 
-def _load_text(text: str, source: str, salvage: bool) -> Document:
-    report = None
+def _parse(text: str, source: str, salvage: bool):
+    """``(value, report)``: the JSON value (with :class:`Incomplete` markers when salvaging a
+    broken text) and the salvage report, ``None`` unless salvaging a broken text."""
     if salvage:
         value, report = parse_salvage(text)
-        if report.complete:
-            report = None
-    else:
-        try:
-            value = parse_strict(text)
-        except JsonTextError as exc:
-            # The path is not in the message: SpecError.__str__ appends "at <path>" once.
-            where = "" if exc.json_path else " (in the root value)"
-            raise SpecFormatError(
-                f"{source}: JSON text is broken: {exc.reason} at offset {exc.offset} (line "
-                f"{exc.line}, column {exc.column}); the file looks truncated or corrupted "
-                f"(--salvage recovers every complete term); innermost open value{where}",
-                exc.json_path, exc.offset, exc.line, exc.column) from None
-    if isinstance(value, Incomplete):
-        if value.kind != "object" or not isinstance(value.partial, dict):
-            raise SpecFormatError(f"{source}: too little of the document survived to salvage")
-        doc, envelope = value.partial, "plain (salvaged)"
-        for key in ("uid_repository", "data"):
-            if key not in doc:
-                raise SpecFormatError(f"{source}: the salvaged document has no {key!r}", key)
-    else:
-        doc, envelope = unwrap(value)
+        return value, (None if report.complete else report)
+    try:
+        return parse_strict(text), None
+    except JsonTextError as exc:
+        # The path is not in the message: SpecError.__str__ appends "at <path>" once.
+        where = "" if exc.json_path else " (in the root value)"
+        raise SpecFormatError(
+            f"{source}: JSON text is broken: {exc.reason} at offset {exc.offset} (line "
+            f"{exc.line}, column {exc.column}); the file looks truncated or corrupted "
+            f"(--salvage recovers every complete term); innermost open value{where}",
+            exc.json_path, exc.offset, exc.line, exc.column) from None
+
+
+def _plain(value, source: str) -> tuple[dict, str]:
+    """``(doc, envelope)``: the plain document inside ``value`` and the envelope it came in."""
+    if not isinstance(value, Incomplete):
+        return unwrap(value)
+    if value.kind != "object" or not isinstance(value.partial, dict):
+        raise SpecFormatError(f"{source}: too little of the document survived to salvage")
+    doc = value.partial
+    for key in ("uid_repository", "data"):
+        if key not in doc:
+            raise SpecFormatError(f"{source}: the salvaged document has no {key!r}", key)
+    return doc, "plain (salvaged)"
+
+
+def _load_text(text: str, source: str, salvage: bool) -> Document:
+    value, report = _parse(text, source, salvage)
+    doc, envelope = _plain(value, source)
     repo = doc["uid_repository"]
     if isinstance(repo, Incomplete):
         repo = repo.partial or {}
     b = Builder(repo, salvage=salvage)
-    out = Document(data=None, source=source, envelope=envelope, salvage=report,
+    # data is set once decoded, below
+    out = Document(data=None, source=source, envelope=envelope,  # type: ignore[arg-type]
+                   salvage=report,
                    text_length=len(text))
     problems: list[SpecError] = []
     for key in repo:
@@ -160,7 +170,7 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
         if len(problems) > 1:
             first.message += f" (and {len(problems) - 1} more problem(s))"
             first.args = (str(first),)
-        first.problems = problems
+        first.problems = problems  # type: ignore[attr-defined]  # all of them, for the report
         raise first
     if not isinstance(data, Morphism):
         raise SpecDecodeError("data must be a morphism", "data")

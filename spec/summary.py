@@ -232,7 +232,7 @@ def cut_blocks(doc, root: Morphism | None = None, sites=None) -> list[CutBlock]:
 
 def _top_items(root: Morphism) -> list[tuple[str, Morphism]]:
     """The sequential stages of the model: the items of the top-level composition."""
-    node, path = root, root.path or "data"
+    node, path = root, root.path or "data"  # type: ignore[attr-defined]  # on each subclass
     if isinstance(node, Block):
         node, path = node.body, path + ".body"
     if isinstance(node, Truncated) and node.expected == "Composed":

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.arrays import Array, ProdObject, Weave
 from ncdc.ir.axes import Axis
 from ncdc.ir.errors import SpecDecodeError

@@ -4,6 +4,7 @@ from __future__ import annotations
 import functools
 
 import sympy
+
 from ncdc.ir.errors import SpecDecodeError
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import (

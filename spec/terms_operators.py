@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir import operators as ops
 from ncdc.ir.datatypes import Datatype
 from ncdc.ir.errors import SpecDecodeError

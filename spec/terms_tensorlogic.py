@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.axes import Axis
 from ncdc.ir.errors import SpecDecodeError, SpecError
 from ncdc.ir.morphisms import ThreadedComposed

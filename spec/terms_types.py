@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.arrays import TILED, Array, ProdObject, Weave
 from ncdc.ir.axes import AffineSparseAxis, Axis, ConcatenatedAxis, RawAxis, SparseAxis
 from ncdc.ir.datatypes import BlockScale, Complex, Datatype, Encoding, Natural, Quantified, Reals

@@ -25,8 +25,6 @@ def test_every_public_name_resolves():
 
 
 def test_errors_diagnostic_and_presets_come_from_ncdc():
-    from ncdc.ir import errors
-
     from ncdc import (
         PRESETS,
         BindingError,
@@ -39,6 +37,7 @@ def test_errors_diagnostic_and_presets_come_from_ncdc():
         SpecTypeError,
         TruncatedError,
     )
+    from ncdc.ir import errors
 
     for cls in (SpecFormatError, SpecDecodeError, SpecTypeError, TruncatedError, BindingError,
                 EvaluationError, BlockLookupError):

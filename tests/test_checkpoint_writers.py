@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ncdc.interpreter.storage_policy import encode
 
 from ncdc.checkpoint.writers import StoredWriter, TensorWriter
+from ncdc.interpreter.storage_policy import encode
 
 
 def encode_runs(runs, fmt):

@@ -78,7 +78,7 @@ def test_ambiguous_title_lists_a_table_of_labels_and_paths(bundled, capsys):
     rows = [line for line in err.splitlines() if line.startswith("  ")]
     assert re.match(r"\s+BLOCK\s+JSON PATH", rows[0])
     assert len(rows) == len(cands) + 1                    # one candidate per line
-    assert all(line.rstrip().endswith(path) for line, (_, path) in zip(rows[1:], cands))
+    assert all(line.rstrip().endswith(path) for line, (_, path) in zip(rows[1:], cands, strict=True))
 
 
 def test_typo_gets_close_matches_and_nonsense_gets_none(bundled):

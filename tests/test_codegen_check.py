@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen import generate, instantiate, load_module
-from ncdc.codegen.fingerprint import structural_key
 
 from ncdc import interpreter
+from ncdc.codegen import generate, instantiate, load_module
+from ncdc.codegen.fingerprint import structural_key
 from ncdc.verify.check import ModuleCache, check_morphism, run_generated
 from tests.conftest import ATTENTION_CORE, TRANSFORMER, loaded
 
@@ -111,7 +111,7 @@ def test_batch_dims_and_other_token_counts(title):
     run = interpreter.interpret(m, env3, params=dict(base.params), stand_in=True)
     ins = [interpreter.random_inputs(m, env3, s) for s in range(6)]
     tapes = [interpreter.random_tape(m, env3, s) for s in range(6)]
-    refs = [run.evaluate(*i, tape=t).outputs for i, t in zip(ins, tapes)]
+    refs = [run.evaluate(*i, tape=t).outputs for i, t in zip(ins, tapes, strict=True)]
     batched = [np.stack([i[k] for i in ins]).reshape((2, 3) + np.shape(ins[0][k]))
                for k in range(len(ins[0]))]
     tape = {u: np.stack([t[u] for t in tapes]).reshape((2, 3) + tapes[0][u].shape)

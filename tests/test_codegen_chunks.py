@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import sympy
 import torch
+
+from ncdc import codegen, interpreter
 from ncdc.codegen.chunks import chunk_axis, pointwise
 from ncdc.codegen.generator import Generator
 from ncdc.ir import AffineSparseAxis, Arithmetic, Einops, FreeNumeric, RawAxis, SoftMax
@@ -22,8 +24,6 @@ from ncdc.ir.env import Env
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FREE_INPUT
 from ncdc.ir.params import param_specs
-
-from ncdc import codegen, interpreter
 from tests.oracles import attention
 from tests.oracles.common import random_params
 from tests.oracles.ir_build import (

@@ -67,12 +67,12 @@ def test_static_pairs_against_loops():
     got = p.pairwise_matmul(p.take_rows(x, 1, lead, pairs), w, 1, pairs).numpy()
     xf, wn = x.reshape(-1, f).numpy(), w.numpy()
     np.testing.assert_allclose(got, np.stack([xf[r] @ wn[:, s] for r, s in
-                                              zip(want_rows, want_slots)]), rtol=1e-13)
+                                              zip(want_rows, want_slots, strict=True)]), rtol=1e-13)
     v = torch.randn(len(want_rows), o, generator=gen, dtype=torch.float64)
     v[~pair_live] = float("nan")
     summed = np.zeros((flat.shape[0], o))
     dense = np.zeros((flat.shape[0], n, o))
-    for i, (r, s, ok) in enumerate(zip(want_rows, want_slots, want_live)):
+    for i, (r, s, ok) in enumerate(zip(want_rows, want_slots, want_live, strict=True)):
         if ok:
             summed[r] += v[i].numpy()
             dense[r, s] = v[i].numpy()
@@ -314,7 +314,7 @@ def test_layer0_exports_with_a_dynamic_token_count(bundled):
         with torch.no_grad():
             got, want = ep.module()(*longer), module(*longer)
         for a, b in zip(got if isinstance(got, tuple) else (got,),
-                        want if isinstance(want, tuple) else (want,)):
+                        want if isinstance(want, tuple) else (want,), strict=True):
             assert a.shape == b.shape and a.shape[0] == n
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
 
@@ -373,7 +373,7 @@ def test_frozen_compile_form_gives_the_eager_outputs(bundled, title):
             fast = torch.compile(module, fullgraph=True)
             got = fast(*args)
     for a, b in zip(got if isinstance(got, tuple) else (got,),
-                    want if isinstance(want, tuple) else (want,)):
+                    want if isinstance(want, tuple) else (want,), strict=True):
         assert a.dtype == b.dtype == torch.float32
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6 * float(b.abs().max()))
     res = _agrees(g, m, fast, ins, tape, ref, "float32")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ncdc.codegen import compile_torch
 from torch.func import functional_call
+
+from ncdc.codegen import compile_torch
 
 
 @pytest.mark.parametrize("title", ["Mixing Coefficients", "Attention Core", "Expert Gate"])
@@ -24,7 +25,7 @@ def test_gradcheck(bundled, title):
     names = list(params)
 
     def f(*args):
-        out = functional_call(module, dict(zip(names, args[:len(names)])), args[len(names):])
+        out = functional_call(module, dict(zip(names, args[:len(names)], strict=True)), args[len(names):])
         out = out if isinstance(out, tuple) else (out,)
         return tuple(o for o in out if o.is_floating_point())
 

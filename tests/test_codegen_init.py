@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import sympy
 import torch
-from ncdc.codegen import generate, load_module
 
 from ncdc import interpreter
+from ncdc.codegen import generate, load_module
 
 
 @pytest.fixture(scope="module")

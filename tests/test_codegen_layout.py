@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen import generate, instantiate, load_module
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from ncdc import interpreter
+from ncdc.codegen import generate, instantiate, load_module
 
 COPYING = ("aten.copy_", "aten.clone", "aten._to_copy", "aten.contiguous", "aten._reshape_copy",
            "aten.index_select", "aten.cat", "aten.stack")
@@ -112,6 +112,7 @@ def test_format_containment_table_against_ml_dtypes():
     """``widens(narrow, wide)`` holds only where every finite value of ``narrow`` survives a
     round trip through ``wide`` unchanged (exhaustive over the narrow format's codes)."""
     import ml_dtypes
+
     from ncdc.codegen.formats import CONTAINS, widens
 
     types = {"FP32": np.float32, "BF16": ml_dtypes.bfloat16, "FP16": np.float16,

@@ -12,14 +12,14 @@ import sympy
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import ncdc
 from ncdc.codegen.emit import SizePrinter, einsum_letters
 from ncdc.codegen.generate import generate, load_module
 from ncdc.ir.errors import SpecError
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.spec.loader import load_text
-
-import ncdc
 from ncdc.verify.check import check_morphism
 
 HOSTILE = ["None", "F", "super", "range", "torch", "nn", "math", "functools", "warnings", "self",

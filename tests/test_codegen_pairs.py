@@ -9,11 +9,11 @@ import importlib.util
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.generator import Generator
-from ncdc.ir.morphisms import Composed, Rearrangement
 from torch.utils.flop_counter import FlopCounterMode
 
 from ncdc import codegen, interpreter
+from ncdc.codegen.generator import Generator
+from ncdc.ir.morphisms import Composed, Rearrangement
 from ncdc.verify.check import CheckResult, check_morphism, compare, run_generated
 
 TOKENS = 24
@@ -38,7 +38,7 @@ def test_prelude_helpers_against_loops():
     rows, slots, counts = p.live_pairs(live, lead)
     flat = live.reshape(-1, n).numpy()
     want = [(r, s) for s in range(n) for r in range(flat.shape[0]) if flat[r, s]]
-    assert list(zip(rows.tolist(), slots.tolist())) == want
+    assert list(zip(rows.tolist(), slots.tolist(), strict=True)) == want
     assert counts == [int(flat[:, s].sum()) for s in range(n)]
     pairs = (rows, slots, counts)
     x = torch.randn(*lead, f, generator=gen, dtype=torch.float64)
@@ -214,7 +214,7 @@ def test_pairs_path_is_differentiable(bundled):
     names = list(params)
 
     def f(*args):
-        return functional_call(module, dict(zip(names, args[:len(names)])), args[len(names):])
+        return functional_call(module, dict(zip(names, args[:len(names)], strict=True)), args[len(names):])
 
     assert torch.autograd.gradcheck(f, (*params.values(), x), eps=1e-6, atol=1e-6, rtol=1e-5,
                                     fast_mode=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 
 import pytest
+
 from ncdc import interpreter
 from ncdc.codegen import generate
 from ncdc.codegen.generate import PRELUDE_ORDER, _prelude, _read, used_preludes

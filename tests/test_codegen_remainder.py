@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 import sympy
+
 from ncdc.codegen import generate
 from ncdc.ir import (
     ConcatenateAxes,
@@ -23,7 +24,6 @@ from ncdc.ir import (
 from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
-
 from ncdc.verify.check import check_morphism
 from tests.oracles.ir_build import (
     Q,

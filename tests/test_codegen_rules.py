@@ -12,6 +12,8 @@ import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from ncdc import interpreter
 from ncdc.codegen.emit import SizePrinter, align_code, wrap_line
 from ncdc.codegen.formula import FormulaPrinter
 from ncdc.codegen.names import class_name, docstring, identifier, snake_case
@@ -22,8 +24,6 @@ from ncdc.codegen.statements import ASSIGN, IF, RETURN, Statement, print_body
 from ncdc.ir.numeric import FREE_INPUT, FreeNumeric
 from ncdc.ir.operators import ALL_OPERATORS
 from ncdc.ir.rewrites import REWRITE_OPERATORS
-
-from ncdc import interpreter
 
 
 def test_rules_cover_every_operator_in_both_backends():
@@ -65,7 +65,7 @@ def _syms():
 def test_size_printer_evaluates_like_sympy(build):
     syms = _syms()
     expr = build(*syms)
-    values = {s: v for s, v in zip(syms, (2, 6, 64, 8))}
+    values = {s: v for s, v in zip(syms, (2, 6, 64, 8), strict=True)}
     code = SizePrinter(lambda s: f"v_{s.label}")(expr)
     got = eval(code, {f"v_{s.label}": v for s, v in values.items()})
     assert got == int(expr.xreplace(values))
@@ -190,8 +190,8 @@ def _naive_read(src, rows, sizes):
     out = torch.zeros(*lead, *sizes, dtype=src.dtype)
     live = torch.zeros(sizes, dtype=torch.bool)
     for d in itertools.product(*[range(n) for n in sizes]):
-        c = [sh + sum(s * i for s, i in zip(stv, d)) for stv, sh in rows]
-        if all(0 <= cj < n for cj, n in zip(c, ext)):
+        c = [sh + sum(s * i for s, i in zip(stv, d, strict=True)) for stv, sh in rows]
+        if all(0 <= cj < n for cj, n in zip(c, ext, strict=True)):
             out[(...,) + d] = src[(...,) + tuple(c)]
             live[d] = True
     return out, live

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from ncdc.codegen import compile_torch, generate, generate_source, instantiate, load_module
 
 from ncdc import interpreter
+from ncdc.codegen import compile_torch, generate, generate_source, instantiate, load_module
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("NCDC_REGEN_GOLDEN") == "1"

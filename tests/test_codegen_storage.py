@@ -9,12 +9,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.prelude import storage as S
-from ncdc.interpreter.storage_policy import StoragePolicy, decode, encode
-from ncdc.ir.errors import SpecError
 
 from ncdc import codegen
 from ncdc.cli import main
+from ncdc.codegen.prelude import storage as S
+from ncdc.interpreter.storage_policy import StoragePolicy, decode, encode
+from ncdc.ir.errors import SpecError
 from ncdc.verify.check import check_morphism
 
 E4M3_ALL = np.arange(256, dtype=np.uint8)
@@ -180,7 +180,9 @@ def test_initial_values_have_the_float_paths_distribution(fmt):
     n = got.size
     assert abs(got.mean()) < 5 * std / np.sqrt(n)
     assert abs(got.var() / ref.var() - 1) < 0.01
-    kurt = lambda v: ((v - v.mean()) ** 4).mean() / v.var() ** 2
+    def kurt(v):
+        return ((v - v.mean()) ** 4).mean() / v.var() ** 2
+
     assert abs(kurt(got) - kurt(ref)) < 0.05
     assert abs(np.mean(got == 0) - np.mean(ref == 0)) < 0.003
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from ncdc.codegen.prelude.views import affine_read, affine_write
 
+from ncdc.codegen.prelude.views import affine_read, affine_write
 from tests.profiling import peak_forward_bytes
 
 
@@ -43,7 +43,7 @@ def test_view_helpers_trace_as_one_graph():
     ex = torch._dynamo.explain(f)(x)
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
     torch._dynamo.reset()
-    for a, b in zip(torch.compile(f, fullgraph=True)(x), f(x)):
+    for a, b in zip(torch.compile(f, fullgraph=True)(x), f(x), strict=True):
         assert torch.equal(a, b)
 
 

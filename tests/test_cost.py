@@ -8,11 +8,11 @@ import time
 
 import pytest
 import sympy
-from ncdc.ir.cost import cost, formula_ops, weight_bytes
-from ncdc.ir.params import param_specs
 
 import ncdc
 from ncdc.cli import main
+from ncdc.ir.cost import cost, formula_ops, weight_bytes
+from ncdc.ir.params import param_specs
 from tests.conftest import TRANSFORMER
 
 

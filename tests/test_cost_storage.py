@@ -10,6 +10,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 import sympy
+
+import ncdc
+from ncdc import interpreter
+from ncdc.cli import main
 from ncdc.interpreter.quant import mx_block_round, round_bf16
 from ncdc.interpreter.storage_policy import (
     StoragePolicy,
@@ -20,10 +24,6 @@ from ncdc.interpreter.storage_policy import (
 from ncdc.ir.cost import weight_bytes
 from ncdc.ir.errors import SpecError
 from ncdc.ir.params import param_specs
-
-import ncdc
-from ncdc import interpreter
-from ncdc.cli import main
 
 
 def rng_array(shape, seed=0, scale=3.0):

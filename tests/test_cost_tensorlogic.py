@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import sympy
+
+import ncdc
 from ncdc.ir.cost_rules import flops
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.walk import walk
-
-import ncdc
 from tests.conftest import PYNCD
 
 

@@ -16,13 +16,13 @@ import time
 import numpy as np
 import pytest
 import torch
+
+import ncdc
 from ncdc.codegen import compile_torch, load_interpreter_params
 from ncdc.codegen.classinfo import Sub
 from ncdc.codegen.generate import generate, instantiate
-from ncdc.interpreter.inputs import random_inputs
-
-import ncdc
 from ncdc.distributed import launch, sharded_runs
+from ncdc.interpreter.inputs import random_inputs
 from ncdc.rank import batch_bounds
 from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
 
@@ -44,7 +44,7 @@ def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static
     load_interpreter_params(module, run.params)
     env = run.env
     inputs = [np.stack(parts) for parts in zip(*(random_inputs(run.morphism, env, seed=s)
-                                                 for s in range(batch)))]
+                                                 for s in range(batch)), strict=True)]
     xs = [torch.from_numpy(x) for x in inputs]
     outs = module(*xs)
     outs = list(outs) if isinstance(outs, tuple) else [outs]
@@ -52,7 +52,7 @@ def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static
     probes = [rng.standard_normal(tuple(y.shape)) for y in outs]
     ref_grads = None
     if grads:
-        loss = sum((y * torch.from_numpy(p)).sum() for y, p in zip(outs, probes))
+        loss = sum((y * torch.from_numpy(p)).sum() for y, p in zip(outs, probes, strict=True))
         loss.backward()
         ref_grads = {k: None if p.grad is None else p.grad.numpy()
                      for k, p in module.named_parameters()}
@@ -137,7 +137,7 @@ def four_ranks(bundled):
 def _check(ranks, ref_outs, ref_grads, single_bytes, exact=False):
     got = ranks[0]["outputs"]
     assert len(got) == len(ref_outs)
-    for y, ref in zip(got, ref_outs):
+    for y, ref in zip(got, ref_outs, strict=True):
         assert y.shape == ref.shape
         if exact:
             np.testing.assert_array_equal(y, ref)

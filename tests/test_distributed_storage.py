@@ -17,15 +17,15 @@ import time
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen.generate import generate, instantiate, load_module
-from ncdc.codegen.prelude import storage as S
-from ncdc.interpreter.inputs import random_inputs
-from ncdc.interpreter.storage_policy import StoragePolicy
-from ncdc.ir.errors import DistributedError
 
 import ncdc
 from ncdc.cli import main
+from ncdc.codegen.generate import generate, instantiate, load_module
+from ncdc.codegen.prelude import storage as S
 from ncdc.distributed import launch, sharded_runs
+from ncdc.interpreter.inputs import random_inputs
+from ncdc.interpreter.storage_policy import StoragePolicy
+from ncdc.ir.errors import DistributedError
 from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
 
 pytestmark = GLOO
@@ -67,13 +67,13 @@ def _case(spec, block, weights, *, quant="exact", batch=3, grads=False, sizes=No
     module = instantiate(pymod, g.class_name, torch.float64, **kwargs)
     pymod.load_interpreter_params(module, run.params)
     inputs = [np.stack(parts) for parts in zip(*(random_inputs(run.morphism, run.env, seed=s)
-                                                 for s in range(batch)))]
+                                                 for s in range(batch)), strict=True)]
     outs = module(*[torch.from_numpy(x) for x in inputs])
     outs = list(outs) if isinstance(outs, tuple) else [outs]
     probes = [np.random.default_rng(7).standard_normal(tuple(y.shape)) for y in outs]
     ref_grads = None
     if grads:
-        sum((y * torch.from_numpy(p)).sum() for y, p in zip(outs, probes)).backward()
+        sum((y * torch.from_numpy(p)).sum() for y, p in zip(outs, probes, strict=True)).backward()
         ref_grads = {k: None if p.grad is None else p.grad.numpy()
                      for k, p in module.named_parameters()}
     job = {"source": g.source, "class_name": g.class_name, "kwargs": kwargs,
@@ -118,9 +118,8 @@ def _plans(spec, tmp):
         run_rank(first, save_params=str(params))
         plans[name] = dataclasses.replace(first, source=str(params), nproc=2)
     # a DeepSeek-V3-named FP8 checkpoint through the example map (tests/test_checkpoint_map.py)
-    from ncdc.ir.params import param_specs
-
     from ncdc.distributed import _Given
+    from ncdc.ir.params import param_specs
     from tests.test_checkpoint_map import MAP, deepseek_moe, write_sharded
 
     m, e, f = (env.size(d) for d in spec.params(site.node, spec.bind("tiny"))[2].shape)
@@ -165,7 +164,7 @@ def test_stored_sharded_matches_one_process(two_ranks, name):
     ranks, ref_outs, _, ref_values, (expert_bytes, dense_bytes) = two_ranks[0][name]
     got = ranks[0]["outputs"]
     assert len(got) == len(ref_outs)
-    for y, ref in zip(got, ref_outs):
+    for y, ref in zip(got, ref_outs, strict=True):
         assert y.shape == ref.shape
         if "emulate" in name:
             np.testing.assert_array_equal(y, ref)
@@ -257,7 +256,7 @@ def test_narrow_keeps_codes_scales_and_values():
                                       w.dequantize()[:, 2:5].numpy())
         alone = S.StoredWeight((40, 3, 3), fmt, lead=1).to(torch.float64)
         alone.encode_(values[:, 2:5])
-        for mine, ref in zip(part.parameters(), alone.parameters()):
+        for mine, ref in zip(part.parameters(), alone.parameters(), strict=True):
             np.testing.assert_array_equal(_bits(mine), _bits(ref))
         if fmt != "bfloat16":
             with pytest.raises(ValueError, match="scale groups"):

@@ -8,10 +8,10 @@ import json
 import numpy as np
 import pytest
 import torch
-from ncdc.codegen import generate, instantiate, load_module
 
 import ncdc
 from ncdc import interpreter
+from ncdc.codegen import generate, instantiate, load_module
 from ncdc.verify.check import ModuleCache, check_morphism
 from ncdc.verify.recorded import record_block_inputs
 from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to, tolerance
@@ -235,7 +235,7 @@ def test_recorded_inputs_under_the_pyncd_reading(bundled, tiny_env, recorded):
     assert np.max(np.abs(y.mean(-1))) > 1e-2
     embedding = bundled.site("Embedding")  # upstream of every norm: the same values
     assert all(np.array_equal(a, b) for (a, _), (b, _) in zip(pyncd[id(embedding.node)],
-                                                             recorded[id(embedding.node)]))
+                                                             recorded[id(embedding.node)], strict=True))
 
 
 def test_cli_check_dtype_under_the_pyncd_reading(capsys):

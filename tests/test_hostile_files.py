@@ -12,6 +12,8 @@ import zipfile
 import ml_dtypes
 import numpy as np
 import pytest
+
+from ncdc.cli import main
 from ncdc.interpreter.weights import (
     METADATA_KEY,
     compare_metadata,
@@ -22,8 +24,6 @@ from ncdc.interpreter.weights import (
 )
 from ncdc.ir.errors import EvaluationError, SpecFormatError
 from ncdc.spec.loader import load_text, read_text
-
-from ncdc.cli import main
 from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
 SIZES = ["--size", "k=2", "--size", "h=2", "--size", "q=3", "--size", "x=4"]
@@ -284,9 +284,9 @@ def test_nan_and_extra_keys_warn_or_fail_under_strict(capsys, tmp_path):
 
 def test_generated_loader_refuses_what_the_interpreter_refuses(transformer):
     import torch
-    from ncdc.codegen import compile_torch, load_interpreter_params
 
     from ncdc import interpreter
+    from ncdc.codegen import compile_torch, load_interpreter_params
 
     env = transformer.bind("tiny").env
     block = transformer.block("Embedding")

@@ -8,14 +8,14 @@ import time
 
 import pytest
 import sympy
+
+import ncdc
+from ncdc.cli import main
 from ncdc.ir.env import Env
 from ncdc.ir.errors import BindingError, SpecDecodeError, SpecError, UsageError
 from ncdc.ir.numeric import INT64_MAX, FreeNumeric, TooLarge, bounded
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import validate
-
-import ncdc
-from ncdc.cli import main
 from tests.conftest import ATTENTION_CORE, TRANSFORMER
 
 SIZES = ["--size", "k=2", "--size", "h=2", "--size", "q=3", "--size", "x=4"]

@@ -124,9 +124,8 @@ def test_each_ir_class_is_one_class_object():
                 classes.setdefault((os.path.realpath(file), value.__qualname__),
                                    set()).add(id(value))
     assert {k for k, ids in classes.items() if len(ids) > 1} == set()
-    from ncdc.ir import morphisms
-
     from ncdc import ir
+    from ncdc.ir import morphisms
 
     assert ir.Block is morphisms.Block
     assert (str(ROOT / "ir" / "morphisms.py"), "Block") in classes

@@ -10,13 +10,13 @@ import json
 import numpy as np
 import pytest
 import sympy
+
+from ncdc import interpreter
+from ncdc.cli import main
 from ncdc.ir.cost import cost
 from ncdc.ir.errors import NonCausalError, SpecError
 from ncdc.ir.incremental import analyse, classify_reindexing
 from ncdc.ir.morphisms import Block, ProductOfMorphisms, StrideMorphism, StrideRow
-
-from ncdc import interpreter
-from ncdc.cli import main
 
 
 def _sym(spec, label):

@@ -15,11 +15,11 @@ import inspect
 
 import pytest
 import torch
-from ncdc.codegen.decoder import token_input
-from ncdc.ir.axes import is_token_axis
 
 import ncdc
 from ncdc import codegen, interpreter
+from ncdc.codegen.decoder import token_input
+from ncdc.ir.axes import is_token_axis
 from tests.conftest import EXHAUSTIVE
 
 SWA = "Sliding Window Attention"
@@ -76,7 +76,7 @@ def _setup(label):
     assert xs[k].shape[dims[k]] >= PREFILL + STEPS
 
     def inputs(lo, hi):
-        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(xs, dims)]
+        return [x if d is None else x.narrow(d, lo, hi - lo) for x, d in zip(xs, dims, strict=True)]
     return module, inputs
 
 

@@ -9,10 +9,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from ncdc.codegen.decoder import token_input
-from ncdc.codegen.fingerprint import structural_key
 
 from ncdc.cli import main
+from ncdc.codegen.decoder import token_input
+from ncdc.codegen.fingerprint import structural_key
 from ncdc.naming import named_blocks
 from ncdc.verify.decoder_check import TOLERANCE, decode_and_compare, prepare
 from tests.conftest import loaded

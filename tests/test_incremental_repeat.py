@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import sympy
+
 from ncdc.codegen import generate
 from ncdc.ir import Linear, View
 from ncdc.ir.axes import RawAxis
@@ -13,7 +14,6 @@ from ncdc.ir.env import Env
 from ncdc.ir.incremental import analyse
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FreeNumeric
-
 from ncdc.verify.decoder_check import decode_and_compare, prepare
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, stride, weave
 

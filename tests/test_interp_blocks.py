@@ -139,7 +139,7 @@ def test_derived_liveness_matches_the_affine_sparse_axis_forms(view):
         if not isinstance(ax, AffineSparseAxis) or not all(g in axes for g in ax.guides):
             continue
         val = env.size(ax.stride) * grids[pos] + env.size(ax.shift)
-        for g, s in zip(ax.guides, ax.guide_strides):
+        for g, s in zip(ax.guides, ax.guide_strides, strict=True):
             val = val + env.size(s) * grids[axes.index(g)]
         form = val >= 0
         if ax.extent is not None:

@@ -9,14 +9,14 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import sympy
+
+from ncdc import interpreter
 from ncdc.interpreter import plan as plan_module
 from ncdc.interpreter import plan_experts
 from ncdc.interpreter.values import Value
 from ncdc.ir import Linear
 from ncdc.ir.axes import RawAxis, SparseAxis
 from ncdc.ir.names import Name
-
-from ncdc import interpreter
 from tests.conftest import loaded
 from tests.oracles.ir_build import R, bc, rearr, weave
 

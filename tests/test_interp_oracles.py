@@ -54,7 +54,7 @@ def test_mixing_coefficients_with_20_sinkhorn_rounds(bundled, tiny):
         X, P[k + "H_{0}.weight"], P[k + "H_{0}.bias"], P[k + "H_{1}.weight"],
         P[k + "H_{1}.bias"], P[k + "H_{2}.weight"], P[k + "H_{2}.bias"],
         const(env, r"\varepsilon"), const(env, r"\varepsilon_{hc}"), rounds=20)
-    for got, exp, what in zip((pre, post, comb), want, ("pre", "post", "comb")):
+    for got, exp, what in zip((pre, post, comb), want, ("pre", "post", "comb"), strict=True):
         assert_close(got, exp, what=what)
     # 20 rounds leave the combine matrix nearly doubly stochastic; 19 would differ
     assert np.allclose(comb.sum(0), 1, atol=1e-4) and np.allclose(comb.sum(1), 1, atol=1e-4)
@@ -93,9 +93,9 @@ def test_sliding_window_attention_block(bundled, tiny):
              "WQb": "W^{Qb}.weight", "WKV": "W^{KV}.weight", "gkv": "RMSNorm~1.gain",
              "WOa": "Grouped Output Projection/W^{Oa}.weight",
              "WOb": "Grouped Output Projection/W^{Ob}.weight"}
-    O = {n: P[k + key] for n, key in names.items()}
+    params = {n: P[k + key] for n, key in names.items()}
     want = attention.sliding_window_attention(
-        u, O, size(env, "h"), size(env, "g"), size(env, "w"), size(env, "t"),
+        u, params, size(env, "h"), size(env, "g"), size(env, "w"), size(env, "t"),
         const(env, r"\epsilon"), const(env, r"\beta_{0}"))
     assert_close(got, want)
 
@@ -148,9 +148,9 @@ def test_mixture_of_experts(bundled, tiny):
              "WG": "Routed Experts/W^{G}.weight", "WU": "Routed Experts/W^{U}.weight",
              "WD": "Routed Experts/W^{D}.weight", "WGs": "Shared Expert/W^{Gs}.weight",
              "WUs": "Shared Expert/W^{Us}.weight", "WDs": "Shared Expert/W^{Ds}.weight"}
-    O = {n: P[k + key] for n, key in names.items()}
+    params = {n: P[k + key] for n, key in names.items()}
     u = rng(8).standard_normal(run.dom_shapes()[0])
-    want = moe.mixture_of_experts(u, O, size(env, "k"), const(env, r"\tau"),
+    want = moe.mixture_of_experts(u, params, size(env, "k"), const(env, r"\tau"),
                                   const(env, r"\varepsilon_{r}"), const(env, r"\lambda"))
     assert_close(run(u)[0], want)
 
@@ -219,8 +219,8 @@ def test_engram_of_layer_1_reads_ids_from_the_tape(bundled, tiny):
              "Eng": "N-gram Table/N-gram Table/E_{ng_{1}}.table",
              "WK": "N-gram Table/W^{K}_{1}.weight", "WV": "N-gram Table/W^{V}_{1}.weight",
              "w": "Engram Gate/w_{1}.weight"}
-    O = {n: P[k + key] for n, key in names.items()}
-    want = engram.engram(X, ids, O, size(env, "G"), size(env, "K"), size(env, "L"),
+    params = {n: P[k + key] for n, key in names.items()}
+    want = engram.engram(X, ids, params, size(env, "G"), size(env, "K"), size(env, "L"),
                          const(env, r"\varepsilon"), const(env, r"\varepsilon_{g}"))
     assert_close(got, want)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy
+
+from ncdc import interpreter
 from ncdc.interpreter.fixed import prime_window, primes_after
 from ncdc.interpreter.weights import load_params, save_params
 from ncdc.ir.errors import EvaluationError
-
-from ncdc import interpreter
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +152,7 @@ def test_save_and_load_round_trip(tmp_path, prefix, tiny, ext):
     x = interpreter.random_inputs(prefix, tiny.env)
     a = interpreter.interpret(prefix, tiny.env, params=P)(*x)
     b = interpreter.interpret(prefix, tiny.env, params=Q)(*x)
-    assert all(np.array_equal(u, v) for u, v in zip(a, b))
+    assert all(np.array_equal(u, v) for u, v in zip(a, b, strict=True))
 
 
 def test_missing_and_misshaped_parameters_name_key_and_shape(prefix, tiny):

@@ -10,12 +10,12 @@ import tracemalloc
 import numpy as np
 import pytest
 import sympy
+
+from ncdc import interpreter
 from ncdc.ir import AdditionOp, Linear
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
 from ncdc.ir.names import Name
-
-from ncdc import interpreter
 from tests.conftest import ATTENTION_CORE, DATA, PYNCD, TRANSFORMER, loaded
 from tests.oracles.ir_build import R, axis, bc, block, composed, rearr, weave
 
@@ -53,7 +53,7 @@ def test_a_batch_of_two_equals_two_runs(spec_name, path):
         sep = [run.evaluate(*xs, tape=tape) for xs in (one, two)]
     except SpecError:
         pytest.skip("the block does not evaluate on random inputs")
-    both = run.evaluate(*[np.stack([a, b]) for a, b in zip(one, two)], tape=tape)
+    both = run.evaluate(*[np.stack([a, b]) for a, b in zip(one, two, strict=True)], tape=tape)
     for j, out in enumerate(both.outputs):
         assert out.values.shape == (2,) + sep[0].outputs[j].values.shape
         for i in range(2):
@@ -206,7 +206,7 @@ def test_kernels_compute_what_their_rules_compute(special, monkeypatch):
         with monkeypatch.context() as mp:
             mp.setitem(RULES, cls, no_rule)
             got = planned.evaluate(*args).outputs
-        for g, w_ in zip(got, want):
+        for g, w_ in zip(got, want, strict=True):
             np.testing.assert_array_equal(g.values, w_.values)
             assert g.live is None and w_.live is None
 

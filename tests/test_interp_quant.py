@@ -6,11 +6,11 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
+
+from ncdc import interpreter
 from ncdc.ir import Linear, TypeConvert
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
-
-from ncdc import interpreter
 from tests.oracles.common import bf16, e4m3
 from tests.oracles.ir_build import MXFP8, C, Q, R, axis, bc, nat, rearr, weave
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import sympy
+
+from ncdc import interpreter
 from ncdc.interpreter import reindex
 from ncdc.interpreter.reindex import GatherPlan, affine_map, gather
 from ncdc.interpreter.values import Value
@@ -35,8 +37,6 @@ from ncdc.ir import (
 )
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
-
-from ncdc import interpreter
 from tests.oracles.ir_build import (
     R,
     array,
@@ -323,7 +323,7 @@ def test_evaluation_is_deterministic(bundled):
     one = interpreter.interpret(pre, b.env, stand_in=True, seed=5)(*xs)
     two = interpreter.interpret(pre, b.env, stand_in=True, seed=5)(*xs)
     three = interpreter.interpret(pre, b.env, stand_in=True, seed=5)(*xs)
-    for a, b_, c in zip(one, two, three):
+    for a, b_, c in zip(one, two, three, strict=True):
         assert a.tobytes() == b_.tobytes() == c.tobytes()
 
 

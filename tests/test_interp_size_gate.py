@@ -10,11 +10,11 @@ import time
 
 import numpy as np
 import pytest
-from ncdc.ir.errors import BindingError
-from ncdc.ir.numeric import INT64_MAX
 
 import ncdc
 from ncdc.cli import main
+from ncdc.ir.errors import BindingError
+from ncdc.ir.numeric import INT64_MAX
 from tests.conftest import ATTENTION_CORE
 
 HUGE = {"x": 3, "h": 2**31, "k": 2**31, "q": 1}

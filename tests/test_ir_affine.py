@@ -15,6 +15,8 @@ import random
 import numpy as np
 import pytest
 import sympy
+
+import ncdc
 from ncdc.codegen import affine as codegen_affine
 from ncdc.interpreter import reindex
 from ncdc.ir.affine import BoundAffineMap, RangeConstraint, affine_map
@@ -34,8 +36,6 @@ from ncdc.ir.names import Name
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes
 from ncdc.ir.walk import walk
-
-import ncdc
 from tests.conftest import ATTENTION_CORE, TRANSFORMER
 from tests.oracles.ir_build import axis, block, composed, product, rearr, stride
 
@@ -48,7 +48,7 @@ def _apply(m, idx: tuple[int, ...], env: Env) -> tuple[tuple[int, ...], bool]:
     if isinstance(m, Rearrangement):
         return tuple(idx[k] for k in m.mapping), True
     if isinstance(m, StrideMorphism):
-        return tuple(sum(env.size(s) * i for s, i in zip(r.strides, idx)) + env.size(r.shift)
+        return tuple(sum(env.size(s) * i for s, i in zip(r.strides, idx, strict=True)) + env.size(r.shift)
                      for r in m.rows), True
     if isinstance(m, ProductOfMorphisms):
         out, ok, at = (), True, 0
@@ -69,7 +69,7 @@ def _apply(m, idx: tuple[int, ...], env: Env) -> tuple[tuple[int, ...], bool]:
 
 
 def _inside(idx, axes, env: Env) -> bool:
-    return all(0 <= i < env.size(a.size) for i, a in zip(idx, axes))
+    return all(0 <= i < env.size(a.size) for i, a in zip(idx, axes, strict=True))
 
 
 def reference(m, idx, env: Env) -> tuple[tuple[int, ...], bool]:
@@ -79,8 +79,8 @@ def reference(m, idx, env: Env) -> tuple[tuple[int, ...], bool]:
 
 
 def normalised(bound: BoundAffineMap, idx) -> tuple[tuple[int, ...], bool]:
-    cod = tuple(sum(s * i for s, i in zip(row, idx)) + b
-                for row, b in zip(bound.rows, bound.shifts))
+    cod = tuple(sum(s * i for s, i in zip(row, idx, strict=True)) + b
+                for row, b in zip(bound.rows, bound.shifts, strict=True))
     got = bound.apply(idx)
     assert got is None or got == cod
     return cod, got is not None

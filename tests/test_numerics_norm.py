@@ -5,9 +5,9 @@ interpreter on activations scaled by 1000 and by 1e-3 in every 16-bit dtype."""
 from __future__ import annotations
 
 import pytest
-from ncdc.codegen import generate
 
 from ncdc import interpreter
+from ncdc.codegen import generate
 from ncdc.verify.check import ModuleCache, check_morphism
 
 CACHE = ModuleCache()

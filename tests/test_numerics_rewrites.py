@@ -12,6 +12,7 @@ import pytest
 import sympy
 import torch
 import torch.nn.functional as F
+
 from ncdc.codegen.formula import FormulaPrinter
 from ncdc.interpreter.formulas import lower
 from ncdc.ir.env import Env

@@ -8,12 +8,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
+from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.ir import dataflow
 from ncdc.ir.pipeline import normalize
 from ncdc.ir.rewrites import SinkShift, stable_composition
-
-from ncdc import interpreter
 from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to
 
 DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,

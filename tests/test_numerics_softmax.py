@@ -9,12 +9,12 @@ import itertools
 import numpy as np
 import pytest
 import torch
+
+from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.ir.operators import Arithmetic, L1Norm, SoftMax
 from ncdc.ir.pipeline import normalize
 from ncdc.ir.rewrites import softmax_pair
-
-from ncdc import interpreter
 from ncdc.verify.check import ModuleCache, check_morphism
 from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+import sympy
+
 import ncdc.codegen.rules  # noqa: F401  (registers the torch rules)
 import ncdc.interpreter  # noqa: F401  (registers the numpy rules)
 import ncdc.spec.loader  # noqa: F401  (registers the decoders)
-import pytest
-import sympy
 from ncdc.codegen.registry import RULES as TORCH_RULES
 from ncdc.interpreter.registry import RULES as NUMPY_RULES
 from ncdc.ir import operators as ops
@@ -105,9 +106,8 @@ def test_an_incomplete_operator_is_named():
 def test_parameter_roles_are_declared(bundled):
     """Every array an operator holds in the bundled file has a role its class declares, and
     the classes that hold arrays say so."""
-    from ncdc.ir.params import param_roles
-
     from ncdc import ir
+    from ncdc.ir.params import param_roles
 
     seen: dict[type, set[str]] = {}
     for site in ir.walk(bundled.data):

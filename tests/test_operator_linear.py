@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from ncdc.codegen import compile_torch, load_interpreter_params
-from ncdc.ir.params import param_specs
 
 import ncdc
+from ncdc.codegen import compile_torch, load_interpreter_params
+from ncdc.ir.params import param_specs
 
 
 def _two_input_linear(mk, bias=True):

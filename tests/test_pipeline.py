@@ -8,6 +8,8 @@ import itertools
 from pathlib import Path
 
 import pytest
+
+from ncdc import interpreter
 from ncdc.codegen import generate
 from ncdc.ir import pipeline
 from ncdc.ir.morphisms import Block, Broadcasted, Composed
@@ -16,8 +18,6 @@ from ncdc.ir.params import param_specs
 from ncdc.ir.pipeline import PASSES, normalize
 from ncdc.ir.readings import apply_reading
 from ncdc.ir.rewrites import BankDiagonal, SinkShift, bank_diagonal, softmax_pair
-
-from ncdc import interpreter
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYER0 = "Sliding Window Layer"

@@ -10,6 +10,7 @@ import sympy
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
 from ncdc.codegen.rules.tensorlogic import _Printer
 from ncdc.interpreter.rules.tensorlogic import predicate_array
 from ncdc.ir.axes import RawAxis
@@ -78,7 +79,7 @@ def test_predicates_agree_with_plain_python(expr):
     assert order == axes
     gen = torch_values(expr, axes)
     for idx in itertools.product(*(range(SIZES[a]) for a in axes)):
-        want = value(expr, dict(zip(axes, idx)))
+        want = value(expr, dict(zip(axes, idx, strict=True)))
         assert got[idx] == want, (expr, idx)
         assert gen[idx] == want, (expr, idx)
 

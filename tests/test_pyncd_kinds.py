@@ -8,15 +8,15 @@ import json
 import numpy as np
 import pytest
 import torch
+
+import ncdc
+from ncdc.cli import main
 from ncdc.codegen import compile_torch
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import ThreadedComposed
 from ncdc.ir.operators.tensorlogic import TensorEquation
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import validate
-
-import ncdc
-from ncdc.cli import main
 from tests.conftest import DATA, PYNCD
 
 EXPORTS = sorted(PYNCD.glob("*.json"))

@@ -9,6 +9,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+
 from ncdc.codegen.prelude import quant as tq
 from ncdc.interpreter import quant as nq
 

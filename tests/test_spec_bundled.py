@@ -7,14 +7,14 @@ import re
 
 import pytest
 import sympy
+
+import ncdc
+from ncdc import ir
 from ncdc.ir import operators as ops
 from ncdc.ir.errors import SpecFormatError
 from ncdc.spec.checks_sites import all_sites
 from ncdc.spec.summary import block_titles, repository_only_titles, salvage_summary
 from ncdc.spec.validate import counts_by_code
-
-import ncdc
-from ncdc import ir
 
 CUT_OFFSET = 1_889_720
 

@@ -6,6 +6,9 @@ import re
 
 import pytest
 import sympy
+
+import ncdc
+from ncdc import ir
 from ncdc.ir import operators as ops
 from ncdc.ir.datatypes import BlockScale, Complex, Natural, Quantified, Reals
 from ncdc.ir.errors import SpecDecodeError, SpecError, SpecFormatError
@@ -13,9 +16,6 @@ from ncdc.ir.numeric import FREE_INPUT
 from ncdc.spec.builder import DECODERS
 from ncdc.spec.checks_sites import all_sites
 from ncdc.spec.loader import load_text
-
-import ncdc
-from ncdc import ir
 from tests.conftest import ATTENTION_CORE, DATA, TRANSFORMER, find_typed
 
 EXTRA = DATA / "extra_kinds.json"

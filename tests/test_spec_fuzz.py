@@ -9,11 +9,11 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+import ncdc
 from ncdc.ir.errors import SpecError
 from ncdc.spec.jsontext import Incomplete, parse_salvage
 from ncdc.spec.loader import load_text
-
-import ncdc
 from tests.conftest import ATTENTION_CORE, json_nodes
 
 SETTINGS = settings(max_examples=60, deadline=3000, derandomize=True,

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 
+import ncdc
 from ncdc.ir.errors import Diagnostic
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import counts, validate
-
-import ncdc
 from tests.conftest import DATA, find_typed
 
 

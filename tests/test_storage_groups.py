@@ -13,15 +13,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 import torch
+
+from ncdc import interpreter
+from ncdc.checkpoint.module import build_meta, interpreter_arrays, materialize
 from ncdc.codegen.generate import generate, instantiate, load_module
 from ncdc.interpreter.storage_policy import StoragePolicy, apply_policy
 from ncdc.ir.cost import cost
 from ncdc.ir.datatypes import kind
 from ncdc.ir.operators import Linear
 from ncdc.ir.params import param_specs
-
-from ncdc import interpreter
-from ncdc.checkpoint.module import build_meta, interpreter_arrays, materialize
 from ncdc.verify.check import check_morphism
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*seeded stand-in values")

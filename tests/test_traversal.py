@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import sympy
+
 from ncdc.ir import (
     Arithmetic,
     Array,
@@ -31,7 +32,6 @@ from ncdc.ir.names import Name
 from ncdc.ir.params import param_roles, param_specs
 from ncdc.ir.traverse import Descend, Visitor, traverse
 from ncdc.ir.walk import arity, by_kind
-
 from tests.oracles.ir_build import R, axis, bc, rearr, stride, weave
 
 ROOT = Path(__file__).resolve().parents[1]

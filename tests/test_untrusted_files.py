@@ -13,8 +13,6 @@ import zipfile
 import numpy as np
 import pytest
 import torch
-from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
-from ncdc.ir.errors import EvaluationError, SpecError
 
 from ncdc.checkpoint.errors import CheckpointError, MapError
 from ncdc.checkpoint.files import Shard, header_of
@@ -22,6 +20,8 @@ from ncdc.checkpoint.mapped import MappedSource
 from ncdc.checkpoint.mapping import load_map, parse_map
 from ncdc.checkpoint.transforms import dequantize
 from ncdc.cli import main
+from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
+from ncdc.ir.errors import EvaluationError, SpecError
 from tests.conftest import TRANSFORMER
 
 FAST = 2.0  # seconds: every hostile case ends within this

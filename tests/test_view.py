@@ -11,11 +11,11 @@ import re
 from pathlib import Path
 
 import pytest
+
+from ncdc.cli import main
 from ncdc.ir import operators as ops
 from ncdc.ir.morphisms import Block, Broadcasted, Morphism, Truncated
 from ncdc.ir.params import param_specs
-
-from ncdc.cli import main
 from ncdc.view.labels import plain_label
 
 ROOT = Path(__file__).resolve().parents[1]

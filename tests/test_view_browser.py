@@ -17,9 +17,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from ncdc.ir.morphisms import Block, Broadcasted
 
 from ncdc.cli import main
+from ncdc.ir.morphisms import Block, Broadcasted
 from ncdc.view.labels import plain_label
 from tests.test_view import nearest_blocks
 

@@ -99,7 +99,7 @@ def run_generated(g, module, inputs, tape, dtype: str, masks: dict | None = None
         out = (out,)
     flat = list(out)
     results = []
-    for arr, st, _ in g.root.outputs:
+    for _arr, st, _ in g.root.outputs:
         v = flat.pop(0)
         live = flat.pop(0) if st is not None else None
         results.append((v, live))
@@ -127,7 +127,7 @@ def compare(ref_outputs, got, quant: str, dtype: str, res: CheckResult, cod=None
     output held in a quantised format; within the dtype's relative tolerance otherwise (a
     bare ``R`` output is never rounded, so emulate mode computes it like exact mode)."""
     tol = TOLERANCE.get(dtype, 1e-2) if tol is None else tol
-    for j, (ref, (v, live)) in enumerate(zip(ref_outputs, got)):
+    for j, (ref, (v, live)) in enumerate(zip(ref_outputs, got, strict=True)):
         held = cod is not None and storage_encoding(cod[j].datatype) is not None
         rv = np.asarray(ref.values)
         tv = _numpy(v)
@@ -264,8 +264,8 @@ def check_morphism(morphism, env: Env, *, name: str = "", quant: str = "exact",
                 tape = {k: tol_.round_to(v, dtype) for k, v in tape.items()}
             lives = list(masks or [])
             lives += [None] * (len(xs) - len(lives))
-            xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
-            fed = [x if m is None else (x, m) for x, m in zip(xs, lives)]
+            xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives, strict=True)]
+            fed = [x if m is None else (x, m) for x, m in zip(xs, lives, strict=True)]
             ev = run.evaluate(*fed, tape=tape)
             res.interp_s += time.perf_counter() - t0
         except Exception as exc:  # noqa: BLE001

@@ -111,9 +111,9 @@ def prepare(morphism: Morphism, env: Env, *, quant: str = "exact", seed: int = 0
     xs = interpreter.random_inputs(morphism, env, seed)
     prep.tape = interpreter.random_tape(morphism, env, seed)
     lives = list(masks or []) + [None] * (len(xs) - len(masks or []))
-    prep.xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives)]
+    prep.xs = [x if m is None else np.where(m, x, 0) for x, m in zip(xs, lives, strict=True)]
     prep.lives = lives
-    ev = run.evaluate(*[x if m is None else (x, m) for x, m in zip(prep.xs, lives)],
+    ev = run.evaluate(*[x if m is None else (x, m) for x, m in zip(prep.xs, lives, strict=True)],
                       tape=prep.tape)
     prep.outputs = list(ev.outputs)
     prep.interp_s = time.perf_counter() - t0
@@ -169,7 +169,7 @@ def decode_and_compare(prep: Prepared, prefill: int, chunks, *, name: str = "",
     with torch.no_grad():
         for n in sizes:
             hi = lo + n
-            args = [to_torch(_slice(x, d, lo, hi), torch.float64) for x, d in zip(xs, in_dims)]
+            args = [to_torch(_slice(x, d, lo, hi), torch.float64) for x, d in zip(xs, in_dims, strict=True)]
             kw = {names[k]: torch.from_numpy(np.array(_slice(m, in_dims[k], lo, hi), dtype=bool))
                   for k, m in enumerate(lives) if m is not None and k in names}
             if g.root.uses_tape:

@@ -36,7 +36,7 @@ def record_block_inputs(root, env: Env, seed: int = 0,
         if key in seen or (by_path and not key):
             return
         arrays = []
-        for v, arr in zip(ins, blk.dom):
+        for v, arr in zip(ins, blk.dom, strict=True):
             shape = tuple(env.sizes(arr.shape))
             lead = tuple(batch)
             try:

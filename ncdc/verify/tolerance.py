@@ -60,7 +60,7 @@ def round_params(params: dict, dtype: str) -> dict:
 def relative_change(ref_outputs, other_outputs) -> float:
     """Largest ``max |a - b| / max |a|`` over real outputs, at positions live in both."""
     worst = 0.0
-    for a, b in zip(ref_outputs, other_outputs):
+    for a, b in zip(ref_outputs, other_outputs, strict=True):
         va, vb = np.asarray(a.values), np.asarray(b.values)
         if va.dtype.kind not in "fc":
             continue

@@ -4,6 +4,7 @@ from __future__ import annotations
 import itertools
 
 import sympy
+
 from ncdc.ir import (
     TILED,
     Array,
