@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 
 import numpy as np
+
 from ncdc.ir.arrays import Array
 from ncdc.ir.axes import AffineSparseAxis, SparseAxis
 

@@ -27,6 +27,7 @@ import dataclasses
 from dataclasses import dataclass
 
 import sympy
+
 from ncdc.ir.axes import AffineSparseAxis
 from ncdc.ir.morphisms import (
     Block,

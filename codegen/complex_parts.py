@@ -17,6 +17,7 @@ inputs and outputs. Otherwise complex values stay complex tensors.
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.morphisms import Block, Broadcasted, Drop, Grab, ParaWrap
 from ncdc.ir.numeric import FREE_INPUT

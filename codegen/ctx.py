@@ -4,6 +4,7 @@ members, locals, block calls, the tape)."""
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.morphisms import Broadcasted
 
 from . import dtypes, liveness

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 
 import sympy
+
 from ncdc.ir.errors import SpecError
 
 from .names import Namer

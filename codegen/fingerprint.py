@@ -10,6 +10,7 @@ import enum
 import hashlib
 
 import sympy
+
 from ncdc.ir.axes import Axis
 from ncdc.ir.morphisms import Morphism
 from ncdc.ir.tags import BlockTag, TapeSlot

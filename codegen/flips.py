@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
+
 from ncdc.ir.arrays import TILED
 from ncdc.ir.morphisms import Broadcasted, Drop, Grab, ParaWrap, Truncated
 from ncdc.ir.operators import (

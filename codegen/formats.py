@@ -5,6 +5,7 @@ inputs' values, rounded to a format holding them (``exact``)."""
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.numeric import FREE_INPUT, IsPositive
 from ncdc.ir.operators import Arithmetic, Decomplex, Identity, PairsAsComplex, View
 

@@ -10,6 +10,7 @@ calls: ``SiLU`` as ``F.silu``, ``LogSumExp(a, c)`` as ``c + F.softplus(a - c, th
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.errors import SpecError
 from ncdc.ir.numeric import FREE_INPUT, Ceiling, FreeNumeric, IsPositive, Sigmoid
 from ncdc.ir.rewrites import LogSumExp, SiLU

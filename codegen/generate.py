@@ -10,6 +10,7 @@ from importlib import resources
 
 import sympy
 import torch
+
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Block, Morphism, Truncated

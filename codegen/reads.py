@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import numpy as np
 import sympy
+from sympy.printing.str import StrPrinter
+
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import View
-from sympy.printing.str import StrPrinter
 
 from . import decoder, liveness
 from .affine import affine_map, simple_source

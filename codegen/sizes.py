@@ -4,6 +4,7 @@ read off an input's shape; in ``__init__`` it is the constructor argument itself
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.errors import SpecError
 from ncdc.ir.numeric import FreeNumeric
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
 from ncdc.ir.errors import EvaluationError
 from ncdc.ir.morphisms import Broadcasted
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
 from ncdc.ir.arrays import TILED
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError, TruncatedError
 from ncdc.ir.morphisms import Broadcasted, StrideMorphism, Truncated

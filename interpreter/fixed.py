@@ -21,6 +21,7 @@ import zlib
 
 import numpy as np
 import sympy
+
 from ncdc.ir.datatypes import Natural, kind, strip
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError

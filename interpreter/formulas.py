@@ -31,11 +31,12 @@ from functools import reduce
 
 import numpy as np
 import sympy
+from sympy.codegen.rewriting import log2_opt, optimize
+
 from ncdc.ir.env import Env
 from ncdc.ir.errors import BindingError
 from ncdc.ir.numeric import FREE_INPUT, free_symbols
 from ncdc.ir.rewrites import stable as stable_form
-from sympy.codegen.rewriting import log2_opt, optimize
 
 _EMax = sympy.Function("_elementwise_max")
 _EMin = sympy.Function("_elementwise_min")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.rewrites import BankDiagonal
 

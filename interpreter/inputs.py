@@ -3,6 +3,7 @@ writing them; seeded random stand-ins for both (the CLI's default inputs)."""
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.arrays import Array
 from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env

@@ -17,6 +17,7 @@ arrays by rule (:mod:`interpreter.fixed`); user data only as stand-ins when aske
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.env import Env
 from ncdc.ir.errors import EvaluationError

@@ -38,6 +38,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ncdc.ir.errors import EvaluationError, SpecError, SpecTypeError
 from ncdc.ir.morphisms import Broadcasted, Composed, Drop, Grab, ParaWrap, ProductOfMorphisms
 from ncdc.ir.operators import ParaBlockOperator

@@ -22,6 +22,7 @@ import math
 
 import numpy as np
 import sympy
+
 from ncdc.ir.axes import Axis
 from ncdc.ir.operators import Linear
 

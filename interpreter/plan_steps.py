@@ -5,11 +5,12 @@ keys, placement — and its error location (the evaluator's ``guarded``)."""
 from __future__ import annotations
 
 import numpy as np
+from numpy import ndarray
+
 from ncdc.ir.errors import EvaluationError, SpecError
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import param_roles
-from numpy import ndarray
 
 from .context import RuleContext
 from .evaluate import NUMPY_ERRORS, Scope

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+
 from ncdc.ir import affine
 from ncdc.ir.affine import BoundAffineMap
 from ncdc.ir.env import Env

@@ -23,6 +23,7 @@ Accumulation inside an operator is float64 (no emulated FP32 accumulators).
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.datatypes import storage_encoding
 from ncdc.ir.storage import block_scale as _scale
 from ncdc.ir.storage import output_format

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import EvaluationError
 from ncdc.ir.params import param_specs

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import sympy
+
 from ncdc.ir.numeric import FreeNumeric
 
 

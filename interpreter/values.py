@@ -33,6 +33,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+
 from ncdc.ir.datatypes import Datatype, kind
 from ncdc.ir.errors import EvaluationError
 

@@ -30,6 +30,7 @@ import struct
 import zipfile
 
 import numpy as np
+
 from ncdc.ir.datatypes import Quantified
 from ncdc.ir.errors import EvaluationError
 

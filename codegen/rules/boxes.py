@@ -6,6 +6,7 @@ because every generated statement addresses dims from the right."""
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import sympy
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 from ncdc.ir.numeric import FREE_INPUT

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import sympy
+
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import L1Norm, L2Norm, Normalize, SoftMax
 

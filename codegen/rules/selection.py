@@ -7,6 +7,7 @@ gather along the payload's axis: dead where the position is dead or names a dead
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import IndexSelect, Select, SelectionForm, TopK

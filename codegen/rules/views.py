@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.errors import SpecError
 from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes, View
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.operators import Arithmetic, Elementwise, GenericOperator
 

@@ -4,6 +4,7 @@ dead iff either element of its pair is; both elements of a dead number are dead.
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import Decomplex, PairsAsComplex
 
 from ..registry import rule

@@ -14,6 +14,7 @@ is ``_contract`` over :func:`subscripts`, which the rule and the kernel both cal
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import Einops
 
 from ..registry import kernel, rule

@@ -4,6 +4,7 @@ A dead index gives a dead row; an index outside ``[0, N)`` is an
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import Embedding
 
 from ..registry import rule

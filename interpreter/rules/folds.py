@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import AdditionOp, BitwiseXor, Maximum, Modulo
 from ncdc.ir.rewrites import SinkShift
 

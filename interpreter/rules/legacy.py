@@ -4,6 +4,7 @@ renormalisation, applied after the softmax in the examples. Liveness passes thro
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import WeightedTriangularLower
 
 from ..registry import rule

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ncdc.ir.operators import Linear
 
 from ..registry import kernel, rule

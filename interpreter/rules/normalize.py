@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+
 from ncdc.ir.operators import L1Norm, L2Norm, Normalize, SoftMax
 
 from ..registry import kernel, rule

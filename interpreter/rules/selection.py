@@ -18,6 +18,7 @@ A position outside the payload is an error.
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.datatypes import kind
 from ncdc.ir.operators import IndexSelect, Select, SelectionForm, TopK
 

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import FixedArray, Rotary, YarnRotary
 
 from ..registry import rule

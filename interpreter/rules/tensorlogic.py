@@ -9,6 +9,7 @@ The nested ``operator`` (None or Identity: none) is applied afterwards, pointwis
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.axes import Axis
 from ncdc.ir.operators import Elementwise, Identity
 from ncdc.ir.operators.tensorlogic import (

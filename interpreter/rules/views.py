@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from ncdc.ir.operators import ConcatenateAxes, CovariantView, DeconcatenateAxes, Identity, View
 
 from ..registry import rule

@@ -309,10 +309,9 @@ def run_metadata(spec, binding, quant) -> dict:
     (``ncdc.interpreter.weights.file_metadata``)."""
     import hashlib
 
+    import ncdc
     from ncdc.interpreter.weights import file_metadata
     from ncdc.spec.checks_binding import size_key
-
-    import ncdc
 
     with open(spec.source, "rb") as fh:
         digest = hashlib.sha256(fh.read()).hexdigest()

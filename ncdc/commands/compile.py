@@ -44,9 +44,8 @@ def target(spec, block: str | None):
 
 
 def run(args) -> int:
-    from ncdc.interpreter.storage_policy import StoragePolicy
-
     from ncdc import codegen
+    from ncdc.interpreter.storage_policy import StoragePolicy
 
     policy = StoragePolicy.parse(args.weights)
     spec = load_spec(args)

@@ -121,9 +121,8 @@ def _fmt(x) -> str:
 
 def _load(args, spec, morphism, env):
     """The --params weights keyed by the block's keys, and the key prefix they were under."""
-    from ncdc.ir.params import param_specs
-
     from ncdc.checkpoint.interp import interpreter_params
+    from ncdc.ir.params import param_specs
 
     def model_specs():
         return param_specs(spec.model(), env)
@@ -135,11 +134,11 @@ def _load(args, spec, morphism, env):
 
 def run(args) -> int:
     import numpy as np
+
+    from ncdc import interpreter
     from ncdc.interpreter.storage_policy import weights_params
     from ncdc.interpreter.weights import audit, save_params
     from ncdc.ir.errors import UsageError
-
-    from ncdc import interpreter
     from ncdc.preflight import require
 
     from .output import save_npz, write_output

@@ -44,6 +44,7 @@ def _flat_clusters(g):
 
 def run(args) -> int:
     import networkx as nx
+
     from ncdc.ir.errors import SpecError, UsageError
     from ncdc.ir.graph import to_dot, wiring_graph
 

@@ -109,9 +109,8 @@ def block_rows(spec, root, env=None, depth=None, include_all=False) -> list[dict
     from ncdc.ir.morphisms import Block, Truncated
     from ncdc.ir.tags import BlockDrawing
     from ncdc.ir.walk import walk
-    from ncdc.spec.summary import cut_blocks
-
     from ncdc.naming import labels
+    from ncdc.spec.summary import cut_blocks
 
     cuts = {c.path: c for c in cut_blocks(spec.doc, root)} if spec.doc is not None else {}
     names = spec.size_names()

@@ -38,7 +38,6 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ncdc.ir.errors import SpecError, UsageError
-
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene
 
