@@ -50,7 +50,7 @@ def mask_names(module, dom) -> dict[int, str]:
     names = [p.name for p in inspect.signature(module.forward).parameters.values()
              if p.kind is p.KEYWORD_ONLY and p.name.endswith("_live")]
     slots = [k for k, arr in enumerate(dom) if can_be_dead(arr)]
-    return dict(zip(slots, names)) if len(slots) == len(names) else {}
+    return dict(zip(slots, names, strict=True)) if len(slots) == len(names) else {}
 
 
 __all__ = ["can_be_dead", "default_statements", "input_statics", "mask_names"]

@@ -57,7 +57,7 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
             parts = place(ctx, b, [dataclasses.replace(r, expr=r.imag or r.expr)
                                    for r in results])
             outs = [dataclasses.replace(w, imag=p.var if r.imag is not None else None)
-                    for w, p, r in zip(outs, parts, results)]
+                    for w, p, r in zip(outs, parts, results, strict=False)]
         if isinstance(b.operator, View):
             outs = [flips.view_output(b, operands[0], w) for w in outs]
             outs = [flips.plain(cb.fw, w) if flips.rounds_in_blocks(b, j, w) else w

@@ -54,13 +54,13 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             if len(outs) != len(wires):
                 raise SpecError(f"block {block.title!r} repeats but its domain and codomain "
                                 "differ", block.path)
-            joined = [_join(a, b) for a, b in zip(info.input_static, outs)]
+            joined = [_join(a, b) for a, b in zip(info.input_static, outs, strict=False)]
             if all((a is None and b is None) or (a is not None and b is not None
                                                  and a.digest() == b.digest())
-                   for a, b in zip(joined, info.input_static)):
+                   for a, b in zip(joined, info.input_static, strict=False)):
                 break
             probe = [Wire(w.var, w.array, w.live or "?", st, w.full)
-                     for w, st in zip(wires, joined)]
+                     for w, st in zip(wires, joined, strict=False)]
             info = cb.gen.class_for(block, probe, tape_before)
     snake = attribute_name(info.name, block.title)
     ctor = [f"{cb.gen.sym_name(s)}={cb.init_size_code(s)}" for s in info.ctor_symbols]
@@ -75,7 +75,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         cb.needs.passes_static = True
     make = f"{info.name}({', '.join(ctor)})"
     args = []
-    for w, st in zip(wires, info.input_static):
+    for w, st in zip(wires, info.input_static, strict=False):
         args.append(w.var)
         if st is not None:
             args.append(w.live if w.live is not None
@@ -112,7 +112,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         loop_var = cb.fw.names.fresh("block")
         cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
                       "iteration")
-        for w, var, st in zip(wires, outs, info.input_static):
+        for w, var, st in zip(wires, outs, info.input_static, strict=False):
             cb.fw.assign(var.var, w.var)
             if st is not None:
                 src = w.live if w.live is not None else "True"

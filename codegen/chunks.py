@@ -254,7 +254,7 @@ def call_line(cb, c: Chunking, block, callee: str, wires: list, info, target: tu
     of ``c.axis`` (its operands as :func:`codegen.calls.call_block` passes them)."""
     cb.gen.prelude.add("chunks")
     args, dims = [], []
-    for w, st, d in zip(wires, info.input_static, c.dims):
+    for w, st, d in zip(wires, info.input_static, c.dims, strict=False):
         args.append(w.var)
         dims.append(d)
         if st is not None:

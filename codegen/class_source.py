@@ -118,7 +118,7 @@ def forward_lines(c: ClassParts) -> list[str]:
     gen, iface = c.gen, c.iface
     args = ["self"]
     optional = []  # root class: masks keyword-only, None = all live (codegen/boundary.py)
-    for w, live in zip(iface.inputs, iface.input_masks):
+    for w, live in zip(iface.inputs, iface.input_masks, strict=False):
         args.append(w.var)
         if live is not None and iface.optional_masks:
             optional.append((w.var, live))

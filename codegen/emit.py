@@ -301,7 +301,7 @@ def _scan(code: str):
 
 def _pack(pieces: list[str], indent: str, limit: int, first_prefix: str) -> list[str]:
     lines, cur = [], first_prefix
-    for k, piece in enumerate(pieces):
+    for _k, piece in enumerate(pieces):
         sep = "" if cur.endswith(("(", "[", "{")) or cur == indent else " "
         if len(cur) + len(sep) + len(piece) > limit and cur.strip() and cur != first_prefix:
             lines.append(cur.rstrip())

@@ -132,8 +132,8 @@ def axis_uids(arr) -> set:
 def _einops_ok(b: Broadcasted, uids) -> bool:
     """Every contracted group that holds one of ``uids`` pairs that axis only with itself."""
     groups: dict = {}
-    for weave, sig in zip(b.input_weaves, b.operator.signature):
-        for a, g in zip(weave.target, sig):
+    for weave, sig in zip(b.input_weaves, b.operator.signature, strict=False):
+        for a, g in zip(weave.target, sig, strict=False):
             groups.setdefault(g, set()).add(a.uid)
     return all(len(axes) == 1 or not (axes & uids) for axes in groups.values())
 
@@ -162,8 +162,8 @@ def _site_ok(node, uids) -> bool:
     if isinstance(node, (Grab, Drop)):
         return not (axis_uids(node.size) & uids)
     if isinstance(node, ParaWrap):  # tape ports carrying the axes
-        ports = [a for a, g in zip(node.body.dom, node.grabs) if g is not None]
-        ports += [a for a, d in zip(node.body.cod, node.drops) if d is not None]
+        ports = [a for a, g in zip(node.body.dom, node.grabs, strict=True) if g is not None]
+        ports += [a for a, d in zip(node.body.cod, node.drops, strict=True) if d is not None]
         return not any(axis_uids(a) & uids for a in ports)
     if not isinstance(node, Broadcasted):
         return True

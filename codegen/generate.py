@@ -302,7 +302,7 @@ def param_keys(gen: Generator, info: ClassInfo, specs) -> dict[str, str]:
         raise SpecError(f"internal: the generated module holds {len(ours)} parameters but the "
                         f"spec has {len(specs)}")
     out = {}
-    for (name, site, role), spec in zip(ours, specs):
+    for (name, site, role), spec in zip(ours, specs, strict=False):
         if spec.role != role or (spec.site is not site
                                  and gen.key_of(spec.site) != gen.key_of(site)):
             raise SpecError(f"internal: parameter {name} does not line up with {spec.key}")

@@ -126,7 +126,7 @@ class Generator:
             except PairsEscape as exc:
                 self.restore(saved)
                 if not exc.sites or exc.sites <= excluded:
-                    raise AssertionError(f"internal: pairs escape without a new site ({exc})")
+                    raise AssertionError(f"internal: pairs escape without a new site ({exc})") from exc
                 excluded = excluded | exc.sites
 
     def snapshot(self):

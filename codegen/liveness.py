@@ -83,7 +83,7 @@ def positions(rows, sizes) -> list[np.ndarray]:
     out = []
     for strides, shift in rows:
         c = np.full((1,) * r, shift, dtype=np.int64)
-        for s, g in zip(strides, grids):
+        for s, g in zip(strides, grids, strict=True):
             if s:
                 c = c + s * g
         out.append(c)
@@ -98,10 +98,10 @@ def read(arr: np.ndarray, extent, rows, sizes) -> tuple[np.ndarray, np.ndarray]:
     a = np.broadcast_to(arr, tuple(lead) + tuple(extent))
     idx = positions(rows, sizes)
     ok = np.ones(tuple(sizes), dtype=bool)
-    for c, n in zip(idx, extent):
+    for c, n in zip(idx, extent, strict=True):
         ok = ok & (c >= 0) & (c < n)
     clipped = [np.broadcast_to(np.clip(c, 0, max(n - 1, 0)), tuple(sizes))
-               for c, n in zip(idx, extent)]
+               for c, n in zip(idx, extent, strict=True)]
     if any(n == 0 for n in extent):
         got = np.zeros(tuple(lead) + tuple(sizes), dtype=bool)
     else:
@@ -118,7 +118,7 @@ def write(arr: np.ndarray, box, rows, sizes) -> np.ndarray:
     out = np.zeros(tuple(lead) + tuple(sizes), dtype=bool)
     idx = positions(rows, box)
     ok = np.ones(tuple(box), dtype=bool)
-    for c, n in zip(idx, sizes):
+    for c, n in zip(idx, sizes, strict=False):
         ok = ok & (c >= 0) & (c < n)
     sel = [np.broadcast_to(c, tuple(box))[ok] for c in idx]
     out[(Ellipsis,) + tuple(sel)] = a[(Ellipsis,) + (ok,)] if r else a

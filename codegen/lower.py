@@ -102,7 +102,7 @@ class ClassBuilder:
         forward takes the axis's live pairs and returns the arrays on it as pairs arrays."""
         self.tape = dict(tape)
         arg_names = Namer(set(self.fw.names.taken))
-        for k, (arr, st) in enumerate(zip(dom, statics)):
+        for _k, (arr, st) in enumerate(zip(dom, statics, strict=False)):
             base = identifier("_".join(a.label for a in arr.shape), "scalar") if arr.shape \
                 else "scalar"
             var = arg_names.fresh(base)
@@ -165,7 +165,7 @@ class ClassBuilder:
         info.pairs_outputs = tuple(pairs_outputs)
         info.experts = expert_facts(self.iface.selection, info.pairs_outputs,
                                     [w.rank for w, live in zip(self.iface.inputs,
-                                                               self.iface.input_masks)
+                                                               self.iface.input_masks, strict=False)
                                      for _ in range(1 + (live is not None))])
         info.input_static = tuple(statics)
         info.tape_after = dict(self.tape)

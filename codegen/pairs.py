@@ -188,7 +188,7 @@ def _row_wise_operands(ctx) -> None:
     if len(sparse_deg) > 1:
         escape(origins, "the sparse axis twice in a degree")
     pointwise = isinstance(ctx.op, POINTWISE)
-    for k, (o, w) in enumerate(zip(ctx.ops, ctx.wires)):
+    for _k, (o, w) in enumerate(zip(ctx.ops, ctx.wires, strict=False)):
         sparse = [i for i, lab in enumerate(o.labels) if lab in ctx.s_labels]
         if len(sparse) > 1 or len(set(o.labels)) != len(o.labels):
             escape(origins, "the sparse axis read on a diagonal")
@@ -273,13 +273,13 @@ def contract_pairs(ctx):
     cb, sel, origins = ctx.cb, ctx.pairs, ctx.pairs_origins
     relabelled = group_labels(ctx)
     sparse_groups = {lab for k, labs in enumerate(relabelled)
-                     for lab, orig in zip(labs, ctx.ops[k].labels) if orig in ctx.s_labels}
+                     for lab, orig in zip(labs, ctx.ops[k].labels, strict=False) if orig in ctx.s_labels}
     if len(sparse_groups) != 1:
         escape(origins, "the sparse axis in a contraction's degree")
     (group,) = sparse_groups
     lead = cb.lead()
     terms, gated = [], False
-    for k, (o, w) in enumerate(zip(ctx.ops, ctx.wires)):
+    for k, (o, w) in enumerate(zip(ctx.ops, ctx.wires, strict=False)):
         labs = relabelled[k]
         if len(set(labs)) != len(labs):
             escape(origins, "a contraction with a diagonal term")

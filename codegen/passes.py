@@ -72,7 +72,7 @@ def drop_unused(body: list[Statement]) -> list[Statement]:
                 out = _remove(out, idx)
             else:
                 out[idx] = dataclasses.replace(
-                    s, targets=tuple(n if u else "_" for n, u in zip(s.targets, used)))
+                    s, targets=tuple(n if u else "_" for n, u in zip(s.targets, used, strict=False)))
             changed = True
             break
     return out

@@ -21,7 +21,7 @@ def place(ctx: Ctx, b: Broadcasted, results: list[OpResult], deg_tag: str = "d")
     if len(results) != len(b.output_weaves):
         raise SpecError(f"{type(b.operator).__name__} produced {len(results)} results for "
                         f"{len(b.output_weaves)} output weaves", b.path)
-    for j, (res, weave) in enumerate(zip(results, b.output_weaves)):
+    for j, (res, weave) in enumerate(zip(results, b.output_weaves, strict=True)):
         dst = []
         d = 0
         t = 0

@@ -16,7 +16,7 @@ def contract(ctx, terms, folded, out_hint: str):
     those not in the output. Returns (code, out labels)."""
     rel = ctx.rel
     out = []
-    for k, code, labels in terms:
+    for _k, _code, labels in terms:
         for lab in labels:
             r = rel(lab)
             if r not in out and lab not in folded and r[0] in ("d", "o", "v", "p"):

@@ -151,7 +151,7 @@ def _general_read(cb, b, k, amap, labels, tiled, general, expr, live, static, fl
         name = identifier(b.operator.label, "read")
     # static liveness of the read (the source's, gathered, and where it stays inside)
     ok_ref = np.ones(sizes_ref, dtype=bool)
-    for c, n in zip(liveness.positions(rows_ref, sizes_ref), extent_ref):
+    for c, n in zip(liveness.positions(rows_ref, sizes_ref), extent_ref, strict=True):
         ok_ref = ok_ref & (c >= 0) & (c < n)
     new_static = None
     if static is not None:

@@ -16,11 +16,11 @@ def lower_parawrap(cb, pw: ParaWrap, wires: list[Wire]) -> list[Wire]:
     body_dom = list(pw.body.dom)
     it = iter(wires)
     operands = []
-    for g, arr in zip(pw.grabs, body_dom):
+    for g, arr in zip(pw.grabs, body_dom, strict=True):
         operands.append(tape_read(cb, g, arr) if g is not None else next(it))
     results = cb.lower(pw.body, operands)
     out = []
-    for r, d in zip(results, pw.drops):
+    for r, d in zip(results, pw.drops, strict=True):
         if d is None:
             out.append(r)
         else:

@@ -146,7 +146,7 @@ class Interpreted:
         if len(outs) != len(cod):
             raise EvaluationError(f"evaluation produced {len(outs)} arrays for a codomain of "
                                   f"{len(cod)}", self.morphism.path)
-        result = [_handout(v, batch + shape) for v, shape in zip(outs, self._cod_shapes)]
+        result = [_handout(v, batch + shape) for v, shape in zip(outs, self._cod_shapes, strict=True)]
         final = {uid: materialise(v, shape)
                  for uid, (v, _nb, shape) in ev.tape.items()} if ev.tape else {}
         return Evaluation(result, final)
@@ -166,7 +166,7 @@ class Interpreted:
         """The inputs checked against the dom, and their broadcast leading (batch) shape; each
         value gets the batch's rank (size-1 dims where it has none)."""
         values, batch = [], ()
-        for k, (x, a, (real, shape)) in enumerate(zip(inputs, dom, self._dom_plain)):
+        for k, (x, a, (real, shape)) in enumerate(zip(inputs, dom, self._dom_plain, strict=False)):
             v = Value(x, None) if _plain(x, real, shape) else coerce(x, a, self.env,
                                                                    f"input {k}", lead=True)
             values.append(v)
@@ -174,14 +174,14 @@ class Interpreted:
                 batch = None
         if batch is not None:
             return values, ()
-        leads = [v.values.shape[:v.values.ndim - len(a.shape)] for v, a in zip(values, dom)]
+        leads = [v.values.shape[:v.values.ndim - len(a.shape)] for v, a in zip(values, dom, strict=False)]
         try:
             batch = tuple(int(n) for n in np.broadcast_shapes(*leads))
         except ValueError:
             raise EvaluationError("the inputs' leading (batch) dims do not broadcast: "
                                   + ", ".join(str(s) for s in leads), self.morphism.path) from None
         out = []
-        for v, a in zip(values, dom):
+        for v, a in zip(values, dom, strict=False):
             rank = len(batch) + len(a.shape)
             out.append(Value(with_rank(v.values, rank),
                              None if v.live is None else with_rank(v.live, rank)))

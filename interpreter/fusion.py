@@ -114,7 +114,7 @@ def bank_matmul(X, nb, deg_labels, in_labels, W, w_sub, present, live, out_label
             or set(present) != set(w_out)):
         return None
     free = [lab for lab in w_out if lab not in deg_labels]
-    size = dict(zip(w_sub, W.shape))
+    size = dict(zip(w_sub, W.shape, strict=False))
     bank_sizes = tuple(size[lab] for lab in deg_labels)
     in_sizes = tuple(size[lab] for lab in in_labels)
     free_sizes = tuple(size[lab] for lab in free)

@@ -126,7 +126,7 @@ def coerce(x, arr: Array, env: Env, what: str, lead: bool = False) -> Value:
         shape = a.shape[:a.ndim - len(shape)] + shape
     if a.shape != shape:
         labels = ", ".join(f"{ax.label}={n}" for ax, n in
-                           zip(arr.shape, shape[len(shape) - len(arr.shape):]))
+                           zip(arr.shape, shape[len(shape) - len(arr.shape):], strict=False))
         raise EvaluationError(f"{what} has shape {a.shape}; expected {shape} [{labels}] "
                               f"({arr})")
     want = dtype_of(arr.datatype)

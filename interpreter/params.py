@@ -42,7 +42,7 @@ def expected_shape(spec: ParamSpec, env: Env) -> tuple[int, ...]:
 
 
 def _describe(spec: ParamSpec, shape) -> str:
-    return f"[{', '.join(f'{a}={n}' for a, n in zip(spec.axis_labels, shape))}]"
+    return f"[{', '.join(f'{a}={n}' for a, n in zip(spec.axis_labels, shape, strict=False))}]"
 
 
 def init_value(spec: ParamSpec, env: Env, seed: int) -> np.ndarray:

@@ -114,11 +114,11 @@ def _stacked(parts: list[Value], n: int, rows: int) -> Value:
     all)."""
     sizes = [min(rows, n - s) for s in range(0, n, rows)]
     tail = np.broadcast_shapes(*(p.values.shape[1:] for p in parts))
-    vals = np.concatenate([np.broadcast_to(p.values, (m,) + tail) for p, m in zip(parts, sizes)])
+    vals = np.concatenate([np.broadcast_to(p.values, (m,) + tail) for p, m in zip(parts, sizes, strict=False)])
     if all(p.live is None for p in parts):
         return Value(vals, None)
     live = np.concatenate([np.broadcast_to(True if p.live is None else p.live, (m,) + tail)
-                           for p, m in zip(parts, sizes)])
+                           for p, m in zip(parts, sizes, strict=False)])
     return Value(vals, None if live.all() else live)
 
 
@@ -136,7 +136,7 @@ def _with_lifetimes(steps, n_inputs, outputs):
     for r, i in last.items():
         if r not in keep:
             frees[i].append(r)
-    return [(fn, tuple(f)) for (fn, _r, _w), f in zip(steps, frees)]
+    return [(fn, tuple(f)) for (fn, _r, _w), f in zip(steps, frees, strict=True)]
 
 
 def compile_plan(ev, batch: tuple[int, ...], n_inputs: int, plain: bool = False) -> Plan:
@@ -274,7 +274,7 @@ class _Builder(SiteSteps):
                 runs = [plan.run([_rows(v, s, s + rows) for v in ins])
                         for s in range(0, n, rows)]
                 outs = [_stacked([r[j] for r in runs], n, rows) for j in range(len(res))]
-            for r, v in zip(dst, outs):
+            for r, v in zip(dst, outs, strict=False):
                 R[r] = v
 
         self.step(run, src, dst)
@@ -380,8 +380,8 @@ class _Builder(SiteSteps):
             raise locate(EvaluationError(msg), b, scope.titles)
         lifted = self.new(len(regs))
         titles = scope.titles
-        self.step(_moves(tuple(zip(readers, regs, lifted)), b, titles), regs, lifted)
-        for g, r in zip(op.grabs if para else (), lifted[:ng]):
+        self.step(_moves(tuple(zip(readers, regs, lifted, strict=False)), b, titles), regs, lifted)
+        for g, r in zip(op.grabs if para else (), lifted[:ng], strict=False):
             self.tape_write(g.tape, r, lead, ev.env.sizes(g.size.shape))
         results = self.emit(block, lifted[ng:], scope, lead)
         if para:
@@ -394,7 +394,7 @@ class _Builder(SiteSteps):
         placers = [self.placer(b, j, batch, deg) for j in range(nout)]
         if self.plain:                      # a box's results are an operator's: perturbed
             placers = [_perturbed(ev, put) for put in placers]
-        self.step(_moves(tuple(zip(placers, results, dst)), b, titles), results, dst)
+        self.step(_moves(tuple(zip(placers, results, dst, strict=False)), b, titles), results, dst)
         return dst
 
     def fused(self, lin, view, regs, scope, batch) -> list[int]:
@@ -459,13 +459,13 @@ class _Emit(Visitor):
         b, ev = self.b, self.ev
         ev.arity(m, regs)
         operands, it = [], iter(regs)
-        for slot, _arr in zip(m.grabs, m.body.dom):
+        for slot, _arr in zip(m.grabs, m.body.dom, strict=True):
             operands.append(b.tape_read(slot, self.batch, m.path) if slot is not None
                             else next(it))
 
         def drops(results):
             out = []
-            for slot, arr, r in zip(m.drops, m.body.cod, results):
+            for slot, arr, r in zip(m.drops, m.body.cod, results, strict=True):
                 if slot is None:
                     out.append(r)
                 else:

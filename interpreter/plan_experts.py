@@ -45,7 +45,7 @@ def narrowed(terms: tuple, A: Axis) -> tuple[tuple, dict]:
             out = one
         elif isinstance(obj, (tuple, list)):
             items = [sub(x) for x in obj]
-            out = obj if all(a is b for a, b in zip(items, obj)) else type(obj)(items)
+            out = obj if all(a is b for a, b in zip(items, obj, strict=True)) else type(obj)(items)
         elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
             changed = {}
             for f in dataclasses.fields(obj):

@@ -92,8 +92,8 @@ class SiteSteps:
         src = tuple(regs)
         nout = len(b.output_weaves)
         titles = scope.titles
-        pairs = tuple(zip(readers, src))
-        outs_at = tuple(zip(placers, dst))
+        pairs = tuple(zip(readers, src, strict=False))
+        outs_at = tuple(zip(placers, dst, strict=False))
         take = _taker(ev.params, keys)
 
         def apply(lifted):
@@ -137,7 +137,7 @@ class SiteSteps:
                 except (SpecError, *NUMPY_ERRORS) as exc:
                     raise locate(exc, b, titles) from None
         elif inline:
-            fast = tuple(zip(src, layouts))
+            fast = tuple(zip(src, layouts, strict=False))
 
             def run(R):
                 try:
@@ -151,12 +151,12 @@ class SiteSteps:
                         xs.append(x)
                     else:
                         ys = kern(xs, take())
-                        for (put, r), y, rank in zip(outs_at, ys, ranks):
+                        for (put, r), y, rank in zip(outs_at, ys, ranks, strict=False):
                             R[r] = y if type(y) is ndarray and y.ndim == rank \
                                 else put(Value(y, None))
                         return
                     outs = apply([read(R[r]) for read, r in pairs])
-                    for (put, r), v in zip(outs_at, outs):
+                    for (put, r), v in zip(outs_at, outs, strict=False):
                         R[r] = put(v)
                 except (SpecError, *NUMPY_ERRORS) as exc:
                     raise locate(exc, b, titles) from None
@@ -164,7 +164,7 @@ class SiteSteps:
             def run(R):
                 try:
                     outs = apply([read(R[r]) for read, r in pairs])
-                    for (put, r), v in zip(outs_at, outs):
+                    for (put, r), v in zip(outs_at, outs, strict=False):
                         R[r] = put(v)
                 except (SpecError, *NUMPY_ERRORS) as exc:
                     raise locate(exc, b, titles) from None

@@ -35,7 +35,7 @@ def _grid(row, b, sizes) -> np.ndarray:
     """``row . d + b`` as an integer array broadcastable over the domain box ``sizes``."""
     r = len(sizes)
     g = np.full((1,) * r, b, dtype=np.int64)
-    for i, (s, d) in enumerate(zip(row, sizes)):
+    for i, (s, d) in enumerate(zip(row, sizes, strict=True)):
         if s:
             shape = [1] * r
             shape[i] = d
@@ -45,7 +45,7 @@ def _grid(row, b, sizes) -> np.ndarray:
 
 def index_grids(am: BoundAffineMap) -> list[np.ndarray]:
     """One integer array per codomain axis, broadcastable over the domain box."""
-    return [_grid(row, b, am.dom_sizes) for row, b in zip(am.rows, am.shifts)]
+    return [_grid(row, b, am.dom_sizes) for row, b in zip(am.rows, am.shifts, strict=True)]
 
 
 def ok_mask(am: BoundAffineMap):
@@ -112,7 +112,7 @@ def gather(v: Value, plan: GatherPlan, nb: int) -> Value:
         shape = X.shape[:nb] + am.dom_sizes + tuple(plan.target_sizes)
         return Value(np.zeros(shape, X.dtype), None)
     if plan.identity and all(X.shape[nb + k] == n for k, n in enumerate(am.cod_sizes)) and \
-            all(X.shape[nb + p] == n for p, n in zip(plan.target, plan.target_sizes)) and \
+            all(X.shape[nb + p] == n for p, n in zip(plan.target, plan.target_sizes, strict=False)) and \
             (v.live is None or v.live.ndim == X.ndim):
         return v
     ok = plan.ok
@@ -133,13 +133,13 @@ def _read(X, plan: GatherPlan, nb: int, fill):
     dimension was read out of range — then the caller must zero the dead positions)."""
     am = plan.amap
     pos = [nb + p for p in plan.tiled]
-    full = [X.shape[p] != 1 or n == 1 for p, n in zip(pos, am.cod_sizes)]
-    for p, n, f in zip(pos, am.cod_sizes, full):
+    full = [X.shape[p] != 1 or n == 1 for p, n in zip(pos, am.cod_sizes, strict=False)]
+    for p, n, f in zip(pos, am.cod_sizes, full, strict=False):
         if f and X.shape[p] != n:
             raise ValueError(f"dimension of size {X.shape[p]} where the axis has size {n}")
     pads = []
     const_oob = False
-    for (lo, hi), n, f in zip(am.ranges, am.cod_sizes, full):
+    for (lo, hi), n, f in zip(am.ranges, am.cod_sizes, full, strict=False):
         if not f:
             pads.append((0, 0))
             const_oob |= lo < 0 or hi > n - 1
@@ -167,7 +167,7 @@ def _read(X, plan: GatherPlan, nb: int, fill):
         shape.append(d if dep else 1)
         strides.append(sum(am.rows[k][i] * st[p] for k, p in enumerate(pos) if full[k])
                        if dep else 0)
-    for p, n in zip(plan.target, plan.target_sizes):
+    for p, n in zip(plan.target, plan.target_sizes, strict=False):
         p += nb
         if X.shape[p] not in (n, 1):
             raise ValueError(f"dimension of size {X.shape[p]} where the axis has size {n}")
@@ -184,7 +184,7 @@ def _indexed_read(X, plan: GatherPlan, nb: int, fill):
     r = len(am.dom_sizes)
     pos = [nb + p for p in plan.tiled]
     idx = [np.zeros_like(g) if X.shape[p] == 1 else np.clip(g, 0, n - 1)
-           for g, p, n in zip(index_grids(am), pos, am.cod_sizes)]
+           for g, p, n in zip(index_grids(am), pos, am.cod_sizes, strict=False)]
     Xt = np.moveaxis(X, pos, list(range(nb, nb + len(pos))))
     if idx:
         got = Xt[(slice(None),) * nb + tuple(idx)]
@@ -214,7 +214,7 @@ def scatter(v: Value, amap: BoundAffineMap, out_sizes: tuple[int, ...], nin: int
     Xb = np.broadcast_to(X, lead + dom)
     ok = np.ones(dom, dtype=bool)
     grids = [np.broadcast_to(g, dom) for g in index_grids(amap)]
-    for g, n in zip(grids, out_sizes):
+    for g, n in zip(grids, out_sizes, strict=False):
         ok &= (g >= 0) & (g < n)
     for row, b, n in amap.constraints:
         g = np.broadcast_to(_grid(row, b, dom), dom)

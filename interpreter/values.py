@@ -108,7 +108,7 @@ def live_count(mask, axes: tuple[int, ...], logical: tuple[int, ...]):
     if mask is None:
         return int(np.prod(logical, dtype=np.int64))
     factor = 1
-    for ax, n in zip(axes, logical):
+    for ax, n in zip(axes, logical, strict=False):
         if mask.shape[ax] == 1:
             factor *= n
     return np.sum(mask, axis=axes, keepdims=True, dtype=np.int64) * factor

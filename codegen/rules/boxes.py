@@ -90,7 +90,7 @@ def para_block_operator(ctx):
                         "supported by the code generator", b.path)
     n_grab = len(op.grabs)
     # bind the grabbed ports into the tape (they normally are the tape's value already)
-    for g, o, w in zip(op.grabs, ctx.ops[:n_grab], ctx.wires[:n_grab]):
+    for g, _o, w in zip(op.grabs, ctx.ops[:n_grab], ctx.wires[:n_grab], strict=False):
         ctx.tape_write(g.tape, w)
     wires = _block_inputs(ctx, n_grab, list(block.dom))
     outs = ctx.run_block(block, wires, lifted=tuple(ctx.b.degree))

@@ -119,7 +119,7 @@ def select(ctx):
         terms, lives = [], []
         pos = liveness.full(len(out))
         sure = liveness.full(len(out))
-        for k, o in enumerate(ctx.ops):
+        for _k, o in enumerate(ctx.ops):
             labs = [("o", 0, 0) if lab[0] == "t" else lab for lab in o.labels]
             terms.append(align_code(o.expr, labs, out))
             if o.live is not None:

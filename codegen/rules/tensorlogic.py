@@ -72,7 +72,7 @@ def _predicate(ctx, f, dtype: str, device: str) -> tuple[str, list]:
         return ctx.bind("predicate", f"torch.tensor({value!r}, dtype={dtype}{device})"), []
     labels = [_label_of(ctx, a) for a in axes]
     index = {}
-    for i, (a, lab) in enumerate(zip(axes, labels)):
+    for i, (a, lab) in enumerate(zip(axes, labels, strict=False)):
         var = ctx.bind(identifier(a.label, "axis") + "_index",
                        f"torch.arange({ctx.size(lab)}{device})")
         if len(axes) > 1:

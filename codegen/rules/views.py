@@ -135,7 +135,7 @@ def _parts(ctx, reindexings):
     tiled = True
     for env in (ctx.gen.env, ctx.gen.ref_env):
         at = 0
-        for shift, axis, whole, step in parts:
+        for shift, axis, _whole, step in parts:
             if env.size(shift) != at or env.size(step) != 1:
                 tiled = False
             at += env.size(axis.size)
@@ -160,7 +160,7 @@ def concatenate(ctx):
     out = ctx.spanned()
     dst = out + [("o", 0, 0)]
     aligned = []
-    for k, o in enumerate(ctx.ops):
+    for _k, o in enumerate(ctx.ops):
         tl = [lab for lab in o.labels if lab[0] == "t"]
         if len(tl) != 1:
             raise SpecError("each ConcatenateAxes input has exactly its part as target", b.path)
@@ -184,7 +184,7 @@ def _scatter_parts(ctx, parts, aligned, dst):
     var = ctx.fw.names.fresh("concatenated")
     live = ctx.fw.names.fresh(var + "_live")
     pos = sure = None
-    for k, (part, src) in enumerate(zip(parts, aligned)):
+    for k, (part, src) in enumerate(zip(parts, aligned, strict=False)):
         o = ctx.ops[k]
         labs = [("o", 0, 0) if lab[0] == "t" else lab for lab in o.labels]
         rows = _part_rows(ctx, part, False)
@@ -245,7 +245,7 @@ def deconcatenate(ctx):
         names = [ctx.fw.names.fresh(identifier(part[1].label, "part")) for part in parts]
         ctx.fw.assign(tuple(names), f"torch.split({src}, [{sizes}], dim=-1)",
                       "parts of " + ctx.shape_comment(tl))
-        for j, (part, expr) in enumerate(zip(parts, names)):
+        for j, (part, expr) in enumerate(zip(parts, names, strict=False)):
             results.append(_narrowed(ctx, src, live, keep, tl, j, part, expr))
         return results
     for j, part in enumerate(parts):

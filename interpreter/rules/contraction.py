@@ -42,7 +42,7 @@ def subscripts(b) -> list | str:
 
 def _contract(arrays, subs):
     operands = []
-    for x, sub in zip(arrays, subs):
+    for x, sub in zip(arrays, subs, strict=False):
         operands += [x, sub]
     return np.einsum(*operands, [Ellipsis])
 
@@ -56,7 +56,7 @@ def einops(b, inputs, ctx):
     if isinstance(subs, str):
         raise ctx.error(subs)
     operands, masks = [], []
-    for v, sub in zip(inputs, subs):
+    for v, sub in zip(inputs, subs, strict=False):
         operands += [v.values, sub]
         if v.live is not None:
             masks += [v.live, sub]

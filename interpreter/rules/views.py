@@ -74,7 +74,7 @@ def concatenate(b, inputs, ctx):
     out = np.zeros(lead + tuple(out_sizes), dtype=dtype)
     live = np.zeros(lead + tuple(out_sizes), dtype=bool)
     nlead = len(lead)
-    for k, (v, part) in enumerate(zip(inputs, op.part_reindexings)):
+    for k, (v, part) in enumerate(zip(inputs, op.part_reindexings, strict=False)):
         pp, pw, off, stride = _part_geometry(b, b.input_weaves[k], part, ctx, wout)
         n = ctx.sizes(b.input_weaves[k].target)[pp]
         idx = off + stride * np.arange(n)

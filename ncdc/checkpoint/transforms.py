@@ -12,7 +12,7 @@ TORCH_DTYPES = {"float64": "float64", "float32": "float32", "bfloat16": "bfloat1
 
 def scale_shape(shape, block) -> tuple[int, ...]:
     """The shape of the block scales of a tensor: ``ceil(n / b)`` per axis."""
-    return tuple(math.ceil(n / b) for n, b in zip(shape, block))
+    return tuple(math.ceil(n / b) for n, b in zip(shape, block, strict=False))
 
 
 def dequantize(w, scale, block, dtype, what: str):
@@ -33,7 +33,7 @@ def dequantize(w, scale, block, dtype, what: str):
     s = scale.to(torch.float64)
     if w.dim() == 0:
         return (w.to(torch.float64) * s).to(dtype)
-    block = [min(b, max(n, 1)) for b, n in zip(block, w.shape)]  # same blocks, no huge repeat
+    block = [min(b, max(n, 1)) for b, n in zip(block, w.shape, strict=False)]  # same blocks, no huge repeat
     b0 = block[0]
     for r in range(want[0]):
         rows = slice(r * b0, (r + 1) * b0)

@@ -199,7 +199,7 @@ def run(args) -> int:
     t0 = time.perf_counter()
     res = run_.evaluate(*inputs, tape=tape, observer=observe if args.rms else None)
     elapsed = time.perf_counter() - t0
-    rows = [_stats(v, a) for v, a in zip(res.outputs, run_.cod)]
+    rows = [_stats(v, a) for v, a in zip(res.outputs, run_.cod, strict=False)]
     if args.out:
         payload = {}
         for k, v in enumerate(res.outputs):

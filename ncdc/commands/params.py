@@ -73,12 +73,12 @@ def run(args) -> int:
     if not rows:
         print("(no learned or fixed arrays)")
         return 0
-    shapes = ["[" + ", ".join(_dim(a, n) for a, n in zip(r["axes"], r["shape"])) + "]"
+    shapes = ["[" + ", ".join(_dim(a, n) for a, n in zip(r["axes"], r["shape"], strict=False)) + "]"
               for r in rows]
     kw = max(len(r["key"]) for r in rows)
     sw = max(len(x) for x in shapes)
     print(f"{'KEY':<{kw}}  {'SHAPE':<{sw}}  {'ELEMENTS':>15}  KIND")
-    for r, shape in zip(rows, shapes):
+    for r, shape in zip(rows, shapes, strict=True):
         el = f"{r['elements']:,}" if isinstance(r["elements"], int) else r["elements"]
         times = f" (x{r['count']})" if "count" in r else ""
         print(f"{r['key']:<{kw}}  {shape:<{sw}}  {el:>15}  {r['kind']}{times}")

@@ -105,7 +105,7 @@ def write_outputs(path, res: RankResult, slot_labels: dict | None = None) -> Non
     from .output import save_npz
 
     payload = {}
-    for k, (v, live) in enumerate(zip(res.outputs, res.lives)):
+    for k, (v, live) in enumerate(zip(res.outputs, res.lives, strict=False)):
         a = _numpy(v)
         payload[f"out{k}"] = a
         payload[f"live{k}"] = np.ones(a.shape, bool) if live is None else \

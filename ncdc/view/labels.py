@@ -36,8 +36,8 @@ SYMBOLS = {
     "rvert": "|", "Vert": "‖", "lVert": "‖", "rVert": "‖", "bmod": "mod", "ulcorner": "⌜",
     "lrcorner": "⌟", "llcorner": "⌞", "urcorner": "⌝", "pm": "±", "approx": "≈",
 }
-SUB = dict(zip("0123456789+-=()aeoxhklmnpstijruv", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₒₓₕₖₗₘₙₚₛₜᵢⱼᵣᵤᵥ"))
-SUP = dict(zip("0123456789+-=()nijkT", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱʲᵏᵀ"))
+SUB = dict(zip("0123456789+-=()aeoxhklmnpstijruv", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₒₓₕₖₗₘₙₚₛₜᵢⱼᵣᵤᵥ", strict=True))
+SUP = dict(zip("0123456789+-=()nijkT", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱʲᵏᵀ", strict=True))
 
 _STYLE = re.compile(r"\\(?:text|mathrm|mathbf|mathit|mathsf|mathtt|operatorname|boldsymbol|"
                     r"mathcal|mathbb|mathbbm|hat|tilde|bar|overline|widehat|vec)\s*\{([^{}]*)\}")

@@ -351,7 +351,7 @@ def _label_axes(edges: dict) -> None:
             e["axes"] = text(shape)
             if "bound" in e:
                 sizes = e.get("sizes") or _bracket(e["bound"]).split(", ")
-                e["boundAxes"] = (", ".join(f"{plain_label(a)}={n}" for a, n in zip(shape, sizes))
+                e["boundAxes"] = (", ".join(f"{plain_label(a)}={n}" for a, n in zip(shape, sizes, strict=True))
                                   if len(sizes) == len(shape) else _bracket(e["bound"]))
 
 
