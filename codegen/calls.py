@@ -28,7 +28,7 @@ def _join(a: liveness.StaticLive | None, b: liveness.StaticLive | None):
     return liveness.make(pa | pb, sa & sb)
 
 
-def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[Wire]:
+def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[Wire]:  # noqa: C901 - one branch per call feature: repeats, experts, quant, tape, liveness
     """Call a submodule for ``block`` (a loop over a ModuleList when it repeats);
     ``lifted``: the degree axes the call runs over (for shape comments)."""
     reps = repetitions(block, cb.gen.env)

@@ -54,7 +54,7 @@ class FormulaPrinter:
     def wrap(self, text: str, own: int, outer: int) -> str:
         return f"({text})" if own < outer else text
 
-    def p(self, e, outer: int) -> str:
+    def p(self, e, outer: int) -> str:  # noqa: C901 - one branch per kind of formula node
         t = self.tensor(e)
         if e == FREE_INPUT:
             return self.x

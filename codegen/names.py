@@ -251,7 +251,7 @@ def string_literal(text: str) -> str:
     return ascii(str(text))
 
 
-def formula_name(expr, x) -> str | None:
+def formula_name(expr, x) -> str | None:  # noqa: C901 - one naming rule per branch, tried in order
     """A local name for the result of a pointwise formula in ``x``, from the operation it
     performs rather than the label's letters: ``x + ε`` is ``shifted``, ``x / 448`` ``scaled``,
     ``1 / x`` ``reciprocal``, a clamp ``clamped``, ``x σ(x)`` ``silu``; None when no rule names

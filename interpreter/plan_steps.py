@@ -65,7 +65,7 @@ class SiteSteps:
         return [_reader(self.ev.plan(b, k), nb, self.identity_layout(b, k), k,
                         b.input_weaves[k]) for k in range(len(b.input_weaves))]
 
-    def broadcasted(self, b: Broadcasted, regs, scope: Scope, batch) -> list[int]:
+    def broadcasted(self, b: Broadcasted, regs, scope: Scope, batch) -> list[int]:  # noqa: C901 - builds one run closure per fast path: single input, inline, general
         ev = self.ev
         batch = tuple(batch)
         nb = len(batch)

@@ -41,20 +41,7 @@ class MappedSource:
         self.metadata = getattr(files, "metadata", {})
         self.plan: dict[str, list[Entry]] = defaultdict(list)
         names = list(files.names())
-        present = set(names)
-        matches = {}
-        scales = set()
-        for name in names:
-            hit = cmap.match(name)
-            if hit is None:
-                continue
-            rule, m = hit
-            scale = self._scale_name(rule, name)
-            if scale is not None and scale in present:
-                scales.add(scale)
-            else:
-                scale = None
-            matches[name] = (rule, m, scale)
+        matches, scales = self._matches(names)
         problems, unmapped = [], []
         for name in names:
             if name in scales and name not in matches:
@@ -88,6 +75,24 @@ class MappedSource:
                                   + "; ".join(problems))
         for entries in self.plan.values():
             entries.sort(key=lambda e: (e.index is None, e.index or 0, e.tensor))
+
+    def _matches(self, names: list[str]) -> tuple[dict, set[str]]:
+        """(tensor -> (rule, match, its block scale tensor or None) for the tensors a rule
+        matches, the names of those scale tensors); a scale counts only when it is present."""
+        present = set(names)
+        matches, scales = {}, set()
+        for name in names:
+            hit = self.map.match(name)
+            if hit is None:
+                continue
+            rule, m = hit
+            scale = self._scale_name(rule, name)
+            if scale is not None and scale in present:
+                scales.add(scale)
+            else:
+                scale = None
+            matches[name] = (rule, m, scale)
+        return matches, scales
 
     def _scale_name(self, rule: Rule, name: str) -> str | None:
         template = rule.scale or (self.map.dequantize.scale if self.map.dequantize else None)

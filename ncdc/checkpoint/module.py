@@ -126,7 +126,7 @@ def describe(source, name: str) -> str:
     return source.describe(name) if hasattr(source, "describe") else f"tensor {name!r}"
 
 
-def materialize(built: Built, source=None, *, key_map: dict | None = None, seed: int = 0,
+def materialize(built: Built, source=None, *, key_map: dict | None = None, seed: int = 0,  # noqa: C901 - its steps in order: check keys, reset, copy (whole or sharded), policy
                 synthetic: bool = False, policy=None, prefix: str = "") -> LoadReport:
     """Give ``built.module`` CPU memory and its values: the tensors of ``source`` (an object
     with ``get(name)``, optionally ``pieces(name, shape)``, ``expect(names)``) named by
