@@ -19,23 +19,12 @@ from ncdc.checkpoint.files import Shard, header_of
 from ncdc.checkpoint.mapped import MappedSource
 from ncdc.checkpoint.mapping import load_map, parse_map
 from ncdc.checkpoint.transforms import dequantize
-from ncdc.cli import main
 from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
 from ncdc.ir.errors import EvaluationError, SpecError
 from tests.conftest import TRANSFORMER
+from tests.test_hostile_files import _one_line_error, _run
 
 FAST = 2.0  # seconds: every hostile case ends within this
-
-
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _one_line_error(err: str) -> bool:
-    lines = err.strip().splitlines()
-    return len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err
 
 
 class Timed:

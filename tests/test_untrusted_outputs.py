@@ -11,21 +11,10 @@ import shutil
 import numpy as np
 import pytest
 
-from ncdc.cli import main
 from ncdc.commands import output as output_mod
 from ncdc.commands.output import OutputError, write_output, write_text
 from tests.conftest import TRANSFORMER
-
-
-def _run(capsys, *argv):
-    rc = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    return rc, out, err
-
-
-def _one_line_error(err: str) -> bool:
-    lines = err.strip().splitlines()
-    return len(lines) == 1 and lines[0].startswith("error:") and "Traceback" not in err
+from tests.test_hostile_files import _one_line_error, _run
 
 
 def _full_disk(monkeypatch):
