@@ -125,10 +125,9 @@ class GenericOperator(_Pointwise):
 
 
 @dataclass(frozen=True, eq=False)
-class PairsAsComplex(Operator):
-    """``[z] -> C[t]``: ``p[t] = v[2t] + i v[2t+1]``."""
+class _Regrouping(Operator):
+    """A change between real pairs and complex numbers: one operand, one result, no FLOPs."""
 
-    glyph = "ℂ pairs"
     family = "elementwise"
 
     def check(self, site):
@@ -141,19 +140,17 @@ class PairsAsComplex(Operator):
 
 
 @dataclass(frozen=True, eq=False)
-class Decomplex(Operator):
+class PairsAsComplex(_Regrouping):
+    """``[z] -> C[t]``: ``p[t] = v[2t] + i v[2t+1]``."""
+
+    glyph = "ℂ pairs"
+
+
+@dataclass(frozen=True, eq=False)
+class Decomplex(_Regrouping):
     """``C[t] -> [z]``: ``y[2t] = Re p[t]``, ``y[2t+1] = Im p[t]``."""
 
     glyph = "ℂ → ℝ²"
-    family = "elementwise"
-
-    def check(self, site):
-        """One operand, one result."""
-        site.arity(n_in=1, n_out=1)
-
-    def flops(self, b):
-        """A regrouping: 0."""
-        return ZERO
 
 
 @dataclass(frozen=True, eq=False)
