@@ -147,10 +147,11 @@ def check_paths(args) -> None:
     files, outputs go to an existing directory and are not directories, and each keeps an
     extension its format allows. A problem is a UsageError (exit 2, one line)."""
     from ncdc.ir.errors import UsageError
+    from ncdc.spec.envelope import split_address
 
     spec = getattr(args, "spec", None)
     if spec is not None:
-        input_path(spec, "SPEC", None)
+        input_path(split_address(spec, os.path.exists)[0], "SPEC", None)
     for name, (direction, exts) in PATH_ARGS.items():
         path = getattr(args, name, None)
         if path == "":
