@@ -223,3 +223,19 @@ def _index(doc: Document, uid: int, rec) -> None:
         doc.tags[uid] = rec
     elif isinstance(rec, TapeSlot):
         doc.tape_slots[uid] = rec
+
+
+def load_expansion(doc: Document, key: int) -> Document:
+    """The diagram expansion ``key`` of ``doc``'s auxiliary writes out (:mod:`spec.auxiliary`):
+    its document decoded strictly, its source ``SOURCE (expansion KEY: OPERATOR)``, its own
+    auxiliary (nested expansions included) read."""
+    exp = doc.auxiliary.expansions.get(key)
+    if exp is None:
+        have = ", ".join(str(k) for k in doc.auxiliary.expansions) or "none"
+        raise SpecFormatError(f"{doc.source} has no expansion {key}; its expansions: {have}")
+    source = f"{doc.source} (expansion {key}: {exp.operator})"
+    sub = load_text(exp.text, source)
+    if exp.auxiliary:
+        sub.auxiliary = read_auxiliary(exp.auxiliary, f"auxiliary.expansions.{key}.auxiliary")
+        sub.broadcasts = broadcast_paths(open_document(parse_strict(exp.text)).doc)
+    return sub
