@@ -78,6 +78,10 @@ def _open(value, steps: list[str], trail: list[str], kinds: list[str], aux) -> O
         raise SpecFormatError(f"a spec document is a JSON object, not {type(value).__name__} "
                               f"({where})")
     form = value.get("export_form")
+    if "data" in value and "uid_repository" not in value and isinstance(
+            value["data"], (dict, list)) and "msgType" not in value and _is_term(value["data"]):
+        raise SpecFormatError(f"not a pyncd diagram spec: {where} has data but no "
+                              "uid_repository")
     if "msgType" in value or ("data" in value and "uid_repository" not in value
                               and form is None and set(value) <= VIEWER_KEYS):
         return _viewer(value, steps, trail, kinds, aux)
@@ -102,6 +106,12 @@ def _open(value, steps: list[str], trail: list[str], kinds: list[str], aux) -> O
                           "(a document has uid_repository and data; the envelopes are the "
                           "compressed export, the viewer's {data, settings, auxiliary} and a "
                           "bundle of named documents)")
+
+
+def _is_term(data) -> bool:
+    """A term (or list of terms) as a document's data holds, not a document."""
+    first = data[0] if isinstance(data, list) and data else data
+    return isinstance(first, dict) and "__type__" in first
 
 
 def _viewer(value: dict, steps, trail, kinds, aux) -> Opened:
@@ -129,7 +139,9 @@ def _bundle(value: dict, steps, trail, kinds, aux) -> Opened:
         listed = ", ".join("#" + "/".join(trail + [n]) for n in names)
         raise SpecFormatError(f"{_named(trail)} is a bundle of {len(names)} documents; name "
                               f"one as FILE#NAME: {listed}")
-    name, rest = steps[0], steps[1:]
+    # the longest run of steps that names a member: a name may itself hold a "/"
+    cut = next((k for k in range(len(steps), 0, -1) if "/".join(steps[:k]) in value), 1)
+    name, rest = "/".join(steps[:cut]), steps[cut:]
     if name not in value:
         raise SpecFormatError(f"{_named(trail)} has no document {name!r}; its "
                               f"documents: {', '.join(names)}")

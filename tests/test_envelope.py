@@ -154,3 +154,25 @@ def test_every_command_takes_the_address():
     out = subprocess.run([sys.executable, "-m", "ncdc", "validate", str(BUNDLE)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "#compressed_values" in out.stderr
+
+
+def test_a_member_name_holding_a_slash_is_still_addressable():
+    doc = _plain_matmul()
+    spec = ncdc.Spec(load_text(json.dumps({"a/b": doc, "c": doc}), part="a/b"))
+    assert spec.doc.address == "a/b" and spec.doc.envelope == "bundle/plain"
+
+
+@pytest.mark.parametrize("value, phrase", [
+    ({"data": {"__type__": "Composed", "content": []}}, "has data but no uid_repository"),
+    ({"data": [{"__type__": "Composed", "content": []}]}, "has data but no uid_repository"),
+    ({"data": 5, "settings": {}}, "a spec document is a JSON object, not int"),
+    ({"data": "{}", "auxiliary": []}, "the viewer's auxiliary is an object"),
+    ({"msgType": "dataUpdate"}, "the viewer message has no data"),
+    ({"uid_repository": {}, "data": []}, "data is an empty list"),
+    ([1, 2], "a spec document is a JSON object, not list"),
+    ({}, "an object with keys none"),
+])
+def test_odd_shapes_are_typed_format_errors(value, phrase):
+    with pytest.raises(SpecFormatError) as info:
+        load_text(json.dumps(value))
+    assert phrase in str(info.value)
