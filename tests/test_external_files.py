@@ -35,8 +35,8 @@ CHECKS = [
     "william-macready+pyncd__outputs_html_convolution_full.payload.json",
     "william-macready+pyncd__outputs_html_convolution_matrix.payload.json",
     "william-macready+pyncd__outputs_html_ffn_layer.payload.json",
-    # its Grouped Output Projection: a bank Linear fused with the diagonal View after it, whose
-    # input has dead entries (the window's)
+    # its Grouped Output Projection: a bank Linear fused with the diagonal View after it, on an
+    # input that carries liveness
     "mit-zardini-lab+tsncd__swa.json",
 ]
 """Diagrams that validate and check."""
