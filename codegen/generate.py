@@ -223,7 +223,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     if isinstance(morphism, Truncated):
         raise SpecError("cannot compile a truncated term; compile a complete block or the "
                         "salvaged prefix", morphism.path)
-    morphism = normalize(morphism, reading=reading, fusion="contraction_view")  # the stable forms, once
+    morphism = normalize(morphism, reading=reading, fusion="contraction_view")  # once
     symbols = collect_symbols(morphism)
     specs = param_specs(morphism, env)  # once: each use below reads this list
     gen = Generator(env, data_symbols(morphism, specs), quant, symbols)
