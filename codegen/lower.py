@@ -28,10 +28,11 @@ from ncdc.ir.morphisms import (
     Truncated,
 )
 from ncdc.ir.params import repetitions
+from ncdc.ir.rewrites import ContractionView
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
 from . import calls, complex_parts, flips, tape
-from .broadcast import fusible_view, lower_broadcasted
+from .broadcast import lower_broadcasted, lower_contraction_view
 from .class_source import ClassParts, class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
 from .classstate import Batch, Interface, Needs, PairsState
@@ -193,8 +194,12 @@ class ClassBuilder:
                 raise SpecError(f"rearrangement of {len(m.dom)} wires applied to {len(wires)}",
                                 m.path)
             return [wires[i] for i in m.mapping]
+        if isinstance(m, ContractionView):
+            return lower_contraction_view(self, m, wires)
         if isinstance(m, Composed):
-            return self.lower_composed(m, wires)
+            for item in m.content:
+                wires = self.lower(item, wires)
+            return wires
         if isinstance(m, ProductOfMorphisms):
             out, pos = [], 0
             for part in m.content:
@@ -230,20 +235,6 @@ class ClassBuilder:
         """Remember the first wire carrying a data-dependent selection of a sparse axis."""
         if is_selection_mask(w):
             self.pairs.masks.setdefault(w.array.shape[0].uid, w)
-
-    def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
-        items = m.content  # normalized: ir.pipeline.normalize ran in codegen.generate
-        i = 0
-        while i < len(items):
-            item = items[i]
-            nxt = items[i + 1] if i + 1 < len(items) else None
-            if nxt is not None and fusible_view(self, item, nxt):
-                wires = lower_broadcasted(self, item, wires, then=nxt)
-                i += 2
-                continue
-            wires = self.lower(item, wires)
-            i += 1
-        return wires
 
     def inline_block(self, block: Block) -> bool:
         return (block.tag.drawing == BlockDrawing.BODY_IN_PLACE
