@@ -82,9 +82,12 @@ def add_weights_arg(p) -> None:
 
 def add_checkpoint_args(p) -> None:
     """``--map`` and ``--key-prefix``: how the weights' names become the block's keys."""
+    from ncdc.checkpoint.builtin import builtin_help
+
     p.add_argument("--map", metavar="MAP",
-                   help="checkpoint map (.toml or .json) from the checkpoint's tensor names to "
-                        "ncdc's parameter keys")
+                   help="checkpoint map from the checkpoint's tensor names to ncdc's parameter "
+                        "keys: a .toml or .json file, or the name of a built-in map ("
+                        + builtin_help() + ")")
     p.add_argument("--key-prefix", metavar="PREFIX",
                    help="where the block's keys start in the weights (default: found from the "
                         "block's place in the model)")
@@ -156,7 +159,7 @@ def check_paths(args) -> None:
         if path == "":
             raise UsageError(f"--{name.replace('_', '-')}: an empty path names no file")
         if name == "params" and path and getattr(args, "map", None):
-            input_path(args.map, "--map", (".toml", ".json"))
+            map_path(args.map)
             if not os.path.exists(path):  # a checkpoint: a file, an index or a directory
                 raise UsageError(f"--params {path!r}: no such file or directory")
             continue
@@ -205,6 +208,14 @@ def _ext_ok(path: str, flag: str, exts) -> None:
 
     if exts and os.path.splitext(path)[1].lower() not in exts:
         raise UsageError(f"{flag} {path!r}: the file name must end in {' or '.join(exts)}")
+
+
+def map_path(path) -> None:
+    """``--map``: a built-in map's name, or a readable ``.toml``/``.json`` file."""
+    from ncdc.checkpoint.builtin import builtin_path
+
+    if builtin_path(path) is None:
+        input_path(path, "--map", (".toml", ".json"))
 
 
 def input_path(path, flag: str, exts=None) -> None:
