@@ -373,3 +373,27 @@ def test_release_layout_with_fp8_block_scales_and_fp4_experts(hf_dirs, ncdc_side
     hf_out, _, _ = run_layer(load_hf(dq, hf_module(FLOAT64, SCHEDULING), q_norm=False),
                              streams, c0)
     assert worst(s_out, hf_out) < TIGHT
+
+
+# ------------------------------------------------------------------ the command line
+
+
+def test_ncdc_run_on_the_checkpoint_directory_with_its_config(hf_dirs, tmp_path, capsys):
+    """The three commands of docs/checkpoints.md: the HF directory, the built-in map, the
+    directory's config.json for the sizes and constants; a float64 run agrees with HF's layer
+    (patched as above)."""
+    from ncdc.cli import main
+
+    one, _, _ = hf_dirs
+    c0, streams = inputs(seed=7)
+    np.savez(tmp_path / "in.npz", in0=c0, in1=streams)
+    rc = main(["run", "--params", str(one), "--map", "deepseek-v4-hf", "--config",
+               str(one / "config.json"), "--block", "Sliding Window Layer", "--dtype",
+               "float64", "--inputs", str(tmp_path / "in.npz"), "--out",
+               str(tmp_path / "out.npz")])
+    assert rc == 0, capsys.readouterr().err
+    out = np.load(tmp_path / "out.npz")
+    hf_out, hf_pre, _ = run_layer(load_hf(one, hf_module(FLOAT64, SCHEDULING), q_norm=False),
+                                  streams, c0)
+    assert worst(out["out1"], hf_out) < TIGHT
+    assert worst(out["out0"], hf_pre) < TIGHT

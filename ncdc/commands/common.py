@@ -88,6 +88,10 @@ def add_checkpoint_args(p) -> None:
                    help="checkpoint map from the checkpoint's tensor names to ncdc's parameter "
                         "keys: a .toml or .json file, or the name of a built-in map ("
                         + builtin_help() + ")")
+    p.add_argument("--config", metavar="CONFIG",
+                   help="a Hugging Face config.json of DeepSeek-V4: its sizes and constants "
+                        "bound (over the preset; a field that disagrees with the diagram or "
+                        "with --size/--constant is an error)")
     p.add_argument("--key-prefix", metavar="PREFIX",
                    help="where the block's keys start in the weights (default: found from the "
                         "block's place in the model)")
@@ -140,6 +144,7 @@ PATH_ARGS = {
     "tape": ("in", (".npz",)),
     "save_params": ("out", (".npz", ".safetensors")),
     "out": ("out", (".npz",)),
+    "config": ("in", (".json",)),
 }
 OUTPUT_EXTS = {"compile": (".py",), "graph": (".dot", ".gv", ".graphml"),
                "view": (".html", ".htm", ".svg", ".png")}
@@ -176,7 +181,7 @@ def check_paths(args) -> None:
 
 
 #: Arguments naming files a command reads, and files it writes.
-INPUT_ARGS = ("spec", "params", "source", "map", "inputs", "tape")
+INPUT_ARGS = ("spec", "params", "source", "map", "inputs", "tape", "config")
 OUTPUT_ARGS = ("output", "out", "save_params")
 
 
@@ -280,8 +285,13 @@ def bind_from_args(spec, args, default_preset: str = "released"):
     """The binding of the command line, gated: the spec is validated under it and its first
     error refuses the command (:func:`gate`)."""
     preset = args.preset or default_preset
-    binding = spec.bind(preset, parse_assignments(args.size, "--size"),
-                        parse_assignments(args.constant, "--constant"))
+    sizes = parse_assignments(args.size, "--size")
+    constants = parse_assignments(args.constant, "--constant")
+    if getattr(args, "config", None):
+        from ncdc.checkpoint.hfconfig import with_config
+
+        sizes, constants = with_config(spec, args.config, preset, sizes, constants)
+    binding = spec.bind(preset, sizes, constants)
     gate(spec, binding)
     return binding
 
