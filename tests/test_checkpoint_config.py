@@ -81,3 +81,36 @@ def test_the_cli_reports_a_disagreement_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1
     assert "hc_sinkhorn_iters = 7, but the diagram has 20" in err and "Traceback" not in err
+
+
+# ------------------------------------------------------------------ released constants
+
+
+def _by_label(bundled, binding, label):
+    sym = next(s for s in bundled.doc.symbols.values() if s.label == label)
+    return float(binding.env.values[sym]), binding.sources[sym]
+
+
+def test_the_released_preset_carries_the_released_constants_with_their_source(bundled):
+    b = bundled.bind("released", {"b": 6})
+    for label, value, source in ((r"\varepsilon", 1e-6, "rms_norm_eps"),
+                                 (r"\varepsilon_{hc}", 1e-6, "hc_eps"),
+                                 (r"\lambda", 10.0, "swiglu_limit"),
+                                 (r"\beta_{0}", 10000.0, "rope_theta")):
+        got, origin = _by_label(bundled, b, label)
+        assert got == value and "released preset" in origin and source in origin
+    assert _by_label(bundled, bundled.bind("tiny"), r"\varepsilon")[0] == 1e-20
+
+
+def test_validate_warns_once_about_constants_no_preset_binds(bundled, tmp_path):
+    warned = [d for d in bundled.validate(bundled.bind("tiny"))
+              if d.code == "constants-defaulted"]
+    assert len(warned) == 1 and warned[0].severity == "warning"
+    assert r"\varepsilon = 1e-20" in warned[0].message
+    assert not [d for d in bundled.validate(bundled.bind("released", {"b": 6}))
+                if d.code == "constants-defaulted"]
+    sizes, consts = with_config(bundled, _write(tmp_path, TINY), "tiny", {}, {})
+    rest = [d for d in bundled.validate(bundled.bind("tiny", sizes, consts))
+            if d.code == "constants-defaulted"]
+    assert len(rest) == 1 and r"\varepsilon =" not in rest[0].message   # the config bound it
+    assert r"\tau = 1" in rest[0].message                                # HF has no tau field
