@@ -166,9 +166,12 @@ class MappedSource:
             t = tf.cast(t, e.rule.dtype)
         return tf.reshape(t, shape, what)
 
-    def pieces(self, key: str, shape):
+    def pieces(self, key: str, shape, part=None):
         """``(index, tensor)`` pairs filling an array of ``shape`` (the interpreter's) for
-        ``key``: one whole piece, or one per stacked tensor (its slice along the stack axis)."""
+        ``key``: one whole piece, or one per stacked tensor (its slice along the stack axis).
+        ``part``: ``(n, lo, hi)``, the slice ``[lo, hi)`` of an expert axis of length ``n``
+        a rank holds; a family stacked along an axis of that length yields (and reads) only
+        the tensors of that slice."""
         entries = self.plan[key]
         stack = entries[0].rule.stack
         if stack is None:
@@ -190,6 +193,8 @@ class MappedSource:
                 + (f"; indices out of range {listing(extra)}" if extra else ""))
         piece_shape = tuple(shape[:axis]) + tuple(shape[axis + 1:])
         for e in entries:
+            if part is not None and part[0] == n and not part[1] <= e.index < part[2]:
+                continue
             yield (slice(None),) * axis + (e.index,), self._value(e, key, piece_shape)
 
     def get(self, key: str, shape):

@@ -18,7 +18,7 @@ def scale_shape(shape, block) -> tuple[int, ...]:
 
 E2M1 = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
 """The value of each 4-bit E2M1 code (sign bit, two exponent bits, one mantissa bit)."""
-CHUNK = 1 << 20
+CHUNK = 1 << 18
 """Elements of the weight dequantized at a time (whole block rows): the float64 temporaries
 of a dequantization stay a few MiB, whatever the tensor's size."""
 
