@@ -212,3 +212,29 @@ def test_run_help_lists_the_built_in_maps():
     flat = " ".join(out.split())
     for name in BUILTIN:
         assert f"{name}:" in flat
+
+
+def test_built_in_maps_are_package_data():
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    data = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert "maps/*.toml" in data["package-data"]["ncdc.checkpoint"]
+    shipped = {p.stem for p in (root / "ncdc" / "checkpoint" / "maps").glob("*.toml")}
+    assert shipped == set(BUILTIN)
+
+
+def test_an_npz_checkpoint_serves_a_factor_read_by_several_parts(tmp_path):
+    from ncdc.checkpoint.files import NpzTensors
+
+    np.savez(tmp_path / "c.npz", **{"hc.fn": np.arange(12.0).reshape(4, 3),
+                                    "hc.scale": np.array([2.0, 3.0, 4.0])})
+    cmap = parse_map({"rules": [{
+        "tensor": r"hc\.fn", "split": {"axis": 0, "sizes": [1, 1, 2], "keys": ["A", "B", "C"]},
+        "multiply": {"tensor": "hc.scale", "index": [0, 1, 2]}}]})
+    src = MappedSource(NpzTensors(tmp_path / "c.npz"), cmap, torch.float64)
+    src.expect(["A", "B", "C"])
+    got = [src.get(k, s).numpy() for k, s in (("A", (1, 3)), ("B", (1, 3)), ("C", (2, 3)))]
+    np.testing.assert_array_equal(np.concatenate(got),
+                                  np.arange(12.0).reshape(4, 3) * [[2], [3], [4], [4]])
