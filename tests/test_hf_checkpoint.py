@@ -373,6 +373,11 @@ def test_release_layout_with_fp8_block_scales_and_fp4_experts(hf_dirs, ncdc_side
     hf_out, _, _ = run_layer(load_hf(dq, hf_module(FLOAT64, SCHEDULING), q_norm=False),
                              streams, c0)
     assert worst(s_out, hf_out) < TIGHT
+    from ncdc.cli import main
+
+    assert main(["eval", "--params", str(tmp_path / "release.safetensors"), "--map",
+                 "deepseek-v4", "--config", str(one / "config.json"), "--block",
+                 "Expert Gate"]) == 0
 
 
 # ------------------------------------------------------------------ the command line
