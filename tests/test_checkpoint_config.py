@@ -114,3 +114,18 @@ def test_validate_warns_once_about_constants_no_preset_binds(bundled, tmp_path):
             if d.code == "constants-defaulted"]
     assert len(rest) == 1 and r"\varepsilon =" not in rest[0].message   # the config bound it
     assert r"\tau = 1" in rest[0].message                                # HF has no tau field
+
+
+@pytest.mark.parametrize("field, value", [
+    ("hidden_size", 1e300), ("hidden_size", True), ("hidden_size", -3), ("hidden_size", "64"),
+    ("partial_rotary_factor", float("inf")), ("o_groups", 0), ("rms_norm_eps", float("nan")),
+    ("rope_parameters", [1, 2]), ("layer_types", "sliding_attention"),
+])
+def test_odd_field_values_are_skipped_or_refused_typed(bundled, tmp_path, field, value):
+    doc = dict(TINY, **{field: value})
+    if field == "partial_rotary_factor":
+        del doc["qk_rope_head_dim"]
+    sizes, consts = with_config(bundled, _write(tmp_path, doc), "tiny", {}, {})
+    if field == "hidden_size":
+        assert "m" not in sizes
+    assert all(isinstance(v, (int, float)) for v in list(sizes.values()) + list(consts.values()))

@@ -13,6 +13,7 @@ kind are checked, not bound. A value is refused, with every refusal listed in on
 from __future__ import annotations
 
 import json
+import math
 import os
 
 from .errors import CheckpointError, MapError
@@ -58,8 +59,16 @@ def read_config(path) -> dict:
 
 
 def _number(doc, field):
+    """A finite number field of ``doc``, else None."""
     v = doc.get(field)
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    return v if ok else None
+
+
+def _whole(doc, field):
+    """A whole-number field of ``doc`` from 0 to 2**63 - 1, else None (a size)."""
+    v = doc.get(field)
+    return v if type(v) is int and 0 <= v < 2**63 else None
 
 
 def config_values(doc: dict) -> tuple[dict, dict, list[str]]:
@@ -67,20 +76,21 @@ def config_values(doc: dict) -> tuple[dict, dict, list[str]]:
     constants the config binds, and its fields that disagree with the diagram's structure."""
     sizes, problems = {}, []
     for field, label in SIZES.items():
-        v = _number(doc, field)
+        v = _whole(doc, field)
         if v is not None:
             sizes[label] = (v, field)
-    heads, groups = _number(doc, "num_attention_heads"), _number(doc, "o_groups")
+    heads, groups = _whole(doc, "num_attention_heads"), _whole(doc, "o_groups")
     if heads is not None and groups:
         if heads % groups:
             problems.append(f"num_attention_heads = {heads} is not a multiple of o_groups = "
                             f"{groups} (the diagram has h = g * j)")
         else:
             sizes["j"] = (heads // groups, "num_attention_heads / o_groups")
-    rope = _number(doc, "qk_rope_head_dim")
-    if rope is None and _number(doc, "partial_rotary_factor") is not None and \
-            _number(doc, "head_dim") is not None:
-        rope = int(doc["head_dim"] * doc["partial_rotary_factor"])
+    rope = _whole(doc, "qk_rope_head_dim")
+    factor = _number(doc, "partial_rotary_factor")
+    if rope is None and factor is not None and 0 <= factor <= 1 and \
+            _whole(doc, "head_dim") is not None:
+        rope = int(doc["head_dim"] * factor)
     if rope is not None:
         if rope % 2:
             problems.append(f"qk_rope_head_dim = {rope} is odd (the diagram rotates pairs)")
