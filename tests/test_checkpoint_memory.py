@@ -142,3 +142,62 @@ def test_a_rank_reads_only_the_experts_of_its_slice():
                                          for k in ("weight", "scale"))
     files.reads.clear()
     assert len(list(src.pieces("W", (64, 8, 3)))) == 8 and len(files.reads) == 16
+
+
+def test_a_sharded_rank_loads_and_reads_only_its_experts(bundled, tmp_path, monkeypatch):
+    """Rank 1 of 2 (the generated file's ``shard_experts``, its rank faked) loading a
+    release-layout checkpoint through ``deepseek-v4``: it reads the FP4 tensors of experts 4-7
+    only, and holds exactly the slice a one-process load holds."""
+    import torch
+    from safetensors.torch import save_file
+
+    from ncdc.checkpoint.files import open_source
+    from ncdc.checkpoint.keys import resolve
+    from ncdc.checkpoint.module import build_meta, materialize
+    from ncdc.ir.params import param_specs
+    from tests.test_checkpoint_transforms import fp4_weight
+
+    env = bundled.bind("tiny").env
+    block = bundled.block("Mixture of Experts")
+    m, e, f = 64, 8, 32
+    rng = np.random.default_rng(0)
+    p = "layers.0.ffn."
+    t = {p + "gate.weight": torch.from_numpy(rng.normal(size=(e, m))),
+         p + "gate.bias": torch.from_numpy(rng.normal(size=e))}
+    for k, shape in (("w1", (f, m)), ("w3", (f, m)), ("w2", (m, f))):
+        t[f"{p}shared_experts.{k}.weight"] = torch.from_numpy(rng.normal(size=shape))
+        for i in range(e):
+            packed, exps, _ = fp4_weight(*shape, seed=10 * i + len(k))
+            t[f"{p}experts.{i}.{k}.weight"] = torch.from_numpy(packed)
+            t[f"{p}experts.{i}.{k}.scale"] = torch.from_numpy(exps)
+    path = tmp_path / "release.safetensors"
+    save_file(t, str(path))
+    model_specs = param_specs(bundled.model(), env)
+
+    def load(rank=None):
+        built = build_meta(block, env, dtype="float64")
+        ns = built.namespace
+        if rank is not None:
+            monkeypatch.setattr(ns.dist, "get_rank", lambda group=None: rank)
+            monkeypatch.setattr(ns.dist, "get_world_size", lambda group=None: 2)
+            ns.shard_experts(built.module)
+            built.sharded = True
+        source = open_source(path, "deepseek-v4", dtype="float64")
+        reads = []
+        get = source.files.get
+        source.files.get = lambda name: (reads.append(name), get(name))[1]
+        key_map, _ = resolve(list(built.specs.values()), source.names(), model_specs)
+        materialize(built, source, key_map=key_map)
+        source.close()
+        return built.module, reads
+
+    whole, _ = load()
+    part, reads = load(rank=1)
+    experts = {int(n.split(".")[4]) for n in reads if ".experts." in n}
+    assert experts == {4, 5, 6, 7}
+    assert len([n for n in reads if ".experts." in n]) == 4 * 3 * 2       # codes and scales
+    dims = dict(type(part.routed_experts).EXPERT_DIMS)
+    for attr, dim in dims.items():
+        np.testing.assert_array_equal(getattr(part.routed_experts, attr).detach().numpy(),
+                                      getattr(whole.routed_experts, attr).detach()
+                                      .narrow(dim, 4, 4).numpy(), err_msg=attr)
