@@ -238,3 +238,12 @@ def test_an_npz_checkpoint_serves_a_factor_read_by_several_parts(tmp_path):
     got = [src.get(k, s).numpy() for k, s in (("A", (1, 3)), ("B", (1, 3)), ("C", (2, 3)))]
     np.testing.assert_array_equal(np.concatenate(got),
                                   np.arange(12.0).reshape(4, 3) * [[2], [3], [4], [4]])
+
+
+def test_an_unknown_map_name_lists_the_built_in_ones(tmp_path, capsys):
+    from ncdc.cli import main
+
+    (tmp_path / "ckpt.safetensors").write_bytes(b"")
+    rc = main(["run", "--params", str(tmp_path / "ckpt.safetensors"), "--map", "deepseek-v5"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "names no built-in map (deepseek-v4-hf, deepseek-v4)" in err

@@ -217,10 +217,15 @@ def _ext_ok(path: str, flag: str, exts) -> None:
 
 def map_path(path) -> None:
     """``--map``: a built-in map's name, or a readable ``.toml``/``.json`` file."""
-    from ncdc.checkpoint.builtin import builtin_path
+    from ncdc.checkpoint.builtin import BUILTIN, builtin_path
+    from ncdc.ir.errors import UsageError
 
-    if builtin_path(path) is None:
-        input_path(path, "--map", (".toml", ".json"))
+    if builtin_path(path) is not None:
+        return
+    if not os.fspath(path).lower().endswith((".toml", ".json")):
+        raise UsageError(f"--map {path!r} names no built-in map ({', '.join(BUILTIN)}) and "
+                         "is not a .toml or .json file")
+    input_path(path, "--map", (".toml", ".json"))
 
 
 def input_path(path, flag: str, exts=None) -> None:
