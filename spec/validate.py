@@ -47,6 +47,7 @@ code                        severity  meaning
                                       :mod:`spec.checks_sizes`
 ``stride-out-of-range``     warning   (with a binding) see :mod:`spec.checks_binding`
 ``unbound-symbol``          warning   (with a binding) a size ``data`` uses has no value
+``constants-defaulted``     warning   (with a binding) constants only the constants file binds
                                       (info: only the repository uses it)
 ``type-error``              error     any other typing failure (``SpecTypeError``)
 ``too-deep``                error     nesting beyond Python's recursion limit
@@ -229,7 +230,27 @@ def validate(doc, binding=None) -> list[Diagnostic]:
     _run(ck, check_sizes, sites, binding, path=getattr(root, "path", ""))
     if binding is not None:
         _run(ck, check_unbound, sites, list(binding.unbound))
+        _run(ck, check_defaulted_constants, sites, binding)
     return ck.out
+
+
+def check_defaulted_constants(ck, sites, binding) -> None:
+    """One warning listing the constants the spec uses that neither the diagram, the preset
+    nor the user binds: they hold the constants file's defaults (``presets/constants.json``)."""
+    from .checks_binding import symbol_uses
+
+    used = symbol_uses(sites)
+    left = sorted((s for s, origin in binding.sources.items()
+                   if origin.startswith("constants file") and s in used),
+                  key=lambda s: (s.label, s.uid))
+    if left:
+        values = binding.env.values
+        ck.warning("constants-defaulted",
+                   f"{len(left)} constant(s) bound by neither the diagram nor the preset hold "
+                   "the constants file's defaults: "
+                   + ", ".join(f"{s.label} = {float(values[s]):g}" for s in left)
+                   + "; the released preset carries the released values (or give --constant "
+                     "NAME=X, or --config config.json)", "", (), tuple(s.label for s in left))
 
 
 def counts(diagnostics) -> dict[str, int]:
