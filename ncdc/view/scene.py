@@ -43,20 +43,12 @@ from ncdc.ir.walk import arity, walk
 
 from .labels import is_math, operator_label, plain_label
 
-# operator kind -> glyph family (what the picture draws for it)
-GLYPHS = {
-    "Einops": "contraction", "Linear": "contraction", "Embedding": "contraction",
-    "TensorEquation": "contraction",
-    "Arithmetic": "elementwise", "Elementwise": "elementwise", "GenericOperator": "elementwise",
-    "Identity": "elementwise", "PairsAsComplex": "elementwise", "Decomplex": "elementwise",
-    "TypeConvert": "cast", "Cast": "cast",
-    "AdditionOp": "fold", "Maximum": "fold", "BitwiseXor": "fold", "Modulo": "fold",
-    "Normalize": "norm", "L1Norm": "norm", "SoftMax": "norm", "WeightedTriangularLower": "norm",
-    "TopK": "topk", "Select": "topk", "IndexSelect": "topk",
-    "FixedArray": "source", "Rotary": "source", "YarnRotary": "source",
-    "View": "view", "CovariantView": "view", "ConcatenateAxes": "view",
-    "DeconcatenateAxes": "view",
-}
+
+def glyph_family(op) -> str:
+    """What the picture draws for an operator: its descriptor's family (``other`` for an
+    object that is no IR operator, or a box drawn as a block)."""
+    family = getattr(type(op), "family", "")
+    return family if family and family != "box" else "other"
 
 
 class _End:
@@ -181,7 +173,7 @@ class SceneBuilder:
         if name.lower().replace(" ", "") in (kind.lower(), meaning.lower().replace(" ", "")):
             name = ""  # a name that only repeats the kind (``einops``)
         label = name or meaning
-        extra = {"op": kind, "glyph": GLYPHS.get(kind, "other"), "path": path,
+        extra = {"op": kind, "glyph": glyph_family(op), "path": path,
                  "meaning": meaning, "named": bool(name),
                  "latex": op.name.latex if op.name is not None and is_math(op.name.latex)
                  else ""}
@@ -422,4 +414,4 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}
 
 
-__all__ = ["GLYPHS", "SceneBuilder", "build_scene"]
+__all__ = ["SceneBuilder", "build_scene", "glyph_family"]
