@@ -25,12 +25,13 @@ from ncdc.ir.morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     Truncated,
 )
 from ncdc.ir.params import repetitions
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
-from . import calls, complex_parts, flips, tape
+from . import calls, complex_parts, flips, scan, tape
 from .broadcast import fusible_view, lower_broadcasted
 from .class_source import ClassParts, class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
@@ -215,6 +216,8 @@ class ClassBuilder:
         if isinstance(m, Drop):
             self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
             return []
+        if isinstance(m, Scan):
+            return scan.lower_scan(self, m, wires)
         if isinstance(m, Truncated):
             raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
                                  "compile a complete block or the salvaged prefix", m.path)

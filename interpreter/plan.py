@@ -48,7 +48,7 @@ from ncdc.ir.rewrites import BankDiagonal
 from ncdc.ir.traverse import Descend, Visitor, traverse
 from ncdc.ir.walk import by_kind
 
-from . import fusion, plan_experts
+from . import fusion, plan_experts, plan_scan
 from .evaluate import NUMPY_ERRORS, Evaluator, Scope, unevaluable
 from .plan_demand import gated_contraction, position_wise, widest_site
 from .plan_steps import SiteSteps, boxed, locate
@@ -521,6 +521,12 @@ class _Emit(Visitor):
                 ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
         self.b.step(observe, outs, ())
+
+    def scan_slice(self, node, reg, step, scope):
+        return plan_scan.slice_at(self.b, reg, step)
+
+    def scan_stack(self, node, regs, scope):
+        return plan_scan.stack(self.b, regs)
 
     def truncated(self, node, regs, scope):
         raise unevaluable(node, scope.keys)

@@ -13,7 +13,7 @@ from functools import cached_property
 import sympy
 
 from .arrays import Array, Weave
-from .axes import Axis
+from .axes import Axis, RawAxis
 from .errors import SpecTypeError, TruncatedError
 from .names import Name
 from .operators import BlockOperator, Operator, ParaBlockOperator
@@ -359,3 +359,53 @@ class Truncated(Morphism):
                 out.extend((f".{key}[{i}]", v) for i, v in enumerate(val)
                            if isinstance(v, Morphism))
         return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class Scan(Morphism):
+    """pyncd's ``Scan`` (uncoupled, ``n_states`` 1): the recurrence ``H_0 = base(*X)``,
+    ``H_{l+1} = step(H_l, *U[..., l])`` for ``l < n``, whose result is the whole history
+    ``[H_0 .. H_n]`` stacked along a trailing axis of ``n + 1`` positions.
+
+    The domain is ``base``'s inputs, then one array per further input of ``step`` with the
+    recurrence ``axis`` (``n`` positions) appended last; the codomain is ``step``'s first
+    result with :attr:`history` appended. ``affine`` (pyncd's associative-scan hint,
+    ``H_{l+1} = A_l H_l + b_l``) computes the same history and is not kept."""
+
+    step: Morphism
+    base: Morphism
+    n: sympy.Expr
+    axis: Axis
+    path: str = _path_field()
+
+    @cached_property
+    def history(self) -> Axis:
+        """The trailing axis of the result: ``n + 1`` positions (``H_0`` first); its uid is
+        the recurrence axis's negated, an id no decoded axis has."""
+        name = Name(f"{self.axis.label}+1")
+        return RawAxis(-abs(self.axis.uid) - 1, name, self.n + 1, path=self.path)
+
+    @cached_property
+    def inputs(self) -> tuple[Array, ...]:
+        """``step``'s inputs after the state: the per-step slices."""
+        return tuple(self.step.dom)[1:]
+
+    @cached_property
+    def dom(self):
+        if not self.step.dom:
+            raise SpecTypeError("a Scan step takes the state as its first input", self.path,
+                                node_type="Scan", field_name="step")
+        return tuple(self.base.dom) + tuple(Array(a.datatype, tuple(a.shape) + (self.axis,))
+                                            for a in self.inputs)
+
+    @cached_property
+    def cod(self):
+        if len(self.step.cod) != 1 or len(self.base.cod) != 1:
+            raise SpecTypeError(f"a Scan's step and base give one state each (they give "
+                                f"{len(self.step.cod)} and {len(self.base.cod)})", self.path,
+                                node_type="Scan")
+        h = self.step.cod[0]
+        return (Array(h.datatype, tuple(h.shape) + (self.history,)),)
+
+    def children(self):
+        return ((".base", self.base), (".step", self.step))

@@ -19,6 +19,9 @@ structure, in evaluation order:
   goes to :meth:`Visitor.box`, which by default runs the box's block in place on the same
   values (a ``ParaBlockOperator``'s grab ports are dropped to the tape first, its drop ports
   grabbed last);
+* ``Scan``: :meth:`Visitor.scan`, by default ``base`` on the first inputs, then ``step`` ``n``
+  times on the state and the other inputs sliced at the step (:meth:`Visitor.scan_slice`),
+  the states stacked into the history (:meth:`Visitor.scan_stack`);
 * ``Truncated`` / ``StrideMorphism`` (no function on arrays): :meth:`Visitor.truncated` /
   :meth:`Visitor.stride`, which raise a typed error unless overridden.
 
@@ -77,6 +80,7 @@ from .morphisms import (
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     StrideMorphism,
     ThreadedComposed,
     Truncated,
@@ -251,6 +255,42 @@ class Visitor:
         raise SpecError(f"block {block.title!r} repeats a symbolic number of times "
                         f"({sympy.sstr(rep)}); bind it first", scope.path, node_type="Block")
 
+    def scan(self, node: Scan, ins: list, scope: Scope):
+        """``base`` on the first ``len(base.dom)`` values, then ``step`` :meth:`scan_steps`
+        times, each on the last state and the other values sliced at the step; the history
+        of states (``H_0`` first) stacked by :meth:`scan_stack`."""
+        nb = arity(node.base)
+        xs = list(ins[nb:])
+        n = self.scan_steps(node, scope)
+        history: list = []
+
+        def after(i: int):
+            def then(results: list):
+                history.append(results[0])
+                if i == n:
+                    return [self.scan_stack(node, history, scope)]
+                sliced = [self.scan_slice(node, x, i, scope) for x in xs]
+                return Descend(((".step", node.step),), [results[0]] + sliced, then=after(i + 1))
+            return then
+        return Descend(((".base", node.base),), list(ins[:nb]), then=after(0))
+
+    def scan_steps(self, node: Scan, scope: Scope) -> int:
+        """How many steps a scan runs: ``n`` when it is a literal, else an error."""
+        if isinstance(node.n, (int, sympy.Integer)) and int(node.n) >= 0:
+            return int(node.n)
+        raise SpecError(f"a Scan runs a symbolic or negative number of steps "
+                        f"({sympy.sstr(node.n)}); bind it first", scope.path, node_type="Scan")
+
+    def scan_slice(self, node: Scan, value, step: int, scope: Scope):
+        """A per-step input's value at ``step`` of the recurrence axis (its last). The default
+        suits values that stand for wires, not arrays: the input's own value."""
+        return value
+
+    def scan_stack(self, node: Scan, values: list, scope: Scope):
+        """The states ``H_0 .. H_n`` stacked along a new last axis. The default suits values
+        that stand for wires, not arrays: the last state's value."""
+        return values[-1]
+
     def truncated(self, node: Truncated, ins: list, scope: Scope):
         raise TruncatedError(f"the {node.expected or 'term'} here was cut off ({node.reason})",
                              scope.path, scope.titles, node_type=node.expected)
@@ -413,6 +453,9 @@ class _Run:
     def rearrange(self, m, ins, scope):
         return self.v.rearrange(m, ins, scope)
 
+    def scan(self, m, ins, scope):
+        return self.v.scan(m, ins, scope)
+
     def truncated(self, m, ins, scope):
         return self.v.truncated(m, ins, scope)
 
@@ -438,7 +481,7 @@ _HANDLERS: dict[type, Any] = {
     ThreadedComposed: _Run.threaded, Composed: _Run.composed, ProductOfMorphisms: _Run.product,
     Rearrangement: _Run.rearrange, Block: _Run.block, Broadcasted: _Run.broadcasted,
     ParaWrap: _Run.parawrap, Grab: _Run.grab, Drop: _Run.drop, Truncated: _Run.truncated,
-    StrideMorphism: _Run.stride,
+    StrideMorphism: _Run.stride, Scan: _Run.scan,
 }
 """The frame (or leaf answer) of each kind, by class (:func:`ir.walk.by_kind`)."""
 

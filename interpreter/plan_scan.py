@@ -1,0 +1,46 @@
+"""The steps of a ``Scan`` in a compiled plan (:mod:`interpreter.plan`): the traversal runs
+``base`` once and ``step`` once per position of the recurrence axis
+(:meth:`ir.traverse.Visitor.scan`); these steps slice the per-step inputs at that position and
+stack the states ``H_0 .. H_n`` into the history, along the last axis (liveness alike)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .plan_steps import boxed
+from .values import Value
+
+
+def _at(a: np.ndarray, i: int) -> np.ndarray:
+    """``a[..., i]``; a broadcast (size 1) last dim holds the same value at every step."""
+    return a[..., i if a.shape[-1] > 1 else 0]
+
+
+def slice_at(b, reg: int, i: int) -> int:
+    """A register holding input ``reg`` at position ``i`` of its last (recurrence) axis."""
+    (dst,) = b.new()
+
+    def run(R):
+        v = boxed(R[reg])
+        R[dst] = Value(_at(np.asarray(v.values), i), None if v.live is None else _at(v.live, i))
+
+    b.step(run, (reg,), (dst,))
+    return dst
+
+
+def stack(b, regs: list[int]) -> int:
+    """A register holding the states of ``regs`` stacked along a new last axis."""
+    (dst,) = b.new()
+    src = tuple(regs)
+
+    def run(R):
+        vs = [boxed(R[r]) for r in src]
+        vals = np.stack(np.broadcast_arrays(*[np.asarray(v.values) for v in vs]), axis=-1)
+        live = None
+        if any(v.live is not None for v in vs):
+            shape = vals.shape[:-1]
+            live = np.stack([np.ones(shape, bool) if v.live is None
+                             else np.broadcast_to(v.live, shape) for v in vs], axis=-1)
+        R[dst] = Value(np.ascontiguousarray(vals), live)
+
+    b.step(run, src, (dst,))
+    return dst
