@@ -170,6 +170,9 @@ class _Builder(SiteSteps):
         """``{id(site): site it was rebuilt from}`` (a narrowed part: :meth:`by_expert`)."""
         self.taken: list = []
         """``(site, keys)`` of every parameter occurrence taken (:meth:`take_keys`)."""
+        self.scan_counts: dict = {}
+        """``{id(scan): occurrence counts before its step's first iteration}``
+        (:func:`plan_scan.same_occurrence`)."""
 
     def new(self, k: int = 1) -> list[int]:
         out = list(range(self.n, self.n + k))
@@ -521,6 +524,9 @@ class _Emit(Visitor):
                 ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
         self.b.step(observe, outs, ())
+
+    def scan_iteration(self, node, step, scope) -> None:
+        plan_scan.same_occurrence(self.b, node, step)
 
     def scan_slice(self, node, reg, step, scope):
         return plan_scan.slice_at(self.b, reg, step)

@@ -1,13 +1,24 @@
 """The steps of a ``Scan`` in a compiled plan (:mod:`interpreter.plan`): the traversal runs
 ``base`` once and ``step`` once per position of the recurrence axis
 (:meth:`ir.traverse.Visitor.scan`); these steps slice the per-step inputs at that position and
-stack the states ``H_0 .. H_n`` into the history, along the last axis (liveness alike)."""
+stack the states ``H_0 .. H_n`` into the history, along the last axis (liveness alike); each
+iteration of the step is one occurrence of its parameters."""
 from __future__ import annotations
 
 import numpy as np
 
 from .plan_steps import boxed
 from .values import Value
+
+
+def same_occurrence(b, node, step: int) -> None:
+    """Every iteration of a scan's step reads the parameters of its first: the occurrence
+    counts (:meth:`plan_steps.SiteSteps.take_keys`) are put back to where they stood before
+    it."""
+    if step == 0:
+        b.scan_counts[id(node)] = dict(b.counts)
+    else:
+        b.counts = dict(b.scan_counts[id(node)])
 
 
 def _at(a: np.ndarray, i: int) -> np.ndarray:

@@ -257,8 +257,9 @@ class Visitor:
 
     def scan(self, node: Scan, ins: list, scope: Scope):
         """``base`` on the first ``len(base.dom)`` values, then ``step`` :meth:`scan_steps`
-        times, each on the last state and the other values sliced at the step; the history
-        of states (``H_0`` first) stacked by :meth:`scan_stack`."""
+        times (:meth:`scan_iteration` before each), each on the last state and the other values
+        sliced at the step; the history of states (``H_0`` first) stacked by
+        :meth:`scan_stack`."""
         nb = arity(node.base)
         xs = list(ins[nb:])
         n = self.scan_steps(node, scope)
@@ -270,6 +271,7 @@ class Visitor:
                 if i == n:
                     return [self.scan_stack(node, history, scope)]
                 sliced = [self.scan_slice(node, x, i, scope) for x in xs]
+                self.scan_iteration(node, i, scope)
                 return Descend(((".step", node.step),), [results[0]] + sliced, then=after(i + 1))
             return then
         return Descend(((".base", node.base),), list(ins[:nb]), then=after(0))
@@ -280,6 +282,10 @@ class Visitor:
             return int(node.n)
         raise SpecError(f"a Scan runs a symbolic or negative number of steps "
                         f"({sympy.sstr(node.n)}); bind it first", scope.path, node_type="Scan")
+
+    def scan_iteration(self, node: Scan, step: int, scope: Scope) -> None:
+        """Before ``step`` runs for the ``step``-th time (from 0): every iteration is the same
+        occurrence of the step's operators (one set of parameters, as in pyncd)."""
 
     def scan_slice(self, node: Scan, value, step: int, scope: Scope):
         """A per-step input's value at ``step`` of the recurrence axis (its last). The default

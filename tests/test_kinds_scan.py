@@ -10,6 +10,7 @@ import torch
 import ncdc
 from ncdc.codegen import compile_torch
 from ncdc.ir.morphisms import Scan
+from tests.conftest import DATA
 
 
 def _affine_scan(mk, n=4, b_size=3, wrap=True):
@@ -82,3 +83,47 @@ def test_a_coupled_scan_is_refused_by_name(mk, load_doc):
     with pytest.raises(ncdc.SpecError) as err:
         load_doc(doc)
     assert "coupled Scan" in str(err.value)
+
+
+# ------------------------------------------------------------- scan_ex4.json (tsncd)
+SCAN_EX4 = DATA / "scan_ex4.json"
+
+
+def test_scan_ex4_decodes_and_its_joins_are_reported():
+    """The file's step takes the state on ``dh2`` but its base gives ``dh``, and the layer
+    after the scan reads ``R[q, dh]`` where the scan gives the history ``R[q, dh, l+1]``: the
+    file is a drawing whose joins do not type (pyncd's own torch lowering would hand the
+    history to a map over ``dh``). Validation says so, at both joins."""
+    spec = ncdc.load(SCAN_EX4)
+    scan = spec.data.content[1]
+    assert isinstance(scan, Scan) and scan.n == 3 and scan.axis.label == "l"
+    assert scan.axis.size == 3 and scan.history.size == 4
+    errors = [d for d in spec.validate() if d.severity == "error"]
+    assert [(d.code, d.json_path) for d in errors] == [
+        ("compose-mismatch", "data.content[1]"), ("compose-mismatch", "data.content[2]")]
+
+
+def test_scan_ex4s_recurrence_in_both_backends():
+    """``H_0 = relu(x W_base)``, ``H_{l+1} = relu(H_l W_step)``, three steps, history last;
+    the step's weight is one for every iteration."""
+    from ncdc.codegen import load_interpreter_params
+
+    spec = ncdc.load(SCAN_EX4)
+    scan = spec.data.content[1]
+    env = spec.bind(None).env
+    keys = [p.key for p in spec.params(root=scan)]
+    assert keys == ["L_{W}.weight", "L_{W}~1.weight"]  # base, step
+    rng = np.random.default_rng(9)
+    wb, ws = rng.standard_normal((64, 64)) / 8, rng.standard_normal((64, 64)) / 8
+    x = rng.standard_normal((8, 64))
+    h = [np.maximum(x @ wb, 0.0)]
+    for _ in range(3):
+        h.append(np.maximum(h[-1] @ ws, 0.0))
+    want = np.stack(h, axis=-1)
+    params = dict(zip(keys, (wb, ws), strict=True))
+    got = ncdc.interpret(scan, env=env, params=params)(x)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    _, module = compile_torch(scan, env=env)
+    load_interpreter_params(module, params)
+    out = module(torch.as_tensor(x)).detach().numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
