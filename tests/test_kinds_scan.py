@@ -9,15 +9,17 @@ import torch
 
 import ncdc
 from ncdc.codegen import compile_torch
+from ncdc.ir.cost import cost
+from ncdc.ir.incremental import analyse
 from ncdc.ir.morphisms import Scan
-from tests.conftest import DATA
+from tests.conftest import DATA, SpecMaker
 
 
-def _affine_scan(mk, n=4, b_size=3, wrap=True):
+def _affine_scan(mk, n=4, b_size=3, wrap=True, axis_name="l"):
     """``H_0 = x``; ``H_{l+1} = A[:, l] · H_l + B[:, l]`` over ``b`` (a selective scan as in
     Mamba, diagonal state)."""
     b = mk.axis("b", b_size)
-    ell = mk.axis("l", n)
+    ell = mk.axis(axis_name, n)
     arr = mk.array([b])
     times = mk.bc(mk.op("Einops", "einops", signature=[[], []]),
                   [mk.weave(["*"]), mk.weave(["*"])], [mk.weave(["*"])],
@@ -83,6 +85,26 @@ def test_a_coupled_scan_is_refused_by_name(mk, load_doc):
     with pytest.raises(ncdc.SpecError) as err:
         load_doc(doc)
     assert "coupled Scan" in str(err.value)
+
+
+def test_the_cost_counts_the_step_n_times_and_its_weights_once():
+    spec = ncdc.load(DATA / "scan_ex4.json")
+    scan = spec.data.content[1]
+    c = cost(scan)
+    matmul = 2 * 8 * 64 * 64  # one Linear over q: 2 * |q| * |dh2| * |dh|
+    relu = 8 * 64
+    assert c.matmul_flops == 4 * matmul  # base + 3 steps
+    assert c.flops == 4 * (matmul + relu)
+    assert c.learned == 2 * 64 * 64  # base's and step's weights, each once
+
+
+def test_a_scan_over_the_tokens_carries_its_state(mk, load_doc):
+    """Incremental along its axis with one carried state; a scan over another axis is
+    position by position along the tokens (it has none)."""
+    over_tokens = analyse(load_doc(_affine_scan(mk, axis_name="x")).data)
+    (rec,) = over_tokens.recurrences
+    assert rec.kind == "recurrence" and rec.keep == 1 and over_tokens.incremental
+    assert analyse(load_doc(_affine_scan(SpecMaker())).data).recurrences == ()
 
 
 # ------------------------------------------------------------- scan_ex4.json (tsncd)
