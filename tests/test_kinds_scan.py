@@ -79,6 +79,13 @@ def test_a_lifted_scan_runs_each_batch_row_alone(mk, load_doc):
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
 
 
+def test_a_wrong_step_count_and_state_are_reported(mk, load_doc):
+    doc = _affine_scan(mk)
+    doc["data"]["body"]["N"] = mk.int(5)  # the axis has 4 positions
+    codes = [d.code for d in load_doc(doc).validate() if d.severity == "error"]
+    assert codes == ["scan-steps"]
+
+
 def test_a_coupled_scan_is_refused_by_name(mk, load_doc):
     doc = _affine_scan(mk)
     doc["data"]["body"]["n_states"] = 2
@@ -112,17 +119,18 @@ SCAN_EX4 = DATA / "scan_ex4.json"
 
 
 def test_scan_ex4_decodes_and_its_joins_are_reported():
-    """The file's step takes the state on ``dh2`` but its base gives ``dh``, and the layer
-    after the scan reads ``R[q, dh]`` where the scan gives the history ``R[q, dh, l+1]``: the
-    file is a drawing whose joins do not type (pyncd's own torch lowering would hand the
-    history to a map over ``dh``). Validation says so, at both joins."""
+    """The file's step takes the state on ``dh2`` but its base and step give ``dh``, and the
+    layer after the scan reads ``R[q, dh]`` where the scan gives the history
+    ``R[q, dh, l+1]``: the file is a drawing whose joins do not type (pyncd's own torch
+    lowering would hand the history to a map over ``dh``). Validation says so, at each."""
     spec = ncdc.load(SCAN_EX4)
     scan = spec.data.content[1]
     assert isinstance(scan, Scan) and scan.n == 3 and scan.axis.label == "l"
     assert scan.axis.size == 3 and scan.history.size == 4
     errors = [d for d in spec.validate() if d.severity == "error"]
     assert [(d.code, d.json_path) for d in errors] == [
-        ("compose-mismatch", "data.content[1]"), ("compose-mismatch", "data.content[2]")]
+        ("compose-mismatch", "data.content[1]"), ("compose-mismatch", "data.content[2]"),
+        ("scan-state", "data.content[1].base"), ("scan-state", "data.content[1].step")]
 
 
 def test_scan_ex4s_recurrence_in_both_backends():
