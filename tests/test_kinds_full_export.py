@@ -12,6 +12,7 @@ import torch
 import ncdc
 from ncdc.codegen import compile_torch
 from ncdc.ir import operators as ops
+from ncdc.verify.check import check_morphism
 from tests.conftest import DATA
 
 HERE = DATA / "full_export"
@@ -119,3 +120,17 @@ def test_the_output_softmax_at_the_released_vocabulary_by_shape():
     _, module = compile_torch(spec.data, env=env)
     out = module(torch.empty(4, 129280, device="meta"))
     assert out.device.type == "meta" and tuple(out.shape) == (4, 129280)
+
+
+@pytest.mark.parametrize("name,sizes", [("yarn_rotary.json", {"x": 5}),
+                                        ("yarn_rotary_expansion.json", {"b": 4}),
+                                        ("output_softmax.json", {"x": 3, "v": 17})])
+def test_the_check_tool_agrees(name, sizes):
+    """``ncdc check``'s comparison: the generated module against the interpreter, float64; a
+    table with no real input is computed in the dtype the check runs at."""
+    spec = _spec(name)
+    env = spec.bind("released", sizes=sizes,
+                    constants=YARN if "yarn" in name else None).env
+    res = check_morphism(spec.data, env, name=name)
+    assert res.ok, res.problem
+    assert res.max_rel <= 1e-12
