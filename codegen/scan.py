@@ -51,9 +51,11 @@ def lower_scan(cb, scan: Scan, wires: list[Wire]) -> list[Wire]:
     full = all(w.full for w in wires) and h0.full
     with cb.fw.nested(FOR, f"range({steps})", counter):
         args = [Wire(state, scan.step.dom[0], None, None, full)]
-        for w, arr in zip(wires[n_base:], scan.inputs, strict=True):
+        for k, (w, arr) in enumerate(zip(wires[n_base:], scan.inputs, strict=True)):
+            dim = scan.position(k) - len(arr.shape) - 1
+            read = f"{w.var}[..., {counter}]" if dim == -1 else f"{w.var}.select({dim}, {counter})"
             var = cb.fw.bind(identifier(arr.shape[-1].label if arr.shape else "input",
-                                        "input") + "_at", f"{w.var}[..., {counter}]")
+                                        "input") + "_at", read)
             args.append(Wire(var, arr, None, None, w.full))
         (nxt,) = cb.call_block(_step_block(scan), args)
         nxt = flips.plain(cb.fw, nxt)

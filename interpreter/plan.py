@@ -528,8 +528,9 @@ class _Emit(Visitor):
     def scan_iteration(self, node, step, scope) -> None:
         plan_scan.same_occurrence(self.b, node, step)
 
-    def scan_slice(self, node, reg, step, scope):
-        return plan_scan.slice_at(self.b, reg, step)
+    def scan_slice(self, node, k, reg, step, scope):
+        return plan_scan.slice_at(self.b, reg, step, node.position(k) - len(node.dom[
+            len(node.base.dom) + k].shape))
 
     def scan_stack(self, node, regs, scope):
         return plan_scan.stack(self.b, regs)

@@ -21,18 +21,21 @@ def same_occurrence(b, node, step: int) -> None:
         b.counts = dict(b.scan_counts[id(node)])
 
 
-def _at(a: np.ndarray, i: int) -> np.ndarray:
-    """``a[..., i]``; a broadcast (size 1) last dim holds the same value at every step."""
-    return a[..., i if a.shape[-1] > 1 else 0]
+def _at(a: np.ndarray, i: int, dim: int) -> np.ndarray:
+    """``a`` at index ``i`` of dim ``dim`` (counted from the end); a broadcast (size 1) dim
+    holds the same value at every step."""
+    return np.take(a, i if a.shape[dim] > 1 else 0, axis=dim)
 
 
-def slice_at(b, reg: int, i: int) -> int:
-    """A register holding input ``reg`` at position ``i`` of its last (recurrence) axis."""
+def slice_at(b, reg: int, i: int, dim: int = -1) -> int:
+    """A register holding input ``reg`` at position ``i`` of its recurrence axis, dim ``dim``
+    of the value counted from the end."""
     (dst,) = b.new()
 
     def run(R):
         v = boxed(R[reg])
-        R[dst] = Value(_at(np.asarray(v.values), i), None if v.live is None else _at(v.live, i))
+        R[dst] = Value(_at(np.asarray(v.values), i, dim),
+                       None if v.live is None else _at(v.live, i, dim))
 
     b.step(run, (reg,), (dst,))
     return dst

@@ -368,7 +368,8 @@ class Scan(Morphism):
     ``[H_0 .. H_n]`` stacked along a trailing axis of ``n + 1`` positions.
 
     The domain is ``base``'s inputs, then one array per further input of ``step`` with the
-    recurrence ``axis`` (``n`` positions) appended last; the codomain is ``step``'s first
+    recurrence ``axis`` (``n`` positions) inserted at :meth:`position` (last unless
+    ``positions`` says); the codomain is ``step``'s first
     result with :attr:`history` appended. ``affine`` (pyncd's associative-scan hint,
     ``H_{l+1} = A_l H_l + b_l``) computes the same history and is not kept."""
 
@@ -376,7 +377,14 @@ class Scan(Morphism):
     base: Morphism
     n: sympy.Expr
     axis: Axis
+    positions: tuple[int, ...] = ()
+    """Where ``axis`` stands in each per-step input (pyncd's ``step_x_l_positions``; empty:
+    last in every one)."""
     path: str = _path_field()
+
+    def position(self, k: int) -> int:
+        """The index of ``axis`` in per-step input ``k``'s shape."""
+        return self.positions[k] if self.positions else len(self.inputs[k].shape)
 
     @cached_property
     def history(self) -> Axis:
@@ -395,8 +403,16 @@ class Scan(Morphism):
         if not self.step.dom:
             raise SpecTypeError("a Scan step takes the state as its first input", self.path,
                                 node_type="Scan", field_name="step")
-        return tuple(self.base.dom) + tuple(Array(a.datatype, tuple(a.shape) + (self.axis,))
-                                            for a in self.inputs)
+        if self.positions and (len(self.positions) != len(self.inputs) or not all(
+                0 <= p <= len(a.shape) for p, a in zip(self.positions, self.inputs, strict=True))):
+            raise SpecTypeError(f"step_x_l_positions {list(self.positions)} do not fit the "
+                                f"step's {len(self.inputs)} per-step input(s)", self.path,
+                                node_type="Scan", field_name="step_x_l_positions")
+        out = []
+        for k, a in enumerate(self.inputs):
+            p = self.position(k)
+            out.append(Array(a.datatype, tuple(a.shape[:p]) + (self.axis,) + tuple(a.shape[p:])))
+        return tuple(self.base.dom) + tuple(out)
 
     @cached_property
     def cod(self):

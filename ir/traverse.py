@@ -270,7 +270,7 @@ class Visitor:
                 history.append(results[0])
                 if i == n:
                     return [self.scan_stack(node, history, scope)]
-                sliced = [self.scan_slice(node, x, i, scope) for x in xs]
+                sliced = [self.scan_slice(node, k, x, i, scope) for k, x in enumerate(xs)]
                 self.scan_iteration(node, i, scope)
                 return Descend(((".step", node.step),), [results[0]] + sliced, then=after(i + 1))
             return then
@@ -287,8 +287,9 @@ class Visitor:
         """Before ``step`` runs for the ``step``-th time (from 0): every iteration is the same
         occurrence of the step's operators (one set of parameters, as in pyncd)."""
 
-    def scan_slice(self, node: Scan, value, step: int, scope: Scope):
-        """A per-step input's value at ``step`` of the recurrence axis (its last). The default
+    def scan_slice(self, node: Scan, k: int, value, step: int, scope: Scope):
+        """Per-step input ``k``'s value at ``step`` of the recurrence axis (at
+        ``node.position(k)`` of its shape). The default
         suits values that stand for wires, not arrays: the input's own value."""
         return value
 

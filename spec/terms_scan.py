@@ -3,7 +3,8 @@
 Fields: ``step`` and ``base`` (morphisms), ``N`` (the number of steps, a Numeric), ``axis``
 (the recurrence axis), ``affine`` (an associative-scan hint for the same recurrence, not
 kept), ``n_states`` (1: one state; a coupled scan, several, is refused by name) and
-``step_state_deps`` (coupled scans only)."""
+``step_state_deps`` (coupled scans only), ``step_x_l_positions`` (where the recurrence axis
+stands in each per-step input; absent or empty: last)."""
 from __future__ import annotations
 
 from ncdc.ir.axes import Axis
@@ -26,5 +27,10 @@ def scan(b, obj, path):
         raise SpecDecodeError("step and base of a Scan with one state are single morphisms, "
                               "not lists", path, node_type="Scan")
     axis = b.check(b.field(obj, "axis", path), Axis, obj, "axis", path)
+    positions = b.raw(obj, "step_x_l_positions", path, list, [])
+    if not all(isinstance(p, int) and not isinstance(p, bool) for p in positions):
+        raise SpecDecodeError("step_x_l_positions must be a list of axis positions",
+                              f"{path}.step_x_l_positions", node_type="Scan",
+                              field_name="step_x_l_positions")
     return Scan(morphism_field(b, obj, "step", path), morphism_field(b, obj, "base", path),
-                numeric(b, obj, "N", path), axis, path=path)
+                numeric(b, obj, "N", path), axis, tuple(positions), path=path)

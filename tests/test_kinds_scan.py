@@ -79,6 +79,27 @@ def test_a_lifted_scan_runs_each_batch_row_alone(mk, load_doc):
     np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
 
 
+def test_the_recurrence_axis_where_step_x_l_positions_puts_it(mk, load_doc):
+    """pyncd's ``step_x_l_positions``: ``A`` written ``A[l, b]`` (position 0), ``B`` last."""
+    doc = _affine_scan(mk)
+    doc["data"]["body"]["step_x_l_positions"] = [0, 1]
+    spec = load_doc(doc)
+    assert [tuple(a.label for a in arr.shape) for arr in spec.data.dom] == [
+        ("b",), ("l", "b"), ("b", "l")]
+    env = spec.bind(None).env
+    rng = np.random.default_rng(10)
+    x, a_lb, bias = rng.standard_normal(3), rng.standard_normal((4, 3)), \
+        rng.standard_normal((3, 4))
+    want = _affine_reference(x, a_lb.T, bias)
+    got = ncdc.interpret(spec.data, env=env)(x, a_lb, bias)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    _, module = compile_torch(spec.data, env=env)
+    out = module(*(torch.as_tensor(v) for v in (x, a_lb, bias)))
+    np.testing.assert_allclose(out.detach().numpy(), want, rtol=1e-13, atol=1e-15)
+    doc["data"]["body"]["step_x_l_positions"] = [0]  # one per per-step input
+    assert "type-error" in {d.code for d in load_doc(doc).validate()}
+
+
 def test_a_wrong_step_count_and_state_are_reported(mk, load_doc):
     doc = _affine_scan(mk)
     doc["data"]["body"]["N"] = mk.int(5)  # the axis has 4 positions
