@@ -178,3 +178,18 @@ def test_scan_ex4s_recurrence_in_both_backends():
     load_interpreter_params(module, params)
     out = module(torch.as_tensor(x)).detach().numpy()
     np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-14)
+
+
+def test_the_view_draws_the_scan_as_a_container():
+    """As pyncd's viewer does: one box ``Scan over l, N=3`` holding base and one step; the
+    wire out of it carries the history."""
+    from ncdc.view.scene import build_scene
+
+    spec = ncdc.load(SCAN_EX4)
+    scene = build_scene(spec.data)
+    box = scene["nodes"]["data.content[1]"]
+    assert box["kind"] == "block" and box["label"] == "Scan over l, N=3"
+    inside = sorted(k for k, n in scene["nodes"].items() if n.get("parent") == "data.content[1]")
+    assert [k.split(".")[2] for k in inside] == ["base", "base", "step", "step"]
+    (out,) = [e for e in scene["edges"]["root"] if e["src"] == "data.content[1]"]
+    assert out["label"] == "R[q, dh, l+1]"

@@ -35,7 +35,7 @@ from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.cost import block_costs, with_tokens
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import Block, Broadcasted, Drop, Morphism, Truncated
+from ncdc.ir.morphisms import Block, Broadcasted, Drop, Morphism, Scan, Truncated
 from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
 from ncdc.ir.traverse import Descend, Visitor, traverse
@@ -209,6 +209,14 @@ class SceneBuilder:
         return nid
 
 
+def _closing(d: Descend, close) -> Descend:
+    """``d``, with ``close`` applied to the values its chain of continuations ends with."""
+    def then(results):
+        out = d.then(results) if d.then is not None else results
+        return _closing(out, close) if isinstance(out, Descend) else close(out)
+    return Descend(d.items, d.ins, d.title, then)
+
+
 class _Drawing(Visitor):
     """Wire values are :class:`_End` objects; the nodes and wires go to the
     :class:`SceneBuilder`, each in the innermost open container (``conts``)."""
@@ -287,6 +295,36 @@ class _Drawing(Visitor):
 
     def stride(self, node, ins, scope):
         return []
+
+    def scan(self, node: Scan, ins, scope):
+        """A container titled by the recurrence (pyncd's viewer: ``Scan over l, N=3``) holding
+        ``base`` and one ``step``; its result is the history."""
+        b, cont, path = self.b, self.cont, scope.path
+        title = f"Scan over {node.axis.label}, N={sympy.sstr(node.n)}"
+        nid = b.add_node(path, cont, "block", title, latex="", tag="", rep=None, lifted=[],
+                         path=path, cut=False, formula="",
+                         description="H_0 = base(X); H_{l+1} = step(H_l, U[l]); the result "
+                                     "stacks H_0 ... H_N", color="")
+        for k, e in enumerate(ins):
+            b.wire(cont, e, nid, k)
+
+        def close(results):
+            self.conts.pop()
+            for j, e in enumerate(results):
+                b.wire(nid, e, nid, j)
+            b.ports(nid, len(ins), len(results))
+            try:
+                history = tuple(node.cod)
+            except SpecError:  # ill-typed: validation says where
+                history = tuple(e.obj for e in results)
+            return [_End(nid, j, h) for j, h in enumerate(history)]
+
+        self.conts.append(nid)
+        inner = super().scan(node, [_End(nid, k, e.obj) for k, e in enumerate(ins)], scope)
+        return _closing(inner, close)
+
+    def scan_steps(self, node, scope) -> int:
+        return 1
 
     def unknown(self, m, ins, scope):
         path, cont = scope.path, self.cont
