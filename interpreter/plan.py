@@ -45,7 +45,7 @@ from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
 from ncdc.ir.pipeline import source
 from ncdc.ir.rewrites import BankDiagonal
-from ncdc.ir.traverse import Descend, Visitor, traverse
+from ncdc.ir.traverse import Descend, Visitor, scan_length, traverse
 from ncdc.ir.walk import by_kind
 
 from . import fusion, plan_experts, plan_scan
@@ -524,6 +524,9 @@ class _Emit(Visitor):
                 ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
         self.b.step(observe, outs, ())
+
+    def scan_steps(self, node, scope) -> int:
+        return scan_length(node, self.ev.env.size(node.n), scope.path)
 
     def scan_iteration(self, node, step, scope) -> None:
         plan_scan.same_occurrence(self.b, node, step)

@@ -86,7 +86,7 @@ from .morphisms import (
     Truncated,
 )
 from .operators import BlockOperator, ParaBlockOperator
-from .params import block_segments, titled_children
+from .params import MAX_REPETITION, block_segments, titled_children
 from .walk import arity, by_kind
 
 
@@ -277,11 +277,11 @@ class Visitor:
         return Descend(((".base", node.base),), list(ins[:nb]), then=after(0))
 
     def scan_steps(self, node: Scan, scope: Scope) -> int:
-        """How many steps a scan runs: ``n`` when it is a literal, else an error."""
-        if isinstance(node.n, (int, sympy.Integer)) and int(node.n) >= 0:
-            return int(node.n)
-        raise SpecError(f"a Scan runs a symbolic or negative number of steps "
-                        f"({sympy.sstr(node.n)}); bind it first", scope.path, node_type="Scan")
+        """How many steps a scan runs: ``n`` when it is a literal; a symbolic ``n``, once (a
+        consumer without sizes follows the wires; one with sizes binds it)."""
+        if isinstance(node.n, (int, sympy.Integer)):
+            return scan_length(node, int(node.n), scope.path)
+        return 1
 
     def scan_iteration(self, node: Scan, step: int, scope: Scope) -> None:
         """Before ``step`` runs for the ``step``-th time (from 0): every iteration is the same
@@ -309,6 +309,15 @@ class Visitor:
     def unknown(self, node: Morphism, ins: list, scope: Scope):
         raise SpecTypeError(f"a {type(node).__name__} is not a morphism the traversal knows",
                             scope.path, scope.titles, node_type=type(node).__name__)
+
+
+def scan_length(node: Scan, n: int, path: str) -> int:
+    """``n`` (a scan's bound step count) when it is one a traversal can unroll: from 0 to
+    :data:`ir.params.MAX_REPETITION`, as a repeated block."""
+    if not 0 <= n <= MAX_REPETITION:
+        raise SpecError(f"a Scan over {node.axis.label} runs {n} steps; ncdc unrolls from 0 to "
+                        f"{MAX_REPETITION}", path, node_type="Scan")
+    return n
 
 
 def traverse(root: Morphism, ins, visitor: Visitor, root_path: str | None = None,
@@ -492,4 +501,4 @@ _HANDLERS: dict[type, Any] = {
 }
 """The frame (or leaf answer) of each kind, by class (:func:`ir.walk.by_kind`)."""
 
-__all__ = ["Descend", "Scope", "Visitor", "traverse"]
+__all__ = ["Descend", "Scope", "Visitor", "scan_length", "traverse"]

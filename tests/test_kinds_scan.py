@@ -107,6 +107,25 @@ def test_a_wrong_step_count_and_state_are_reported(mk, load_doc):
     assert codes == ["scan-steps"]
 
 
+def test_a_symbolic_step_count_is_bound_and_a_huge_one_refused(mk, load_doc):
+    steps = mk.symbol("L")
+    doc = _affine_scan(mk)
+    scan = doc["data"]["body"]
+    ell = scan["axis"]["__ref__"]
+    doc["uid_repository"][str(ell)]["_size"] = mk.ref(steps)
+    doc["uid_repository"][str(steps)] = mk.doc(None)["uid_repository"][str(steps)]
+    scan["N"] = mk.ref(steps)
+    spec = load_doc(doc)
+    rng = np.random.default_rng(11)
+    x, a, bias = rng.standard_normal(3), rng.standard_normal((3, 6)), rng.standard_normal((3, 6))
+    got = ncdc.interpret(spec.data, env=spec.bind(None, sizes={"L": 6}).env)(x, a, bias)[0]
+    np.testing.assert_allclose(got, _affine_reference(x, a, bias), rtol=1e-13, atol=1e-15)
+    env = spec.bind(None, sizes={"L": 70000}).env
+    with pytest.raises(ncdc.SpecError) as err:
+        ncdc.interpret(spec.data, env=env)(x, np.zeros((3, 70000)), np.zeros((3, 70000)))
+    assert "runs 70000 steps" in str(err.value)
+
+
 def test_a_coupled_scan_is_refused_by_name(mk, load_doc):
     doc = _affine_scan(mk)
     doc["data"]["body"]["n_states"] = 2
