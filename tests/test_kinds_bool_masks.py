@@ -117,3 +117,25 @@ def test_a_non_text_iverson_expr_is_a_typed_error(mk, load_doc, bad):
     with pytest.raises(ncdc.SpecError) as err:
         load_doc(doc)
     assert "iverson_expr" in str(err.value)
+
+
+def test_a_bool_result_is_the_truth_of_a_positive_sum(mk, load_doc):
+    """pyncd demotes a ``Bool`` left-hand side to ``sum > 0``: ``Reach[i] = [Σ_j A[i,j] X[j] > 0]``."""
+    i, j = mk.axis("i", 4), mk.axis("j", 3)
+    eq = {"__type__": "TensorEquation", "name": None, "lhs_name": _name("Reach"),
+          "lhs_indices": [mk.ref(i)],
+          "rhs": [{"__type__": "TensorRef", "name": _name("A"), "axes": [mk.ref(i), mk.ref(j)]},
+                  {"__type__": "TensorRef", "name": _name("X"), "axes": [mk.ref(j)]}],
+          "operator": None}
+    bc = mk.bc(eq, [mk.weave(["*", j]), mk.weave([j])], [mk.weave(["*"], BOOL_JSON)],
+               [mk.rearr([0], [i]), mk.rearr([], [i])])
+    spec = load_doc(mk.doc(bc))
+    assert [d for d in spec.validate() if d.severity == "error"] == []
+    env = spec.bind(None).env
+    adj = np.array([[1.0, 0, 0], [0, 0, 0], [0, 1, 1], [0, 0, 2]])
+    x = np.array([1.0, -1.0, 0.5])
+    want = (adj @ x > 0).astype(np.int64)  # [1, 0, 0, 1]: row 2 sums to -0.5
+    assert want.tolist() == [1, 0, 0, 1]
+    for got in _backends(spec, env, adj, x):
+        np.testing.assert_array_equal(np.asarray(got).astype(np.int64), want)
+        assert set(np.unique(got)) <= {0, 1}

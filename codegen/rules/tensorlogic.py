@@ -16,6 +16,7 @@ from ncdc.ir.operators.tensorlogic import (
     distinct,
     iverson_axes,
 )
+from ncdc.ir.operators.tensorlogic import is_bool as holds_truth_values
 
 from ..emit import atom
 from ..names import identifier
@@ -111,6 +112,8 @@ def tensor_equation(ctx):
     code, outl = contract(ctx, terms, set(groups), "contraction")
     name = identifier(eq.lhs_name.text, "equation") if eq.lhs_name is not None else "equation"
     var = ctx.bind(name, code, outl)
+    if holds_truth_values(ctx.b.output_weaves[0].datatype):  # pyncd's demotion of Bool
+        var = ctx.bind(name + "_holds", f"({var} > 0).to({var}.dtype)", outl)
     live, static = fold_live(ctx, relabelled, groups, outl)
     if live is not None:
         live = ctx.bind(var + "_live", live)

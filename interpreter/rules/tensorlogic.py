@@ -5,7 +5,8 @@ degree axes lead after an Ellipsis for the enclosing batch; an input contributes
 and its target axes (a ``Bool`` mask its truth values, nonzero = 1; a repeated axis reads its
 diagonal), a computed Iverson predicate the 0/1 array it takes on the index values of its
 distinct axes. Liveness as in ``Einops``: live iff some term has every input factor live.
-The nested ``operator`` (None or Identity: none) is applied afterwards, pointwise.
+The nested ``operator`` (None or Identity: none) is applied afterwards, pointwise; a ``Bool``
+result is the truth of ``sum > 0`` (pyncd's demotion).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from ncdc.ir.operators.tensorlogic import (
     TensorEquation,
     TensorRef,
     distinct,
+    is_bool,
     iverson_axes,
 )
 
@@ -110,6 +112,8 @@ def tensor_equation(b, inputs, ctx):
                                                  if d in out_sub else 1 for d in deg))
     live = np.einsum(*masks, [Ellipsis] + deg) if masks else None
     out = _nonlinearity(eq, out, ctx)
+    if is_bool(b.output_weaves[0].datatype):  # pyncd's demotion of a Bool result: a truth
+        out = (np.asarray(out) > 0).astype(np.float64)  # value, the sum is positive
     return [finished(as_kind(np.asarray(out), b.output_weaves[0].datatype), live)]
 
 
