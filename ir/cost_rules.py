@@ -40,4 +40,5 @@ def iterated(c, n):
     return replace(c, lookups=n * c.lookups, flops=n * c.flops, matmul_flops=n * c.matmul_flops)
 
 
-__all__ = ["bank_axes", "flops", "iterated", "formula_ops", "is_contraction", "prod", "target_work", "work"]
+__all__ = ["bank_axes", "flops", "formula_ops", "is_contraction", "iterated", "prod",
+           "target_work", "work"]

@@ -369,9 +369,9 @@ class Scan(Morphism):
 
     The domain is ``base``'s inputs, then one array per further input of ``step`` with the
     recurrence ``axis`` (``n`` positions) inserted at :meth:`position` (last unless
-    ``positions`` says); the codomain is ``step``'s first
-    result with :attr:`history` appended. ``affine`` (pyncd's associative-scan hint,
-    ``H_{l+1} = A_l H_l + b_l``) computes the same history and is not kept."""
+    ``positions`` says); the codomain is ``step``'s result with :attr:`history` appended.
+    ``affine`` (pyncd's associative-scan hint, ``H_{l+1} = A_l H_l + b_l``) computes the same
+    history and is not kept."""
 
     step: Morphism
     base: Morphism
@@ -389,7 +389,7 @@ class Scan(Morphism):
     @cached_property
     def history(self) -> Axis:
         """The trailing axis of the result: ``n + 1`` positions (``H_0`` first); its uid is
-        the recurrence axis's negated, an id no decoded axis has."""
+        ``-|uid| - 1`` of the recurrence axis, which no decoded axis has."""
         name = Name(f"{self.axis.label}+1")
         return RawAxis(-abs(self.axis.uid) - 1, name, self.n + 1, path=self.path)
 
