@@ -7,12 +7,24 @@ from __future__ import annotations
 
 import sympy
 
+from ncdc.ir.arrays import Array
 from ncdc.ir.morphisms import Scan
 from ncdc.ir.shapes import compare_objects, objects_text
 
 
+def _renamed(prob) -> bool:
+    """A state whose axes differ from the one taken only by uid: the same datatype and, axis
+    by axis, the same size (pyncd writes a matrix recurrence's result on a renamed axis)."""
+    a, b = prob.left, prob.right
+    return (prob.kind == "axes" and isinstance(a, Array) and isinstance(b, Array)
+            and a.datatype == b.datatype and len(a.shape) == len(b.shape)
+            and all(sympy.simplify(x.size - y.size) == 0
+                    for x, y in zip(a.shape, b.shape, strict=True)))
+
+
 def check_scan(ck, node: Scan, path: str, titles) -> None:
-    """``base.cod == (step.dom[0],)`` and ``step.cod == (step.dom[0],)`` (``scan-state``);
+    """``base.cod == (step.dom[0],)`` and ``step.cod == (step.dom[0],)`` (``scan-state``: a
+    warning where only the axes' uids differ, sizes and datatype agreeing);
     a literal ``N`` other than a literal ``|axis|`` is ``scan-steps``; positions of the
     recurrence axis that do not fit the per-step inputs, a ``type-error``."""
     sdom, scod, bcod = ck.typed(node.step, "dom"), ck.typed(node.step, "cod"), \
@@ -23,10 +35,15 @@ def check_scan(ck, node: Scan, path: str, titles) -> None:
                                    ("its step gives", scod, ".step")):
             for prob in compare_objects(gives, state):
                 if prob.is_error:
-                    ck.error("scan-state", f"Scan over {node.axis.label}: {what} "
-                             f"{objects_text(gives)} but its step takes the state "
-                             f"{objects_text(state)}", path + where, titles,
-                             prob.axes_involved())
+                    text = (f"Scan over {node.axis.label}: {what} {objects_text(gives)} but its "
+                            f"step takes the state {objects_text(state)}")
+                    if _renamed(prob):
+                        ck.warning("scan-state", f"{text} (axes of the same sizes: the "
+                                   "recurrence runs on them)", path + where, titles,
+                                   prob.axes_involved())
+                    else:
+                        ck.error("scan-state", text, path + where, titles,
+                                 prob.axes_involved())
                     break
     n, size = node.n, node.axis.size
     if isinstance(n, sympy.Integer) and isinstance(size, sympy.Integer) and n != size:

@@ -28,7 +28,8 @@ code                        severity  meaning
 ``block-repetition``        error     a repeated block whose cod is not its dom
 ``parawrap-entries``        error     grab/drop entries vs the body's operands/results
 ``scan-state``              error     a Scan's base or step gives another state than its
-                                      step takes (:mod:`spec.checks_scan`)
+                                      step takes (:mod:`spec.checks_scan`); a warning when
+                                      only the axes' uids differ (same sizes and datatype)
 ``scan-steps``              error     a Scan's literal step count is not its axis's length
 ``weave-degree``            error     TILED slot counts vs the degree / a reindexing's cod;
                                       one reindexing per input
