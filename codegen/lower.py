@@ -19,6 +19,7 @@ from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Drop,
     Grab,
     Morphism,
@@ -218,6 +219,8 @@ class ClassBuilder:
             return []
         if isinstance(m, Scan):
             return scan.lower_scan(self, m, wires)
+        if isinstance(m, CoupledScan):
+            return scan.lower_coupled_scan(self, m, wires)
         if isinstance(m, Truncated):
             raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
                                  "compile a complete block or the salvaged prefix", m.path)

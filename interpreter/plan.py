@@ -532,8 +532,7 @@ class _Emit(Visitor):
         plan_scan.same_occurrence(self.b, node, step)
 
     def scan_slice(self, node, k, reg, step, scope):
-        return plan_scan.slice_at(self.b, reg, step, node.position(k) - len(node.dom[
-            len(node.base.dom) + k].shape))
+        return plan_scan.slice_at(self.b, reg, step, node.slice_dim(k))
 
     def scan_stack(self, node, regs, scope):
         return plan_scan.stack(self.b, regs)

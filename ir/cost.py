@@ -39,7 +39,7 @@ from .axes import Axis, is_token_axis
 from .cost_rules import bank_axes, flops, formula_ops, is_contraction, iterated, prod, work
 from .datatypes import Datatype, kind
 from .incremental import classify_reindexing
-from .morphisms import Block, Broadcasted, Morphism, Scan, Truncated
+from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan, Truncated
 from .operators import BlockOperator, Linear, ParaBlockOperator
 from .params import param_roles
 from .weight_formats import (
@@ -264,6 +264,9 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
         return replace(total, partial=True)
     if isinstance(m, Scan):  # base once, the step n times on the same weights
         return kids[0] + iterated(kids[1], m.n)
+    if isinstance(m, CoupledScan):  # every base once, every step n times
+        nb = len(m.bases)
+        return sum(kids[:nb], Cost()) + iterated(sum(kids[nb:], Cost()), m.n)
     if isinstance(m, Block):
         named = tuple(replace(p, titles=(m.title,) + p.titles) for p in total.params)
         state = tuple(replace(s, titles=(m.title,) + s.titles) for s in total.state)

@@ -37,7 +37,7 @@ import sympy
 from .affine import affine_map
 from .axes import is_token_axis
 from .errors import NonCausalError, SpecError
-from .morphisms import Block, Broadcasted, Morphism, Scan
+from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan
 from .operators import (
     Arithmetic,
     BlockOperator,
@@ -250,7 +250,7 @@ def analyse(root: Morphism) -> Analysis:
         counts[site.path] = count
         if isinstance(node, Broadcasted):
             reads.extend(_leaf_reads(node, site.titles, count))
-        elif isinstance(node, Scan) and is_token_axis(node.axis):
+        elif isinstance(node, (Scan, CoupledScan)) and is_token_axis(node.axis):
             reads.append(TokenRead("recurrence", node.path, site.titles, "Scan",
                                    "carries its state from one token to the next",
                                    sympy.Integer(1), count=count))

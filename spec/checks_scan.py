@@ -8,7 +8,7 @@ from __future__ import annotations
 import sympy
 
 from ncdc.ir.arrays import Array
-from ncdc.ir.morphisms import Scan
+from ncdc.ir.morphisms import CoupledScan, Scan
 from ncdc.ir.shapes import compare_objects, objects_text
 
 
@@ -52,4 +52,15 @@ def check_scan(ck, node: Scan, path: str, titles) -> None:
     tuple(node.dom)  # step_x_l_positions that do not fit raise: the checker's type-error
 
 
-__all__ = ["check_scan"]
+def check_coupled_scan(ck, node: CoupledScan, path: str, titles) -> None:
+    """``scan-steps`` as for a Scan; a coupled scan whose steps, bases and state lists do not
+    fit (``type-error``, raised by its typing)."""
+    n, size = node.n, node.axis.size
+    if isinstance(n, sympy.Integer) and isinstance(size, sympy.Integer) and n != size:
+        ck.error("scan-steps", f"Scan over {node.axis.label} runs {n} steps but the axis has "
+                 f"{size} positions", path, titles)
+    tuple(node.dom)
+    tuple(node.cod)
+
+
+__all__ = ["check_coupled_scan", "check_scan"]

@@ -69,6 +69,7 @@ from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Morphism,
     ParaWrap,
     ProductOfMorphisms,
@@ -82,7 +83,7 @@ from ncdc.ir.walk import by_kind
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
-from .checks_scan import check_scan
+from .checks_scan import check_coupled_scan, check_scan
 from .checks_sites import all_sites, held_index_maps
 from .checks_sizes import check_sizes
 from .checks_structure import (
@@ -191,6 +192,7 @@ _SITE_CHECKS = {
     ProductOfMorphisms: _plain(check_product), Rearrangement: _plain(check_rearrangement),
     Block: _plain(check_block), Broadcasted: _plain(check_broadcasted),
     ParaWrap: _plain(check_parawrap), StrideMorphism: _stride_rows, Scan: _plain(check_scan),
+    CoupledScan: _plain(check_coupled_scan),
 }
 """The check of each kind of site (by class, :func:`ir.walk.by_kind`)."""
 

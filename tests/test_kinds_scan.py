@@ -11,7 +11,7 @@ import ncdc
 from ncdc.codegen import compile_torch
 from ncdc.ir.cost import cost
 from ncdc.ir.incremental import analyse
-from ncdc.ir.morphisms import Scan
+from ncdc.ir.morphisms import CoupledScan, Scan
 from tests.conftest import DATA, SpecMaker
 
 
@@ -155,12 +155,55 @@ def test_a_symbolic_step_count_is_bound_and_a_huge_one_refused(mk, load_doc):
     assert "runs 70000 steps" in str(err.value)
 
 
-def test_a_coupled_scan_is_refused_by_name(mk, load_doc):
-    doc = _affine_scan(mk)
-    doc["data"]["body"]["n_states"] = 2
+def _coupled(mk, n=3):
+    """Two states stepped together (Jacobi): ``H' = H + G · U[:, l]`` reads both, ``G' = H``
+    reads the old ``H`` only (``step_state_deps [[0, 1], [0]]``)."""
+    b, ell = mk.axis("b", 2), mk.axis("l", n)
+    arr = mk.array([b])
+    times = mk.bc(mk.op("Einops", "einops", signature=[[], []]),
+                  [mk.weave(["*"]), mk.weave(["*"])], [mk.weave(["*"])],
+                  [mk.rearr([0], [b]), mk.rearr([0], [b])])
+    plus = mk.bc(mk.op("AdditionOp", "+", part_of_fma=False),
+                 [mk.weave(["*"]), mk.weave(["*"])], [mk.weave(["*"])],
+                 [mk.rearr([0], [b]), mk.rearr([0], [b])])
+    step_h = mk.composed(mk.product(mk.rearr_arrays([0], [arr]), times), plus)
+    step_g = mk.rearr_arrays([0], [arr])
+    scan = {"__type__": "Scan", "step": [step_h, step_g],
+            "base": [mk.rearr_arrays([0], [arr]), mk.rearr_arrays([0], [arr])],
+            "N": mk.int(n), "axis": mk.ref(ell), "affine": None, "n_states": 2,
+            "step_state_deps": [[0, 1], [0]]}
+    return mk.doc(mk.block(scan, mk.tag("Coupled")))
+
+
+def test_a_coupled_scan_steps_every_state_from_the_old_ones(mk, load_doc):
+    spec = load_doc(_coupled(mk))
+    assert isinstance(spec.data.body, CoupledScan)
+    assert [str(a) for a in spec.data.dom] == ["R[b]", "R[b]", "R[b, l]"]
+    assert [str(a) for a in spec.data.cod] == ["R[b, l+1]", "R[b, l+1]"]
+    assert [d for d in spec.validate() if d.severity == "error"] == []
+    rng = np.random.default_rng(13)
+    x, y, u = rng.standard_normal(2), rng.standard_normal(2), rng.standard_normal((2, 3))
+    h, g, hs, gs = x, y, [x], [y]
+    for t in range(3):
+        h, g = h + g * u[:, t], h  # both from the old states
+        hs.append(h)
+        gs.append(g)
+    want = (np.stack(hs, axis=-1), np.stack(gs, axis=-1))
+    env = spec.bind(None).env
+    got = ncdc.interpret(spec.data, env=env)(x, y, u)
+    _, module = compile_torch(spec.data, env=env)
+    out = module(*(torch.as_tensor(v) for v in (x, y, u)))
+    for k in range(2):
+        np.testing.assert_allclose(got[k], want[k], rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(out[k].detach().numpy(), want[k], rtol=1e-13, atol=1e-15)
+
+
+def test_a_coupled_scan_with_the_wrong_number_of_steps_is_refused(mk, load_doc):
+    doc = _coupled(mk)
+    doc["data"]["body"]["step"] = doc["data"]["body"]["step"][:1]
     with pytest.raises(ncdc.SpecError) as err:
         load_doc(doc)
-    assert "coupled Scan" in str(err.value)
+    assert "2 states has 1 step" in str(err.value)
 
 
 def test_the_cost_counts_the_step_n_times_and_its_weights_once():

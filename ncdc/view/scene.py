@@ -35,7 +35,7 @@ from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.cost import block_costs, with_tokens
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import Block, Broadcasted, Drop, Morphism, Scan, Truncated
+from ncdc.ir.morphisms import Block, Broadcasted, CoupledScan, Drop, Morphism, Scan, Truncated
 from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
 from ncdc.ir.traverse import Descend, Visitor, traverse
@@ -320,8 +320,12 @@ class _Drawing(Visitor):
             return [_End(nid, j, h) for j, h in enumerate(history)]
 
         self.conts.append(nid)
-        inner = super().scan(node, [_End(nid, k, e.obj) for k, e in enumerate(ins)], scope)
+        walk_in = super().coupled_scan if isinstance(node, CoupledScan) else super().scan
+        inner = walk_in(node, [_End(nid, k, e.obj) for k, e in enumerate(ins)], scope)
         return _closing(inner, close)
+
+    def coupled_scan(self, node, ins, scope):
+        return self.scan(node, ins, scope)
 
     def scan_steps(self, node, scope) -> int:
         return 1
