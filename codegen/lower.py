@@ -32,7 +32,7 @@ from ncdc.ir.morphisms import (
 from ncdc.ir.params import repetitions
 from ncdc.ir.tags import BlockDrawing, TapeSlot
 
-from . import calls, complex_parts, flips, scan, tape
+from . import calls, complex_parts, flips, tape
 from .broadcast import fusible_view, lower_broadcasted
 from .class_source import ClassParts, class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
@@ -43,6 +43,7 @@ from .experts import expert_facts
 from .members import Members
 from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
 from .pairs import Selection, is_selection_mask
+from .scan import lower_coupled_scan, lower_scan
 from .sizes import SizeCodes
 from .statements import IF, Rounding
 from .wires import Wire
@@ -218,9 +219,9 @@ class ClassBuilder:
             self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
             return []
         if isinstance(m, Scan):
-            return scan.lower_scan(self, m, wires)
+            return lower_scan(self, m, wires)
         if isinstance(m, CoupledScan):
-            return scan.lower_coupled_scan(self, m, wires)
+            return lower_coupled_scan(self, m, wires)
         if isinstance(m, Truncated):
             raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
                                  "compile a complete block or the salvaged prefix", m.path)
