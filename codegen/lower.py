@@ -19,12 +19,14 @@ from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Drop,
     Grab,
     Morphism,
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     Truncated,
 )
 from ncdc.ir.params import repetitions
@@ -42,6 +44,7 @@ from .experts import expert_facts
 from .members import Members
 from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
 from .pairs import Selection, is_selection_mask
+from .scan import lower_coupled_scan, lower_scan
 from .sizes import SizeCodes
 from .statements import IF, Rounding
 from .wires import Wire
@@ -220,6 +223,10 @@ class ClassBuilder:
         if isinstance(m, Drop):
             self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
             return []
+        if isinstance(m, Scan):
+            return lower_scan(self, m, wires)
+        if isinstance(m, CoupledScan):
+            return lower_coupled_scan(self, m, wires)
         if isinstance(m, Truncated):
             raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
                                  "compile a complete block or the salvaged prefix", m.path)

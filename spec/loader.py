@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     terms_morphisms,
     terms_numeric,
     terms_operators,
+    terms_scan,
     terms_tensorlogic,
     terms_types,
 )

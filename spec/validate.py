@@ -27,6 +27,10 @@ code                        severity  meaning
 ``rearrangement-bounds``    error     a mapping entry outside the domain
 ``block-repetition``        error     a repeated block whose cod is not its dom
 ``parawrap-entries``        error     grab/drop entries vs the body's operands/results
+``scan-state``              error     a Scan's base or step gives another state than its
+                                      step takes (:mod:`spec.checks_scan`); a warning when
+                                      only the axes' uids differ (same sizes and datatype)
+``scan-steps``              error     a Scan's literal step count is not its axis's length
 ``weave-degree``            error     TILED slot counts vs the degree / a reindexing's cod;
                                       one reindexing per input
 ``reindexing-domain``       error     reindexings not sharing one domain (or not index maps)
@@ -66,10 +70,12 @@ from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Morphism,
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     StrideMorphism,
     Truncated,
 )
@@ -78,6 +84,7 @@ from ncdc.ir.walk import by_kind
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
+from .checks_scan import check_coupled_scan, check_scan
 from .checks_sites import all_sites, held_index_maps
 from .checks_sizes import check_sizes
 from .checks_structure import (
@@ -185,7 +192,8 @@ _SITE_CHECKS = {
     Truncated: _truncated, Composed: _plain(check_composed),
     ProductOfMorphisms: _plain(check_product), Rearrangement: _plain(check_rearrangement),
     Block: _plain(check_block), Broadcasted: _plain(check_broadcasted),
-    ParaWrap: _plain(check_parawrap), StrideMorphism: _stride_rows,
+    ParaWrap: _plain(check_parawrap), StrideMorphism: _stride_rows, Scan: _plain(check_scan),
+    CoupledScan: _plain(check_coupled_scan),
 }
 """The check of each kind of site (by class, :func:`ir.walk.by_kind`)."""
 
