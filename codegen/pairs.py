@@ -20,12 +20,13 @@ selected (row, slot) pairs only:
 * the contraction over the axis gathers the gate at the pairs and sums the products back into
   their rows (``add_rows``): dead slots are never read or multiplied.
 
-The pairs come in two forms, chosen at run time by the constructor switch ``static_shapes``
-(threaded through every class that makes or passes on a selection, like ``quant``): the sparse
-default holds exactly the live pairs (counts read off the data: eager only), the static form
-``k`` pairs per row with a liveness flag per pair and the grouped product as the custom op
-``ncdc::grouped_matmul`` (every shape fixed by the input shapes: ``torch.compile(fullgraph=True)``
-and ``torch.export``); see ``prelude/pairs.py``.
+The pairs come in two forms, chosen at run time: the sparse form holds exactly the live pairs
+(counts read off the data: eager only), the static form ``k`` pairs per row with a liveness flag
+per pair and the grouped product as the custom op ``ncdc::grouped_matmul`` (every shape fixed by
+the input shapes: ``torch.compile(fullgraph=True)`` and ``torch.export``). ``live_pairs`` takes
+the static form while torch traces the module and where the constructor switch
+``static_shapes`` (threaded through every class that makes or passes on a selection, like
+``quant``) asks for it, the sparse form otherwise; see ``prelude/pairs.py``.
 
 Whether that is sound is decided while the code is written, not guessed: a pairs array that
 reaches any other use (a block output, the tape, a fold along the axis, a contraction gated by
