@@ -53,7 +53,7 @@ from ncdc.ir.operators import (
 )
 
 from .ctx import Ctx
-from .emit import align_code
+from .emit import align_code, atom
 from .escapes import ARGUMENT, NotCompact, PairsEscape, escape
 from .experts import note_expert_param, note_unsliceable
 from .names import comment_text
@@ -310,7 +310,7 @@ def contract_pairs(ctx):
     if not gated:
         escape(origins, "a contraction over the sparse axis that its selection does not gate")
     out = [lab for lab in ctx.deg_labels if any(lab in t[1] for t in terms)]
-    code = ctx.einsum(terms, [PAIRS] + out)
+    code = _per_pair_product(ctx, terms, [PAIRS] + out)
     per_pair = ctx.bind("terms", code, [PAIRS] + out, "per pair")
     cb.gen.prelude.add("pairs")
     var = ctx.bind("contraction", f"add_rows({per_pair}, {lead}, {sel.pairs})", out,
@@ -320,6 +320,16 @@ def contract_pairs(ctx):
     if live is not None:
         live = ctx.bind(var + "_live", live)
     return [OpResult(var, out, live, static, full=True)]
+
+
+def _per_pair_product(ctx, terms, out) -> str:
+    """The terms multiplied per pair: two terms that share every label they hold with ``out``
+    (nothing summed) as one broadcast product, the value ``torch.einsum`` gives (it multiplies
+    them so) without its planning on every call; else ``torch.einsum``."""
+    if len(terms) == 2 and all(set(t[1]) <= set(out) and len(set(t[1])) == len(t[1])
+                               for t in terms):
+        return " * ".join(atom(align_code(t[0], t[1], out)) for t in terms)
+    return ctx.einsum(terms, out)
 
 
 __all__ = [
