@@ -19,11 +19,19 @@ profiler's allocation events, ``tests/profiling.py``). Compared calls are interl
 of each in turn after a warm-up); each row prints min / median of both and ncdc / HF (below 1:
 ncdc is faster).
 
-    python bench/hf.py [--quick] [--threads 1|0] [--device cpu|cuda] [--rows ROW,...]
+    python bench/hf.py [--quick] [--threads 1|0] [--clock wall|cpu] [--device cpu|cuda]
+                       [--rows eager,decode,compile,breaks,memory]
 
-``--threads 0`` keeps torch's default thread count. ``--device cuda`` runs bfloat16 at the
-released layer-0 sizes (hidden 4096, 64 heads of 512, 256 experts top-6 of width 2048, ...):
-eager and compiled forwards, and a decode step with its tokens per second.
+``--threads 0`` keeps torch's default thread count; ``--clock cpu`` times this thread's CPU time
+(one thread), which other jobs on a shared machine perturb far less than wall time. ``--quick``
+(under 2 minutes on a 2-core machine) runs 256 tokens, 3 rounds, and leaves out the compiled
+row (each compilation takes 35 s or more there); the full run takes about 5 minutes on a quiet
+2-core machine. HF's cache advances by one token per timed step (its cost does not depend on
+the context past the window); ncdc's ``step`` starts from the same state every time.
+``--device cuda`` runs bfloat16 at the released layer-0 sizes (hidden 4096, 64 heads of 512,
+q_lora_rank 1024, 8 groups of rank 1024, 256 experts top-6 of width 2048; 13 GB of weights
+each): eager forwards at 1,024 and 4,096 tokens, compiled at 4,096, and a decode step at
+context 4,096 with its tokens per second (written to fit a 10-minute window).
 """
 from __future__ import annotations
 
@@ -61,6 +69,11 @@ def ratio(a, b) -> str:
     return f"{min(a) / min(b):5.2f} / {statistics.median(a) / statistics.median(b):5.2f}"
 
 
+CLOCK = time.perf_counter
+"""The clock of every timing: wall time, or (``--clock cpu``) this thread's CPU time, which a
+machine shared with other jobs perturbs far less (one torch thread only)."""
+
+
 def race(fns: dict, repeat: int, sync=lambda: None) -> dict:
     """Seconds per call of each function: one warm-up call each, then ``repeat`` rounds that
     call every function once, in turn."""
@@ -70,10 +83,10 @@ def race(fns: dict, repeat: int, sync=lambda: None) -> dict:
     times = {name: [] for name in fns}
     for _ in range(repeat):
         for name, fn in fns.items():
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             fn()
             sync()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(CLOCK() - t0)
     return times
 
 
@@ -245,15 +258,25 @@ def memory_row(sizes, preset, tokens, device):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="fewer rounds, 256 tokens only")
+    ap.add_argument("--quick", action="store_true",
+                    help="fewer rounds, 256 tokens only, no compiled row")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (0: torch's default)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: this thread's CPU time (with --threads 1 only)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--repeat", type=int, default=None)
     ap.add_argument("--rows", default=",".join(ROWS), help=f"any of {', '.join(ROWS)}")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
+    if args.clock == "cpu":
+        if torch.get_num_threads() != 1 or args.device != "cpu":
+            ap.error("--clock cpu times one CPU thread: use it with --threads 1 on the CPU")
+        global CLOCK
+        CLOCK = time.thread_time
     rows = set(args.rows.split(","))
+    if args.quick:
+        rows.discard("compile")
     cuda = args.device == "cuda"
     if cuda:
         preset, sizes, dtypes = "released", RELEASED_SIZES, (torch.bfloat16,)
@@ -263,15 +286,16 @@ def main(argv=None) -> int:
         tokens = (256,) if args.quick else (256, 1024)
         context, repeat = 1024, args.repeat or (3 if args.quick else 7)
     print(f"{BLOCK}: ncdc (generated) vs transformers DeepseekV4DecoderLayer, {args.device}, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}; min / median over "
-          f"{repeat} interleaved rounds; random weights (timing only)", flush=True)
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}; {args.clock} clock, "
+          f"min / median over {repeat} interleaved rounds; random weights (timing only)",
+          flush=True)
     if "eager" in rows:
         eager_rows(sizes, preset, dtypes, tokens, repeat, args.device)
     if "decode" in rows:
         decode_rows(sizes, preset, dtypes, context, 5 * repeat, args.device)
     if "compile" in rows:
         compile_rows(sizes, preset, dtypes[0] if cuda else torch.float32,
-                     tokens, repeat, args.device)
+                     tokens[-1:] if cuda else tokens, repeat, args.device)
     if "breaks" in rows:
         breaks_row(sizes, preset, args.device)
     if "memory" in rows and not cuda:
