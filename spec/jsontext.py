@@ -305,6 +305,9 @@ class _Walker:
     def __init__(self, text: str) -> None:
         self.text = text
         self.n = len(text)
+        # Bulk decodes read ``window`` = ``text[base:]`` (see ``decode``).
+        self.window = text
+        self.base = 0
         self.stack: list[_Frame] = []
         self.root: object = _NOTHING
         self.pos = _end(_WS, text, 0)
@@ -322,6 +325,18 @@ class _Walker:
         self.leaf: Incomplete | None = None
         self.dangling: str | None = None  # raw text of a cut/dangling key of the innermost object
         self.key_cut = False  # the cut is inside that key's string
+
+    def decode(self, pos: int):
+        """``(value, end)`` of the JSON value at ``pos``, decoded in bulk (raises as
+        ``raw_decode``). A failing decode counts the lines of its text up to the problem, so the
+        decodes read a suffix of the text: moved up to ``pos`` when copying the rest costs less
+        than the lines from the suffix's start (the copies add up to less than the text)."""
+        base = self.base
+        if pos - base > self.n - pos:
+            self.window, self.base = self.text[pos:], pos
+            base = pos
+        value, end = _raw_decode(self.window, pos - base)
+        return value, end + base
 
     def stop(self, cut: int, reason: str, truncated: bool = True) -> object:
         self.cut, self.reason, self.truncated = cut, reason, truncated
@@ -433,7 +448,7 @@ class _Walker:
         pos = self.pos
         if self.stack or not self.open_end:
             try:
-                return _raw_decode(self.text, pos)
+                return self.decode(pos)
             except (ValueError, RecursionError):
                 pass
         # Not decodable in one piece: walk into it.
@@ -452,7 +467,7 @@ class _Walker:
     def string(self):
         pos, text = self.pos, self.text
         try:
-            return _raw_decode(text, pos)
+            return self.decode(pos)
         except _JSONDecodeError:
             self.cut, self.reason, self.truncated = _string_cut(text, pos)
             self.leaf = Incomplete("string", None, self.here(), pos, text[pos:self.cut])
@@ -461,7 +476,7 @@ class _Walker:
     def literal(self, c: str):
         pos, text = self.pos, self.text
         try:
-            return _raw_decode(text, pos)
+            return self.decode(pos)
         except _JSONDecodeError:
             pass
         k = _literal_cut(text, pos)
@@ -478,7 +493,7 @@ class _Walker:
     def number(self):
         pos, text, n = self.pos, self.text, self.n
         try:
-            value, end = _raw_decode(text, pos)
+            value, end = self.decode(pos)
         except _JSONDecodeError:
             value, end = None, -1
         except ValueError as exc:  # e.g. more digits than int() accepts

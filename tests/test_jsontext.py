@@ -396,8 +396,8 @@ def test_a_root_that_cannot_close_is_not_bulk_decoded(text, monkeypatch):
     tried = []
     real = jsontext._raw_decode
 
-    def spy(s, pos):
-        tried.append(pos)
+    def spy(s, pos):  # the walker decodes a suffix of the text: the offset in the text
+        tried.append(len(text) - len(s) + pos)
         return real(s, pos)
 
     monkeypatch.setattr(jsontext, "_raw_decode", spy)
@@ -414,3 +414,39 @@ def _tried_root(init):
         init(self, text)
         self.open_end = False
     return tried_root
+
+
+def test_decodes_of_a_suffix_give_the_same_salvage(monkeypatch):
+    """Deep along the cut the walker decodes a suffix of the text (a failing decode then counts
+    the lines of the suffix only); values, offsets and report are those of decodes of the
+    whole text."""
+    from ncdc.spec import jsontext
+
+    head = json.dumps({"pad": ["x" * 50] * 200, "n": [1, 2.5, None, True]})
+    text = head[:-1] + ', "deep": {"a": [{"b": [1, 2, {"c": "d"}], "e": {"f": [3, {"g": "h'
+    value, report = parse_salvage(text)
+    bases = []
+    real = jsontext._Walker.decode
+
+    def whole(self, pos):  # never move the suffix
+        bases.append(pos - self.base > self.n - pos)
+        return jsontext._raw_decode(self.text, pos)
+
+    monkeypatch.setattr(jsontext._Walker, "decode", whole)
+    again, report_again = parse_salvage(text)
+    assert any(bases), "the text is long enough for the walker to move its suffix"
+    assert _plain(value) == _plain(again) and report == report_again
+    assert value.partial["deep"].partial["a"].offset == text.index('[{"b"')
+    monkeypatch.setattr(jsontext._Walker, "decode", real)
+
+
+def _plain(v):
+    """A salvaged value with its markers spelled out, for comparing two salvages."""
+    if isinstance(v, Incomplete):
+        return ("Incomplete", v.kind, v.json_path, v.offset, v.raw, v.dangling_key,
+                _plain(v.partial))
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
