@@ -7,10 +7,11 @@ from ncdc.ir.arrays import TILED, Array, ProdObject, Weave
 from ncdc.ir.axes import AffineSparseAxis, Axis, ConcatenatedAxis, RawAxis, SparseAxis
 from ncdc.ir.datatypes import BlockScale, Complex, Datatype, Encoding, Natural, Quantified, Reals
 from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.names import Name
 from ncdc.ir.operators.tensorlogic import BOOL
 from ncdc.ir.tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
 
-from .builder import decoder
+from .builder import _REGISTERED, decoder
 from .terms_numeric import numeric, uid_field
 
 
@@ -159,7 +160,7 @@ def code_reference(b, obj, path):
 @decoder("BlockAesthetics")
 def block_aesthetics(b, obj, path):
     refs = b.field(obj, "references", path, None) or ()
-    if not all(isinstance(r, CodeReference) for r in refs):
+    if not isinstance(refs, tuple) or not all(isinstance(r, CodeReference) for r in refs):
         raise SpecDecodeError("references must be CodeReferences", f"{path}.references",
                               node_type="BlockAesthetics", field_name="references")
     drawing = b.field(obj, "drawing", path, None)
@@ -174,8 +175,82 @@ def block_aesthetics(b, obj, path):
     }
 
 
+def _plain(value, type_name: str) -> bool:
+    """Whether ``value`` is an object the builder decodes by its ``__type__`` ``type_name``."""
+    return (value.__class__ is dict and value.get("__type__") == type_name
+            and "__ref__" not in value and "__registered__" not in value)
+
+
+_ONE = sympy.Integer(1)
+_OPTIONAL_TEXT = ("description", "fill_color", "formula")
+
+
+def _usual_tag(obj, path):
+    """The block tag of ``obj`` when it has the usual shape (a UID with an integer id and no or
+    a plain-string name; repetition absent or a small ``Integer``; aesthetics of plain strings,
+    usual code references, no or an already seen drawing), else ``None``: the generic decoders then
+    decode it and raise what they raise. Both give the same tag."""
+    uid, aes, rep = obj.get("uid"), obj.get("aesthetics"), obj.get("repetition", _ONE)
+    if not (_plain(uid, "UID") and _plain(aes, "BlockAesthetics")):
+        return None
+    ident, name = uid.get("_id"), uid.get("_name")
+    if ident.__class__ is not int or not (name is None or name.__class__ is str):
+        return None
+    if rep is not _ONE:
+        if not _plain(rep, "Integer"):
+            return None
+        value = rep.get("_value")
+        rep = _INTEGER_VALUES.get(value) if value.__class__ is int else None
+        if rep is None:
+            return None
+    title, refs = aes.get("title"), aes.get("references")
+    if title.__class__ is not str:
+        return None
+    if refs is None:
+        refs = ()
+    elif refs.__class__ is list:
+        refs = tuple([_usual_reference(r) for r in refs])
+        if None in refs:
+            return None
+    else:
+        return None
+    texts = [aes.get(k) for k in _OPTIONAL_TEXT]
+    if not all(t is None or t.__class__ is str for t in texts):
+        return None
+    drawing = aes.get("drawing")
+    if drawing is not None:
+        if drawing.__class__ is not dict or "__ref__" in drawing:
+            return None
+        key = (drawing.get("__registered__"), drawing.get("type"), drawing.get("name"),
+               drawing.get("repr"))
+        drawing = _REGISTERED.get(key) if all(k is None or k.__class__ is str
+                                              for k in key) else None
+        if not isinstance(drawing, BlockDrawing):
+            return None
+    return BlockTag(ident, Name(name) if name is not None else None, rep, path=path,
+                    title=title, description=texts[0], fill_color=texts[1], formula=texts[2],
+                    references=refs, drawing=drawing)
+
+
+def _usual_reference(obj):
+    """The code reference of ``obj`` when its fields are plain, else ``None``."""
+    if not _plain(obj, "CodeReference"):
+        return None
+    vals = [obj.get(k) for k, _t in _REFERENCE_FIELDS]
+    for v, (_k, t) in zip(vals, _REFERENCE_FIELDS, strict=True):
+        if v is not None and v.__class__ is not t:
+            return None
+    return CodeReference(*vals)
+
+
+_INTEGER_VALUES = {v: sympy.Integer(v) for v in range(1, 65)}
+
+
 @decoder("BlockTag")
 def block_tag(b, obj, path):
+    tag = _usual_tag(obj, path)
+    if tag is not None:
+        return tag
     uid, counter = uid_field(b, obj, path)
     aes = b.field(obj, "aesthetics", path)
     if not isinstance(aes, dict):
