@@ -74,7 +74,7 @@ class _Gate:
 
     # ---- checks
 
-    def axis(self, a: Axis, shapes: str, path, titles) -> int | None:
+    def axis(self, a: Axis, shapes: str | _ArrayText, path, titles) -> int | None:
         if a.uid in self.axis_sizes:
             return self.axis_sizes[a.uid]
         self.axis_sizes[a.uid] = None
@@ -96,14 +96,22 @@ class _Gate:
             self.axis(arr, f"axis {arr.label}", path, titles)
             return
         if isinstance(arr, Weave):
-            arr = Array(arr.datatype, tuple(arr.target))
-        if not isinstance(arr, Array):
+            dt, shape = arr.datatype, tuple(arr.target)
+        elif isinstance(arr, Array):
+            dt, shape = arr.datatype, arr.shape
+        else:
             return
-        text = array_text(arr)
-        self.natural(arr.datatype, text, path, titles)
-        sizes = [self.axis(a, text, path, titles) for a in arr.shape]
-        self.elements(arr.shape, sizes, text, path, titles,
-                      ("array",) + tuple(a.uid for a in arr.shape))
+        text = _ArrayText(dt, shape)
+        self.natural(dt, text, path, titles)
+        sizes = [self.axis(a, text, path, titles) for a in shape]
+        if None in sizes:
+            return
+        total = 1
+        for n in sizes:
+            total *= n
+        if total > INT64_MAX:
+            self.elements(shape, sizes, text, path, titles,
+                          ("array",) + tuple(a.uid for a in shape))
 
     def elements(self, axes, sizes, what, path, titles, key=None) -> None:
         if any(n is None for n in sizes):
@@ -124,10 +132,10 @@ class _Gate:
             dt = dt.wraps if isinstance(dt, Quantified) else dt.base
         if not isinstance(dt, Natural) or dt.max_value.has(sympy.oo):
             return
-        key = ("nat", str(dt))
         expr = dt.max_value
         if any(s not in self.env for s in expr.free_symbols):
             return
+        key = ("nat", str(dt))
         try:
             n = self.env.subs(expr)
         except BindingError as exc:
@@ -208,6 +216,21 @@ def check_sizes(ck, sites, binding=None) -> None:
             objs = ck.typed(node, attr)
             for obj in objs or ():
                 g.array(obj, path, titles)
+
+
+class _ArrayText:
+    """An array's display text (``ir.shapes.array_text``), formatted when a message first
+    needs it: most arrays pass every check."""
+
+    __slots__ = ("datatype", "shape", "text")
+
+    def __init__(self, datatype, shape) -> None:
+        self.datatype, self.shape, self.text = datatype, shape, None
+
+    def __str__(self) -> str:
+        if self.text is None:
+            self.text = array_text(Array(self.datatype, self.shape))
+        return self.text
 
 
 def _text(expr) -> str:
