@@ -3,7 +3,9 @@
 The reference is ``json.loads`` of the *repaired prefix*: the text up to the last complete
 value with its open brackets closed (docs/format.md's "repaired copy"), i.e. the cheapest possible
 way to read what the salvaging loader recovers. Both are timed in this one run, interleaved
-over 7 rounds; figures are min / median and the ratio of the minima (goal: at most 5x). The
+over 7 rounds, in CPU time of the process (``time.process_time``: loading is pure Python on one
+thread, and on a shared machine wall times swing with the load); figures are min / median and
+the ratio of the minima (goal: at most 5x). The
 script runs twice, in fresh processes, and prints one table: BLAS/OpenMP pinned to one thread
 (first column; loading is pure Python, so the two should agree), the default thread count
 (second column). ``--threads 1|default`` runs one of them.
@@ -75,9 +77,9 @@ def timed(n: int, *fns) -> list[tuple[float, float]]:
     times: list[list[float]] = [[] for _ in fns]
     for _ in range(n):
         for i, fn in enumerate(fns):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             fn()
-            times[i].append(time.perf_counter() - t0)
+            times[i].append(time.process_time() - t0)
     return [(min(t), sorted(t)[len(t) // 2]) for t in times]
 
 
@@ -131,7 +133,7 @@ def main(argv=None) -> None:
     first = cols[names[0]]
     width = max(len(r[0]) for r in first) + 2
     col = max(len(r[1]) for rows in cols.values() for r in rows) + 2
-    print("figures: min / median of 7 interleaved rounds; ratios of the minima")
+    print("figures: CPU time, min / median of 7 interleaved rounds; ratios of the minima")
     print(f"{'':{width}s}" + "".join(f"{n:{col}s}" for n in names))
     for i, (label, _t) in enumerate(first):
         print(f"{label:{width}s}" + "".join(f"{cols[n][i][1]:{col}s}" for n in names))
