@@ -103,8 +103,81 @@ def block_scale(b, obj, path):
                                                                        sympy.Integer(1)))
 
 
+_QUANTIFIED: dict[tuple, Quantified] = {}
+"""Decoded quantified reals by (size, vector, form): a spec has few and uses them often."""
+
+
+def _small_integer(value):
+    """The int of a plain ``Integer`` object with a small positive value, else ``None``."""
+    if not _plain(value, "Integer"):
+        return None
+    v = value.get("_value")
+    return v if v.__class__ is int and 0 < v < 1 << 16 else None
+
+
+def _quantified_key(obj):
+    """``(size, vector, form)`` of a quantified-reals object of the usual shape (plain
+    ``Reals``, small integers, an already seen encoding, no scale), else ``None``."""
+    if not (_plain(obj, "Quantified") and _plain(obj.get("wraps"), "Reals")
+            and obj.get("scale") is None):
+        return None
+    size = _small_integer(obj.get("size"))
+    vector = _small_integer(obj["vector"]) if "vector" in obj else 1
+    form = _seen_registered(obj.get("form"))
+    if size is None or vector is None or not isinstance(form, Encoding):
+        return None
+    return size, vector, form
+
+
+def _seen_registered(value):
+    """The registered value ``value`` names when the builder has decoded it before, else
+    ``None``."""
+    if value.__class__ is not dict or "__ref__" in value or "__registered__" not in value:
+        return None
+    key = (value.get("__registered__"), value.get("type"), value.get("name"),
+           value.get("repr"))
+    return _REGISTERED.get(key) if all(k is None or k.__class__ is str for k in key) else None
+
+
+def _datatype(b, obj, path):
+    """``datatype_field(b, obj, "datatype", path)``, a usual quantified real from the memo."""
+    key = _quantified_key(obj.get("datatype"))
+    hit = _QUANTIFIED.get(key) if key is not None else None
+    return hit if hit is not None else datatype_field(b, obj, "datatype", path)
+
+
+def _cached_shape(b, obj):
+    """The ``_shape`` of ``obj`` when each item is TILED or a reference the builder has
+    decoded, else ``None`` (the generic field decoder then reads it)."""
+    items = obj.get("_shape")
+    if items.__class__ is not list:
+        return None
+    cache, out = b.cache, []
+    for item in items:
+        if item.__class__ is not dict:
+            return None
+        rid = item.get("__ref__")
+        hit = cache.get(rid) if rid.__class__ is int else _seen_registered(item)
+        if hit is None:
+            return None
+        out.append(hit)
+    return tuple(out)
+
+
 @decoder("Quantified")
 def quantified(b, obj, path):
+    key = _quantified_key(obj)
+    if key is not None:
+        hit = _QUANTIFIED.get(key)
+        if hit is not None:
+            return hit
+    out = _quantified(b, obj, path)
+    if key is not None and len(_QUANTIFIED) < 4096:
+        _QUANTIFIED[key] = out
+    return out
+
+
+def _quantified(b, obj, path):
     form = b.check(b.field(obj, "form", path), Encoding, obj, "form", path)
     scale = b.check(b.field(obj, "scale", path, None), BlockScale, obj, "scale", path,
                     allow_none=True)
@@ -123,18 +196,24 @@ def _iverson(b, obj, path):
 @decoder("Array")
 def array(b, obj, path):
     _iverson(b, obj, path)
-    return Array(datatype_field(b, obj, "datatype", path), axes_field(b, obj, "_shape", path))
+    dt = _datatype(b, obj, path)
+    shape = _cached_shape(b, obj)
+    if shape is None or not all(isinstance(a, Axis) for a in shape):
+        shape = axes_field(b, obj, "_shape", path)
+    return Array(dt, shape)
 
 
 @decoder("Weave")
 def weave(b, obj, path):
     _iverson(b, obj, path)
-    shape = b.field(obj, "_shape", path)
+    shape = _cached_shape(b, obj)
+    if shape is None:
+        shape = b.field(obj, "_shape", path)
     if not isinstance(shape, tuple) or not all(isinstance(a, Axis) or a is TILED
                                                for a in shape):
         raise SpecDecodeError("a weave's _shape holds axes and TILED", f"{path}._shape",
                               node_type="Weave", field_name="_shape")
-    return Weave(datatype_field(b, obj, "datatype", path), shape)
+    return Weave(_datatype(b, obj, path), shape)
 
 
 @decoder("ProdObject")
@@ -219,12 +298,7 @@ def _usual_tag(obj, path):
         return None
     drawing = aes.get("drawing")
     if drawing is not None:
-        if drawing.__class__ is not dict or "__ref__" in drawing:
-            return None
-        key = (drawing.get("__registered__"), drawing.get("type"), drawing.get("name"),
-               drawing.get("repr"))
-        drawing = _REGISTERED.get(key) if all(k is None or k.__class__ is str
-                                              for k in key) else None
+        drawing = _seen_registered(drawing)
         if not isinstance(drawing, BlockDrawing):
             return None
     return BlockTag(ident, Name(name) if name is not None else None, rep, path=path,

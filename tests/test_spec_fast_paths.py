@@ -12,7 +12,7 @@ from ncdc.ir.errors import SpecDecodeError
 from ncdc.spec import terms_types
 from ncdc.spec.builder import Builder
 from ncdc.spec.jsontext import parse_salvage
-from ncdc.spec.loader import read_text
+from ncdc.spec.loader import load_path, read_text
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +27,18 @@ def _fields(tag):
 
 def _generic(monkeypatch):
     monkeypatch.setattr(terms_types, "_usual_tag", lambda obj, path: None)
+    monkeypatch.setattr(terms_types, "_quantified_key", lambda obj: None)
+    monkeypatch.setattr(terms_types, "_cached_shape", lambda b, obj: None)
+
+
+def test_the_bundled_spec_decodes_as_with_the_generic_decoders(monkeypatch):
+    fast = load_path(ncdc.bundled_spec_path(), salvage=True)
+    _generic(monkeypatch)
+    slow = load_path(ncdc.bundled_spec_path(), salvage=True)
+    assert repr(fast.data) == repr(slow.data) and len(repr(fast.data)) > 100_000
+    assert [t.path for t in fast.truncated] == [t.path for t in slow.truncated]
+    assert {k: _fields(t) for k, t in fast.tags.items()} == {
+        k: _fields(t) for k, t in slow.tags.items()}
 
 
 def test_every_bundled_tag_decodes_as_the_generic_decoders_do(repository, monkeypatch):
@@ -100,3 +112,49 @@ def test_the_usual_tag_takes_the_fast_path():
     tag = terms_types._usual_tag(copy.deepcopy(TAG), "p")
     assert tag is not None and tag.formula == "y = x" and tag.path == "p"
     assert tag.repetition == 1 and tag.drawing.name == "BODY_IN_PLACE"
+
+
+AXIS = {"__type__": "RawAxis", "uid": {"__type__": "UID", "_id": 3, "_name": "n"},
+        "_size": {"__type__": "Integer", "_value": 4}}
+QUANTIFIED = {"__type__": "Quantified", "wraps": {"__type__": "Reals"},
+              "size": {"__type__": "Integer", "_value": 32},
+              "vector": {"__type__": "Integer", "_value": 1}, "scale": None,
+              "form": {"__registered__": "enum", "type": "Encoding", "name": "FP32"}}
+
+
+@pytest.mark.parametrize("kind", ["Weave", "Array"])
+@pytest.mark.parametrize("change", [
+    {}, {"_shape": [{"__ref__": 3}, {"__ref__": 3}]}, {"_shape": [{"__ref__": True}]},
+    {"_shape": [{"__ref__": 9}]}, {"_shape": [{"__ref__": "3"}]}, {"_shape": {"__ref__": 3}},
+    {"_shape": [{"__registered__": "enum", "type": "WeaveMode", "name": "TILED"}]},
+    {"_shape": [{"__registered__": "enum", "type": "Encoding", "name": "FP32"}]},
+    {"_shape": [None]}, {"datatype": dict(QUANTIFIED, size={"__type__": "Integer",
+                                                            "_value": True})},
+    {"datatype": dict(QUANTIFIED, size={"__type__": "Integer", "_value": 0})},
+    {"datatype": dict(QUANTIFIED, size={"__type__": "Integer", "_value": 1 << 20})},
+    {"datatype": dict(QUANTIFIED, vector=None)},
+    {"datatype": dict(QUANTIFIED, scale=5)},
+    {"datatype": dict(QUANTIFIED, form={"__registered__": "enum", "type": "Encoding",
+                                        "name": "NOPE"})},
+    {"datatype": dict(QUANTIFIED, form={"__registered__": "enum", "type": "BlockDrawing",
+                                        "name": "BODY_IN_PLACE"})},
+    {"datatype": dict(QUANTIFIED, wraps={"__type__": "Reals", "__ref__": 3})},
+    {"datatype": {k: v for k, v in QUANTIFIED.items() if k != "vector"}},
+])
+def test_an_array_or_weave_decodes_or_fails_as_with_the_generic_decoders(kind, change,
+                                                                          monkeypatch):
+    obj = {"__type__": kind, "_shape": [{"__ref__": 3}], "datatype": QUANTIFIED, **change}
+
+    def outcome():
+        b = Builder({"3": AXIS})
+        b.ref({"__ref__": 3}, "axis")
+        for _ in range(2):  # the second time from the memos
+            try:
+                got = repr(b.term(copy.deepcopy(obj), "x"))
+            except SpecDecodeError as exc:
+                got = ("error", str(exc))
+        return got
+
+    fast = outcome()
+    _generic(monkeypatch)
+    assert fast == outcome()
