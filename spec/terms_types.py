@@ -136,7 +136,10 @@ def _seen_registered(value):
         return None
     key = (value.get("__registered__"), value.get("type"), value.get("name"),
            value.get("repr"))
-    return _REGISTERED.get(key) if all(k is None or k.__class__ is str for k in key) else None
+    for k in key:
+        if k is not None and k.__class__ is not str:
+            return None
+    return _REGISTERED.get(key)
 
 
 def _datatype(b, obj, path):
@@ -294,8 +297,9 @@ def _usual_tag(obj, path):
     else:
         return None
     texts = [aes.get(k) for k in _OPTIONAL_TEXT]
-    if not all(t is None or t.__class__ is str for t in texts):
-        return None
+    for t in texts:
+        if t is not None and t.__class__ is not str:
+            return None
     drawing = aes.get("drawing")
     if drawing is not None:
         drawing = _seen_registered(drawing)
