@@ -36,7 +36,10 @@ Nesting deeper than :data:`MAX_DEPTH` open containers is a problem ("nesting too
 
 Performance: complete subtrees are decoded in bulk with ``json.JSONDecoder.raw_decode`` (C
 speed); only the containers that enclose the cut are walked member by member, with an explicit
-stack (no recursion, so deep inputs never raise ``RecursionError``).
+stack (no recursion, so deep inputs never raise ``RecursionError``). A container that begins
+near the start of one that failed to decode is walked without a bulk decode first (it most
+often fails too, and its failing decode would scan the text again up to the cut), for at most
+:data:`SPECULATION_MEMBERS` members before it is decoded in bulk after all.
 """
 
 from __future__ import annotations
@@ -257,13 +260,17 @@ def _literal_cut(text: str, start: int) -> int:
 
 
 class _Frame:
-    __slots__ = ("container", "key", "key_end", "key_start", "kind", "path", "start")
+    __slots__ = ("container", "failed", "key", "key_end", "key_start", "kind", "path",
+                 "speculative", "start")
 
-    def __init__(self, kind: str, container, path: str, start: int) -> None:
+    def __init__(self, kind: str, container, path: str, start: int, failed: bool,
+                 speculative: bool) -> None:
         self.kind = kind
         self.container = container
         self.path = path
         self.start = start
+        self.failed = failed  # its text has a problem: its bulk decode raised ValueError
+        self.speculative = speculative  # walked without a bulk decode tried
         self.key = None
         self.key_start = 0
         self.key_end = 0
@@ -286,6 +293,13 @@ class _Outcome:
 
 
 _EXPECT_VALUE, _FIRST_ITEM, _EXPECT_KEY, _FIRST_KEY, _AFTER_VALUE = range(5)
+
+#: A container that begins within this many characters of the start of a container that does
+#: not decode in one piece (``{"__type__": "Composed", "content": [...`` of a cut file) most
+#: often spans it and does not decode either: the walker walks into it without trying, for at
+#: most ``SPECULATION_MEMBERS`` members; past them it decodes it in one piece after all.
+SPECULATION_REACH = 256
+SPECULATION_MEMBERS = 32
 _NOTHING = object()
 
 
@@ -318,6 +332,7 @@ class _Walker:
             last -= 1
         self.open_end = last < 0 or text[last] not in "]}"
         self.state = _EXPECT_VALUE
+        self.tried: set[int] = set()  # starts of containers walked on speculation, given up
         # Describe the cut: set by the steps, then assembled after the loop.
         self.cut = self.n
         self.reason = ""
@@ -330,9 +345,10 @@ class _Walker:
         """``(value, end)`` of the JSON value at ``pos``, decoded in bulk (raises as
         ``raw_decode``). A failing decode counts the lines of its text up to the problem, so the
         decodes read a suffix of the text: moved up to ``pos`` when copying the rest costs less
-        than the lines from the suffix's start (the copies add up to less than the text)."""
+        than the lines from the suffix's start (the copies add up to less than the text), or
+        back to ``pos`` when a speculation given up reads a container again."""
         base = self.base
-        if pos - base > self.n - pos:
+        if pos < base or pos - base > self.n - pos:  # (behind it: a speculation given up)
             self.window, self.base = self.text[pos:], pos
             base = pos
         value, end = _raw_decode(self.window, pos - base)
@@ -372,9 +388,19 @@ class _Walker:
             else:
                 top.container[top.key] = value
                 top.key = None
+            if top.speculative and len(top.container) > SPECULATION_MEMBERS:
+                self.give_up(top)
+                continue
             self.pos = _end(_WS, self.text, end)
             self.state = _AFTER_VALUE
         return self.assemble()
+
+    def give_up(self, frame: _Frame) -> None:
+        """Stop walking ``frame`` (entered on speculation, the innermost frame): read it again
+        as a value, in one piece."""
+        self.stack.pop()
+        self.tried.add(frame.start)
+        self.pos, self.state = frame.start, _EXPECT_VALUE
 
     # ---- the states
 
@@ -445,21 +471,26 @@ class _Walker:
     # ---- the values
 
     def container(self, c: str):
-        pos = self.pos
-        if self.stack or not self.open_end:
+        pos, stack = self.pos, self.stack
+        failed = not stack and self.open_end  # a root that cannot close
+        speculate = bool(stack) and stack[-1].failed and pos not in self.tried and (
+            pos - stack[-1].start <= SPECULATION_REACH)
+        if not (failed or speculate):
             try:
                 return self.decode(pos)
-            except (ValueError, RecursionError):
+            except ValueError:  # a problem in its text (RecursionError: only too deep)
+                failed = True
+            except RecursionError:
                 pass
-        # Not decodable in one piece: walk into it.
-        if len(self.stack) >= MAX_DEPTH:
+        # Not decodable in one piece (or, on speculation, likely not): walk into it.
+        if len(stack) >= MAX_DEPTH:
             return self.stop(pos, "nesting too deep", False)
         path = self.here()
         if c == "{":
-            self.stack.append(_Frame("object", {}, path, pos))
+            stack.append(_Frame("object", {}, path, pos, failed, speculate))
             self.state = _FIRST_KEY
         else:
-            self.stack.append(_Frame("array", [], path, pos))
+            stack.append(_Frame("array", [], path, pos, failed, speculate))
             self.state = _FIRST_ITEM
         self.pos = _end(_WS, self.text, pos + 1)
         return None

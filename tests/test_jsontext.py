@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -450,3 +451,43 @@ def _plain(v):
     if isinstance(v, list):
         return [_plain(x) for x in v]
     return v
+
+
+_SPECULATED = [
+    '{"t": "C", "content": [{"a": 1}, [2, 3], {"b": {"c": [4, 5, "x',       # walked, cut
+    '{"t": "C", "content": [' + ", ".join(map(str, range(100))) + '], "z": {"y": [1, 2',
+    '{"t": "C", "big": {' + ", ".join(f'"k{i}": {i}' for i in range(50)) + '}, "q": [7',
+    '{"t": "C", "dup": {"a": 1, "b": 2, "a": 3}, "q": [7',                    # repeated key
+    '{"t": "C", "dup": {"a": 1, "b": 2, "a": 3',
+    '[[[[[[1, 2], [3]], {"x": [4]}]]], [[[5, "a\\q"]]]]',                      # bad escape
+    '{"t": [[' + ", ".join(f'{{"k": {i}, "k": {i}}}' for i in range(40)) + ']]}',
+    '[' * 40 + ']' * 39,
+    "[0, " * 1500 + "1" + "]" * 1500,                  # past json's recursion: walked
+    "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, " * 1200 + '"cut',
+    "[" + "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, " * 1200 + "1" + "]" * 1200 + ", 5",
+]
+
+
+@pytest.mark.parametrize("text", _SPECULATED)
+def test_speculative_walks_give_the_salvage_of_tried_decodes(text, monkeypatch):
+    """Near the start of a container that does not decode in one piece, a container is walked
+    without trying it in one piece (given up past SPECULATION_MEMBERS members); the salvage,
+    and the strict parser's error, are those of a walker that always tries."""
+    from ncdc.spec import jsontext
+
+    def outcome():
+        value, report = parse_salvage(text)
+        try:
+            strict = parse_strict(text)
+        except JsonTextError as exc:
+            strict = str(exc)
+        return _plain(value), report, strict
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))  # for _plain and == on the deep ones
+    try:
+        spoken = outcome()
+        monkeypatch.setattr(jsontext, "SPECULATION_REACH", -1)
+        assert spoken == outcome()
+    finally:
+        sys.setrecursionlimit(limit)
