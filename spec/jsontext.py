@@ -37,9 +37,10 @@ Nesting deeper than :data:`MAX_DEPTH` open containers is a problem ("nesting too
 Performance: complete subtrees are decoded in bulk with ``json.JSONDecoder.raw_decode`` (C
 speed); only the containers that enclose the cut are walked member by member, with an explicit
 stack (no recursion, so deep inputs never raise ``RecursionError``). A container that begins
-near the start of one that failed to decode is walked without a bulk decode first (it most
-often fails too, and its failing decode would scan the text again up to the cut), for at most
-:data:`SPECULATION_MEMBERS` members before it is decoded in bulk after all.
+near the start of one that failed to decode, or in a root that cannot close, is walked without a
+bulk decode first (it most often fails too, and its failing decode would scan the text again up
+to the cut), for at most :data:`SPECULATION_MEMBERS` members before it is decoded in bulk after
+all (see :data:`SPECULATION_REACH`).
 """
 
 from __future__ import annotations
@@ -260,16 +261,19 @@ def _literal_cut(text: str, start: int) -> int:
 
 
 class _Frame:
-    __slots__ = ("container", "failed", "key", "key_end", "key_start", "kind", "path",
+    __slots__ = ("container", "key", "key_end", "key_start", "kind", "path", "reach",
                  "speculative", "start")
 
-    def __init__(self, kind: str, container, path: str, start: int, failed: bool,
+    def __init__(self, kind: str, container, path: str, start: int, reach: int,
                  speculative: bool) -> None:
         self.kind = kind
         self.container = container
         self.path = path
         self.start = start
-        self.failed = failed  # its text has a problem: its bulk decode raised ValueError
+        # How many levels below it containers may be walked on speculation: SPECULATION_DEPTH
+        # when its text has a problem (its bulk decode raised ValueError, or a root that cannot
+        # close), one less than its parent's when walked on speculation, else 0.
+        self.reach = reach
         self.speculative = speculative  # walked without a bulk decode tried
         self.key = None
         self.key_start = 0
@@ -294,11 +298,14 @@ class _Outcome:
 
 _EXPECT_VALUE, _FIRST_ITEM, _EXPECT_KEY, _FIRST_KEY, _AFTER_VALUE = range(5)
 
-#: A container that begins within this many characters of the start of a container that does
-#: not decode in one piece (``{"__type__": "Composed", "content": [...`` of a cut file) most
-#: often spans it and does not decode either: the walker walks into it without trying, for at
-#: most ``SPECULATION_MEMBERS`` members; past them it decodes it in one piece after all.
+#: A container that begins within ``SPECULATION_REACH`` characters of the start of a container
+#: that does not decode in one piece (``{"__type__": "Composed", "content": [...`` of a cut
+#: file), or anywhere in a root that cannot close, most often spans the cut too and does not
+#: decode either: the walker walks into it without trying, down to ``SPECULATION_DEPTH``
+#: levels below the failed container, each for at most ``SPECULATION_MEMBERS`` members; past
+#: them it decodes that container in one piece after all.
 SPECULATION_REACH = 256
+SPECULATION_DEPTH = 2
 SPECULATION_MEMBERS = 32
 _NOTHING = object()
 
@@ -473,8 +480,9 @@ class _Walker:
     def container(self, c: str):
         pos, stack = self.pos, self.stack
         failed = not stack and self.open_end  # a root that cannot close
-        speculate = bool(stack) and stack[-1].failed and pos not in self.tried and (
-            pos - stack[-1].start <= SPECULATION_REACH)
+        top = stack[-1] if stack else None
+        speculate = top is not None and top.reach > 0 and pos not in self.tried and (
+            pos - top.start <= SPECULATION_REACH or (len(stack) == 1 and self.open_end))
         if not (failed or speculate):
             try:
                 return self.decode(pos)
@@ -482,15 +490,17 @@ class _Walker:
                 failed = True
             except RecursionError:
                 pass
+        reach = (SPECULATION_DEPTH if failed else top.reach - 1 if speculate and top is not None
+                 else 0)
         # Not decodable in one piece (or, on speculation, likely not): walk into it.
         if len(stack) >= MAX_DEPTH:
             return self.stop(pos, "nesting too deep", False)
         path = self.here()
         if c == "{":
-            stack.append(_Frame("object", {}, path, pos, failed, speculate))
+            stack.append(_Frame("object", {}, path, pos, reach, speculate))
             self.state = _FIRST_KEY
         else:
-            stack.append(_Frame("array", [], path, pos, failed, speculate))
+            stack.append(_Frame("array", [], path, pos, reach, speculate))
             self.state = _FIRST_ITEM
         self.pos = _end(_WS, self.text, pos + 1)
         return None

@@ -462,6 +462,9 @@ _SPECULATED = [
     '[[[[[[1, 2], [3]], {"x": [4]}]]], [[[5, "a\\q"]]]]',                      # bad escape
     '{"t": [[' + ", ".join(f'{{"k": {i}, "k": {i}}}' for i in range(40)) + ']]}',
     '[' * 40 + ']' * 39,
+    '{"r": {' + ", ".join(f'"{i}": [{i}]' for i in range(40)) + '}, "data": {"t": "C", '
+    '"content": [[1], {"a": [2]}, {"b": {"c": [3, {"d": "e"}], "f": 1.5e',          # far
+    '{"r": [' + "1, " * 500 + '2], "data": {"t": "C", "content": [[1], {"a": [2]}]}} x',
     "[0, " * 1500 + "1" + "]" * 1500,                  # past json's recursion: walked
     "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, " * 1200 + '"cut',
     "[" + "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, " * 1200 + "1" + "]" * 1200 + ", 5",
@@ -470,9 +473,10 @@ _SPECULATED = [
 
 @pytest.mark.parametrize("text", _SPECULATED)
 def test_speculative_walks_give_the_salvage_of_tried_decodes(text, monkeypatch):
-    """Near the start of a container that does not decode in one piece, a container is walked
-    without trying it in one piece (given up past SPECULATION_MEMBERS members); the salvage,
-    and the strict parser's error, are those of a walker that always tries."""
+    """Near the start of a container that does not decode in one piece, or in a root that
+    cannot close, a container is walked without trying it in one piece (given up past
+    SPECULATION_MEMBERS members); the salvage, and the strict parser's error, are those of a
+    walker that always tries."""
     from ncdc.spec import jsontext
 
     def outcome():
@@ -487,7 +491,7 @@ def test_speculative_walks_give_the_salvage_of_tried_decodes(text, monkeypatch):
     sys.setrecursionlimit(max(limit, 10_000))  # for _plain and == on the deep ones
     try:
         spoken = outcome()
-        monkeypatch.setattr(jsontext, "SPECULATION_REACH", -1)
+        monkeypatch.setattr(jsontext, "SPECULATION_DEPTH", 0)
         assert spoken == outcome()
     finally:
         sys.setrecursionlimit(limit)
