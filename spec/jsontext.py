@@ -78,7 +78,7 @@ _LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
 # Characters that may follow a number without being part of it.
 _NUMBER_FOLLOWERS = frozenset(" \t\n\r,]}")
 
-def _unique(pairs):
+def _unique(pairs, dict=dict, len=len):  # (builtins bound once: it runs per object)
     """An object's members as a dict; a key given twice is an error (every envelope rejects
     it: a repeated key is ambiguous, not "last wins")."""
     out = dict(pairs)

@@ -65,6 +65,8 @@ so it is deterministic.
 """
 from __future__ import annotations
 
+import gc
+
 from ncdc.ir.errors import Diagnostic, SpecError, SpecTypeError, TruncatedError
 from ncdc.ir.morphisms import (
     Block,
@@ -214,7 +216,20 @@ def _written_maps(b: Broadcasted, path: str) -> list[str]:
 def validate(doc, binding=None) -> list[Diagnostic]:
     """Every problem of ``doc`` (a loaded :class:`~spec.loader.Document`, or any morphism),
     in one pass. ``binding`` (a :class:`~spec.bindings.Binding`) enables the checks that need
-    sizes: stride rows past an axis, unbound symbols."""
+    sizes: stride rows past an axis, unbound symbols.
+
+    The cyclic garbage collector is paused while checking (as while loading): the checks
+    allocate many small acyclic objects next to a freshly loaded term."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        return _validate(doc, binding)
+    finally:
+        if paused:
+            gc.enable()
+
+
+def _validate(doc, binding) -> list[Diagnostic]:
     root = doc if isinstance(doc, Morphism) else doc.data
     sites, cuts, problem = [], {}, None
     try:
