@@ -311,14 +311,25 @@ def _usual_tag(obj, path):
 
 
 def _usual_reference(obj):
-    """The code reference of ``obj`` when its fields are plain, else ``None``."""
+    """The code reference of ``obj`` when its fields are plain, else ``None``; equal ones are
+    one object (a spec cites few places, from many tags)."""
     if not _plain(obj, "CodeReference"):
         return None
-    vals = [obj.get(k) for k, _t in _REFERENCE_FIELDS]
+    vals = (obj.get("label"), obj.get("url"), obj.get("path"), obj.get("line"),
+            obj.get("end_line"))
     for v, (_k, t) in zip(vals, _REFERENCE_FIELDS, strict=True):
-        if v is not None and v.__class__ is not t:
+        if v is not None and v.__class__ is not t:  # (before the memo: True == 1)
             return None
-    return CodeReference(*vals)
+    hit = _REFERENCES.get(vals)
+    if hit is not None:
+        return hit
+    hit = CodeReference(*vals)
+    if len(_REFERENCES) < 4096:
+        _REFERENCES[vals] = hit
+    return hit
+
+
+_REFERENCES: dict[tuple, CodeReference] = {}
 
 
 _INTEGER_VALUES = {v: sympy.Integer(v) for v in range(1, 65)}

@@ -90,12 +90,17 @@ def _spoil(where, value):
     (("aesthetics", "references"), [{"__type__": "CodeReference", "line": "3"}]),
     (("aesthetics", "references"), [{"__type__": "CodeReference", "url": "u", "line": 3}]),
     (("aesthetics", "references"), {"__type__": "CodeReference"}),
+    (("aesthetics", "references"), [{"__type__": "CodeReference", "url": "u", "line": True}]),
+    (("aesthetics", "references"), [{"__type__": "CodeReference", "url": ["u"]}]),
 ])
 def test_an_unusual_tag_fails_or_decodes_as_the_generic_decoders_do(where, value,
                                                                     monkeypatch):
     obj = _spoil(where, value)
 
     def outcome():
+        good = _spoil(("aesthetics", "references"), [{"__type__": "CodeReference", "url": "u",
+                                                      "line": 1}])
+        Builder({"7": good}).ref({"__ref__": 7}, "x")  # the memos hold the usual values
         try:
             return _fields(Builder({"7": obj}).ref({"__ref__": 7}, "x"))
         except SpecDecodeError as exc:
