@@ -24,7 +24,7 @@ from ncdc.ir.tags import BlockTag, TapeSlot
 
 from .builder import decoder
 from .terms_numeric import name_field
-from .terms_types import axes_field
+from .terms_types import _cached_shape, axes_field
 
 
 def morphism_field(b, obj, name, path):
@@ -54,7 +54,9 @@ def rearrangement(b, obj, path):
     if not all(isinstance(m, int) and not isinstance(m, bool) for m in mapping):
         raise SpecDecodeError("mapping must be a list of integers", f"{path}.mapping",
                               node_type="Rearrangement", field_name="mapping")
-    dom = b.field(obj, "_dom", path)
+    dom = _cached_shape(b, obj, "_dom")
+    if dom is None:
+        dom = b.field(obj, "_dom", path)
     if not isinstance(dom, tuple) or not (all(isinstance(a, Axis) for a in dom)
                                           or all(isinstance(a, Array) for a in dom)):
         raise SpecDecodeError("_dom must be a list of axes or a list of arrays", f"{path}._dom",

@@ -149,10 +149,10 @@ def _datatype(b, obj, path):
     return hit if hit is not None else datatype_field(b, obj, "datatype", path)
 
 
-def _cached_shape(b, obj):
-    """The ``_shape`` of ``obj`` when each item is TILED or a reference the builder has
-    decoded, else ``None`` (the generic field decoder then reads it)."""
-    items = obj.get("_shape")
+def _cached_shape(b, obj, name="_shape"):
+    """The field ``name`` (a list) of ``obj`` when each item is TILED or a reference the
+    builder has decoded, else ``None`` (the generic field decoder then reads it)."""
+    items = obj.get(name)
     if items.__class__ is not list:
         return None
     cache, out = b.cache, []

@@ -9,7 +9,7 @@ import pytest
 
 import ncdc
 from ncdc.ir.errors import SpecDecodeError
-from ncdc.spec import terms_types
+from ncdc.spec import terms_morphisms, terms_types
 from ncdc.spec.builder import Builder
 from ncdc.spec.jsontext import parse_salvage
 from ncdc.spec.loader import load_path, read_text
@@ -28,7 +28,8 @@ def _fields(tag):
 def _generic(monkeypatch):
     monkeypatch.setattr(terms_types, "_usual_tag", lambda obj, path: None)
     monkeypatch.setattr(terms_types, "_quantified_key", lambda obj: None)
-    monkeypatch.setattr(terms_types, "_cached_shape", lambda b, obj: None)
+    monkeypatch.setattr(terms_types, "_cached_shape", lambda b, obj, name="_shape": None)
+    monkeypatch.setattr(terms_morphisms, "_cached_shape", lambda b, obj, name="_shape": None)
 
 
 def test_the_bundled_spec_decodes_as_with_the_generic_decoders(monkeypatch):
@@ -159,6 +160,27 @@ def test_an_array_or_weave_decodes_or_fails_as_with_the_generic_decoders(kind, c
             except SpecDecodeError as exc:
                 got = ("error", str(exc))
         return got
+
+    fast = outcome()
+    _generic(monkeypatch)
+    assert fast == outcome()
+
+
+@pytest.mark.parametrize("dom", [
+    [{"__ref__": 3}, {"__ref__": 3}], [{"__ref__": 9}], [{"__ref__": True}], {"__ref__": 3},
+    [{"__registered__": "enum", "type": "WeaveMode", "name": "TILED"}], [],
+])
+def test_a_rearrangement_decodes_or_fails_as_with_the_generic_decoders(dom, monkeypatch):
+    obj = {"__type__": "Rearrangement", "mapping": [0], "_dom": dom}
+
+    def outcome():
+        b = Builder({"3": AXIS})
+        b.ref({"__ref__": 3}, "axis")
+        b.term({"__registered__": "enum", "type": "WeaveMode", "name": "TILED"}, "t")
+        try:
+            return repr(b.term(copy.deepcopy(obj), "x"))
+        except SpecDecodeError as exc:
+            return ("error", str(exc))
 
     fast = outcome()
     _generic(monkeypatch)
