@@ -104,13 +104,14 @@ class _Gate:
         text = _ArrayText(dt, shape)
         self.natural(dt, text, path, titles)
         sizes = [self.axis(a, text, path, titles) for a in shape]
-        if None in sizes:
+        known = [n for n in sizes if n is not None]
+        if len(known) < len(sizes):
             return
         total = 1
-        for n in sizes:
+        for n in known:
             total *= n
         if total > INT64_MAX:
-            self.elements(shape, sizes, text, path, titles,
+            self.elements(shape, known, text, path, titles,
                           ("array",) + tuple(a.uid for a in shape))
 
     def elements(self, axes, sizes, what, path, titles, key=None) -> None:
@@ -225,7 +226,8 @@ class _ArrayText:
     __slots__ = ("datatype", "shape", "text")
 
     def __init__(self, datatype, shape) -> None:
-        self.datatype, self.shape, self.text = datatype, shape, None
+        self.datatype, self.shape = datatype, shape
+        self.text: str | None = None
 
     def __str__(self) -> str:
         if self.text is None:
