@@ -92,3 +92,29 @@ def test_an_opened_expansion_wires_its_boxes(pg):
     assert wires >= 5
     pg.keyboard.press("c")  # the levels close it again
     assert inner(pg, nid) == []
+
+
+def test_a_nested_expansion_opens_inside_the_one_around_it(browser, tmp_path):  # noqa: F811
+    import json
+
+    raw = json.loads((EXTERNAL / FILES[0]).read_text("utf-8"))
+    exps = raw["auxiliary"]["expansions"]
+    exps["3"]["auxiliary"] = {"expansions": {str(k): dict(exps["2"], auxiliary=None)
+                                             for k in range(4)}}
+    spec, out = tmp_path / "nested.json", tmp_path / "nested.html"
+    spec.write_text(json.dumps(raw), "utf-8")
+    assert main(["view", str(spec), "-o", str(out)]) == 0
+    page = open_page(browser, out)
+    inner_ids = page.evaluate("""() => Object.keys(window.__ncdc.scene.nodes)
+        .filter(id => (id.match(/>/g) || []).length === 2)""")
+    assert inner_ids
+    page.evaluate("(id) => window.__ncdc.reveal(id)", inner_ids[0])  # opens both around it
+    rects = screen_rects(page)
+    outer = inner_ids[0].rsplit(">", 1)[0]
+    outermost = outer.split(">")[0]
+    for a, b in ((inner_ids[0], outer), (outer, outermost)):
+        r, box = rects[a], rects[b]
+        assert box[0] - 0.5 <= r[0] and r[2] <= box[2] + 0.5
+        assert box[1] - 0.5 <= r[1] and r[3] <= box[3] + 0.5
+    assert page.problems == []
+    page.close()

@@ -130,3 +130,30 @@ def test_the_bundled_page_is_unchanged(bundled):
     assert openings(bundled.doc) == {}
     assert build_scene(bundled.data, None, "m", openings(bundled.doc)) == build_scene(
         bundled.data, None, "m")
+
+
+def test_expansions_nest_and_each_opens_inside_its_own_occurrence(tmp_path):
+    """small.json with RMSNorm's definition written in as the expansion of every operator of
+    the SoftMax's definition: the ones that take and give one array open inside it, the
+    two-input product is marked with why it cannot."""
+    raw = json.loads((EXTERNAL / FILES[0]).read_text("utf-8"))
+    exps = raw["auxiliary"]["expansions"]
+    inner = {str(k): dict(exps["2"], auxiliary=None) for k in range(4)}
+    exps["3"]["auxiliary"] = {"expansions": inner}
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps(raw), "utf-8")
+    spec = ncdc.load(str(path))
+    scene = build_scene(spec.data, None, "nested", openings(spec.doc))
+    nodes = scene["nodes"]
+    softmax = next(n for n in nodes.values() if n.get("op") == "SoftMax")
+    marked = [nodes[c] for c in softmax["children"] if "expansion" in nodes[c]]
+    assert len(marked) == 4
+    rmsnorm_boxes = count_type(raw_expansions(FILES[0])[2]["doc"]["data"], "Broadcasted")
+    for node in marked:
+        two_in = node["inputs"] == 2
+        assert bool(node["expansion"]["error"]) == two_in
+        assert len(node["children"]) == (0 if two_in else rmsnorm_boxes)
+        assert all(c.startswith(node["id"] + ">") and c.count(">") == 2
+                   for c in node["children"])
+    assert sum(n["inputs"] == 2 for n in marked) == 1
+    assert openings(spec.doc, depth=1)[softmax["id"]].inner == {}
