@@ -71,10 +71,12 @@ def run(args) -> int:
             write_text(args.output, text, "--output")
     except OSError as exc:
         raise SpecError(f"cannot write {args.output}: {exc.strerror}") from None
-    blocks = sum(1 for n in scene["nodes"].values() if n["kind"] == "block")
-    info = {"output": args.output, "bytes": os.path.getsize(args.output), "blocks": blocks,
-            "boxes": len(scene["nodes"]) - 1,
-            "wires": sum(len(v) for v in scene["edges"].values())}
+    # the diagram's own boxes and wires: not those of the expansions drawn inside operators
+    inside = {i for i, n in scene["nodes"].items() if ">" in i or "expansion" in n}
+    own = [n for i, n in scene["nodes"].items() if ">" not in i]
+    info = {"output": args.output, "bytes": os.path.getsize(args.output),
+            "blocks": sum(1 for n in own if n["kind"] == "block"), "boxes": len(own) - 1,
+            "wires": sum(len(v) for k, v in scene["edges"].items() if k not in inside)}
     if args.json:
         emit_json(info)
     else:
