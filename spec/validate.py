@@ -48,6 +48,8 @@ code                        severity  meaning
 ``stride-out-of-range``     warning   (with a binding) see :mod:`spec.checks_binding`
 ``unbound-symbol``          warning   (with a binding) a size ``data`` uses has no value
                                       (info: only the repository uses it)
+``name-invalid``            error     a name, title or label holding a lone surrogate (no
+                                      character; see :mod:`spec.checks_names`)
 ``type-error``              error     any other typing failure (``SpecTypeError``)
 ``too-deep``                error     nesting beyond Python's recursion limit
 ``internal-error``          error     a bug in ncdc's checks (never expected)
@@ -77,6 +79,7 @@ from ncdc.ir.walk import by_kind
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
+from .checks_names import check_names
 from .checks_sites import all_sites, held_index_maps
 from .checks_sizes import check_sizes
 from .checks_structure import (
@@ -226,6 +229,7 @@ def validate(doc, binding=None) -> list[Diagnostic]:
             writes.update(_written_maps(s.node, s.path))
         _check_site(ck, s, cuts, writes)
     _run(ck, check_tape, root, path=getattr(root, "path", ""))
+    _run(ck, check_names, doc, sites, path=getattr(root, "path", ""))
     _run(ck, check_sizes, sites, binding, path=getattr(root, "path", ""))
     if binding is not None:
         _run(ck, check_unbound, sites, list(binding.unbound))
