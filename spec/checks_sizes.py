@@ -168,8 +168,8 @@ class _Gate:
     def params(self, node: Broadcasted, path, titles) -> None:
         try:
             roles = param_roles(node)
-        except (SpecError, IndexError, AttributeError, TypeError):
-            return  # reported by the operator checks
+        except SpecError:
+            return  # an ill-formed operator: its own check reports it
         for role, shape, labels, _dt, _learned in roles:
             what = f"the {role} of {type(node.operator).__name__} [{', '.join(labels)}]"
             sizes = []

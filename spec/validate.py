@@ -52,11 +52,13 @@ code                        severity  meaning
                                       character; see :mod:`spec.checks_names`)
 ``type-error``              error     any other typing failure (``SpecTypeError``)
 ``too-deep``                error     nesting beyond Python's recursion limit
-``internal-error``          error     a bug in ncdc's checks (never expected)
 ==========================  ========  ======================================================
- Validation never raises: a typing
-exception (``SpecTypeError``) becomes a ``type-error`` diagnostic, nesting too deep for Python a
-``too-deep`` one, and anything else an ``internal-error`` one (a bug in ncdc, never expected).
+
+Validation raises nothing for a spec the loader accepted: a typing exception
+(``SpecTypeError``, or any other ``SpecError`` a term raises) becomes a ``type-error``
+diagnostic and nesting too deep for Python a ``too-deep`` one. Every other condition is checked
+before it could fail (each check states what it needs of its site), so no exception of another
+type is caught: one escaping is a bug in ncdc.
 Joins next to a truncated term are skipped. Output order is the traversal order (pre-order),
 so it is deterministic.
 """
@@ -164,9 +166,6 @@ def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:
         ck.error("type-error", exc.message, exc.json_path or path, exc.titles or titles)
     except RecursionError:
         ck.error("too-deep", "terms nested too deeply to check", path, titles)
-    except Exception as exc:  # noqa: BLE001 - validation never raises; report the bug instead
-        ck.error("internal-error", f"{type(exc).__name__}: {exc} (a bug in ncdc's checks)",
-                 path, titles)
 
 
 def _plain(check):
