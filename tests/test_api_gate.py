@@ -169,3 +169,17 @@ def test_a_block_of_a_spec_is_validated_with_its_whole_spec(tmp_path):
                  lambda: ncdc.interpret("Attention Core", spec=spec, sizes=SIZES)):
         with pytest.raises(SpecError, match="refused: rearrangement-bounds"):
             call()
+
+
+@pytest.mark.parametrize("cmd", ["validate", "eval", "compile", "check", "run"])
+def test_an_empty_axis_is_refused_by_every_command(capsys, tmp_path, cmd):
+    """Zero-size axes are refused by ``validate`` (``size-invalid``), so no backend meets an
+    array without elements (``run --params synthetic`` once divided by zero initialising one)."""
+    path = _write(tmp_path, _zero_axis())
+    extra = ["--params", "synthetic"] if cmd == "run" else []
+    rc = main([cmd, path, *extra])
+    out, err = capsys.readouterr()
+    assert rc == 1, (out, err)
+    text = out if cmd == "validate" else err
+    assert "size-invalid" in text and "an empty axis" in text
+    assert "Traceback" not in err
