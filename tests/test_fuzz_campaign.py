@@ -62,3 +62,12 @@ def test_a_slice_of_the_campaign_finds_nothing():
     assert re.search(r"^hangs over .*: 0$", out, re.M), out[-2000:]
     assert re.search(r"^runs over 2 GB: 0$", out, re.M), out[-2000:]
     assert "map/checkpoint cases: 30, untyped 0, hangs 0" in out
+
+
+def test_a_cost_formula_with_a_dotted_name_is_shown_as_text():
+    """A finding of the campaign (``ncdc cost`` of a spec whose size is named ``x.y``): the
+    formula sympy cannot read back is printed as text, not a traceback."""
+    from ncdc.commands.cost_report import _si
+
+    assert _si("2*x.y*k") == "2*x.y*k"
+    assert _si("3000*k") == "3 k*k"            # a formula sympy reads: its leading term
