@@ -71,3 +71,15 @@ def test_a_cost_formula_with_a_dotted_name_is_shown_as_text():
 
     assert _si("2*x.y*k") == "2*x.y*k"
     assert _si("3000*k") == "3 k*k"            # a formula sympy reads: its leading term
+
+
+def test_a_complex_size_is_shown_as_text_by_cost():
+    """A finding of the campaign (``ncdc cost`` of a spec whose size evaluates to a complex
+    number): the value is printed as text, not a traceback."""
+    import sympy
+
+    from ncdc.commands.cost_report import _value
+    from ncdc.ir.env import Env
+
+    assert _value(sympy.sqrt(-4), Env()) == "2*I"
+    assert _value(sympy.Integer(3) / 2, Env()) == 1.5

@@ -72,6 +72,8 @@ def _value(expr, env):
         return sympy.sstr(sympy.N(sympy.expand(val), 6))
     if val.is_Integer:
         return int(val)
+    if val.is_real is not True:     # a complex or undecidable size (a hostile spec): as text
+        return sympy.sstr(val)
     return float(val)
 
 
