@@ -215,16 +215,15 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
              reading: str = "faithful", weights=None) -> Generated:
     """Generate the source of a standalone module computing ``morphism`` under ``env``
     (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`; the term is normalized
-    first, :func:`ir.pipeline.normalize`, without the bank grouping, which the interpreter
-    alone uses; ``weights``: a storage
-    policy, ``format_for(key)``, whose weights the module holds in storage formats,
+    first, :func:`ir.pipeline.normalize`, with the ``contraction_view`` fusion; ``weights``:
+    a storage policy, ``format_for(key)``, whose weights the module holds in storage formats,
     :mod:`codegen.storage`)."""
     if quant not in ("exact", "emulate"):
         raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
     if isinstance(morphism, Truncated):
         raise SpecError("cannot compile a truncated term; compile a complete block or the "
                         "salvaged prefix", morphism.path)
-    morphism = normalize(morphism, reading=reading, fuse=False)  # the stable forms, once
+    morphism = normalize(morphism, reading=reading, fusion="contraction_view")  # once
     symbols = collect_symbols(morphism)
     specs = param_specs(morphism, env)  # once: each use below reads this list
     gen = Generator(env, data_symbols(morphism, specs), quant, symbols)

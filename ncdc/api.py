@@ -19,6 +19,7 @@ from ncdc.ir.walk import Site, blocks, walk
 from ncdc.spec.bindings import PRESETS, Binding, bind
 from ncdc.spec.checks_sites import all_sites
 from ncdc.spec.checks_sizes import check_sizes
+from ncdc.spec.envelope import split_address
 from ncdc.spec.loader import Document, load_path
 from ncdc.spec.validate import Checker, validate
 
@@ -128,12 +129,20 @@ class Spec:
 
 
 def load(path: str | os.PathLike | None = None, salvage: bool = False,
-         max_bytes: int | None = None) -> Spec:
+         max_bytes: int | None = None, part: str | None = None) -> Spec:
     """Load a spec. ``path=None`` loads the bundled spec (salvaged, since it is truncated).
-    A file larger than ``max_bytes`` (default 256 MiB) is refused before it is read."""
+    A file larger than ``max_bytes`` (default 256 MiB) is refused before it is read.
+
+    ``FILE#NAME`` (or ``part=NAME``) chooses one diagram of a bundle, or one root of a
+    document whose ``data`` is a list (``FILE#INDEX``, ``FILE#NAME/INDEX``); a file holding
+    several and named without one is refused, the error listing them (:mod:`spec.envelope`)."""
     if path is None:
-        return Spec(load_path(bundled_spec_path(), salvage=True))
-    return Spec(load_path(path, salvage=salvage, max_bytes=max_bytes))
+        return Spec(load_path(bundled_spec_path(), salvage=True, part=part))
+    file, named = split_address(os.fspath(path), os.path.exists)
+    if named is not None and part is not None:
+        raise ValueError("give the part in the path (FILE#NAME) or as part=, not both")
+    return Spec(load_path(file, salvage=salvage, max_bytes=max_bytes,
+                          part=part if named is None else named))
 
 
 def _bind(symbols, names, preset, sizes, constants) -> Binding:

@@ -102,9 +102,10 @@ class _Gate:
             arr = Array(arr.datatype, tuple(arr.target))
         if not isinstance(arr, Array):
             return
-        self.natural(arr.datatype, array_text(arr), path, titles)
-        sizes = [self.axis(a, array_text(arr), path, titles) for a in arr.shape]
-        self.elements(arr.shape, sizes, array_text(arr), path, titles,
+        text = array_text(arr)
+        self.natural(arr.datatype, text, path, titles)
+        sizes = [self.axis(a, text, path, titles) for a in arr.shape]
+        self.elements(arr.shape, sizes, text, path, titles,
                       ("array",) + tuple(a.uid for a in arr.shape))
 
     def elements(self, axes, sizes, what, path, titles, key=None) -> None:

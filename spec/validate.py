@@ -27,6 +27,10 @@ code                        severity  meaning
 ``rearrangement-bounds``    error     a mapping entry outside the domain
 ``block-repetition``        error     a repeated block whose cod is not its dom
 ``parawrap-entries``        error     grab/drop entries vs the body's operands/results
+``scan-state``              error     a Scan's base or step gives another state than its
+                                      step takes (:mod:`spec.checks_scan`); a warning when
+                                      only the axes' uids differ (same sizes and datatype)
+``scan-steps``              error     a Scan's literal step count is not its axis's length
 ``weave-degree``            error     TILED slot counts vs the degree / a reindexing's cod;
                                       one reindexing per input
 ``reindexing-domain``       error     reindexings not sharing one domain (or not index maps)
@@ -48,6 +52,7 @@ code                        severity  meaning
 ``stride-out-of-range``     warning   (with a binding) see :mod:`spec.checks_binding`
 ``unbound-symbol``          warning   (with a binding) a size ``data`` uses has no value
                                       (info: only the repository uses it)
+``constants-defaulted``     warning   (with a binding) constants only the constants file binds
 ``name-invalid``            error     a name, title or label holding a lone surrogate (no
                                       character; see :mod:`spec.checks_names`)
 ``type-error``              error     any other typing failure (``SpecTypeError``)
@@ -69,10 +74,12 @@ from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Morphism,
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     StrideMorphism,
     Truncated,
 )
@@ -82,6 +89,7 @@ from ncdc.ir.walk import by_kind
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
 from .checks_names import check_names
+from .checks_scan import check_coupled_scan, check_scan
 from .checks_sites import all_sites, held_index_maps
 from .checks_sizes import check_sizes
 from .checks_structure import (
@@ -186,7 +194,8 @@ _SITE_CHECKS = {
     Truncated: _truncated, Composed: _plain(check_composed),
     ProductOfMorphisms: _plain(check_product), Rearrangement: _plain(check_rearrangement),
     Block: _plain(check_block), Broadcasted: _plain(check_broadcasted),
-    ParaWrap: _plain(check_parawrap), StrideMorphism: _stride_rows,
+    ParaWrap: _plain(check_parawrap), StrideMorphism: _stride_rows, Scan: _plain(check_scan),
+    CoupledScan: _plain(check_coupled_scan),
 }
 """The check of each kind of site (by class, :func:`ir.walk.by_kind`)."""
 
@@ -232,7 +241,27 @@ def validate(doc, binding=None) -> list[Diagnostic]:
     _run(ck, check_sizes, sites, binding, path=getattr(root, "path", ""))
     if binding is not None:
         _run(ck, check_unbound, sites, list(binding.unbound))
+        _run(ck, check_defaulted_constants, sites, binding)
     return ck.out
+
+
+def check_defaulted_constants(ck, sites, binding) -> None:
+    """One warning listing the constants the spec uses that neither the diagram, the preset
+    nor the user binds: they hold the constants file's defaults (``presets/constants.json``)."""
+    from .checks_binding import symbol_uses
+
+    used = symbol_uses(sites)
+    left = sorted((s for s, origin in binding.sources.items()
+                   if origin.startswith("constants file") and s in used),
+                  key=lambda s: (s.label, s.uid))
+    if left:
+        values = binding.env.values
+        ck.warning("constants-defaulted",
+                   f"{len(left)} constant(s) bound by neither the diagram nor the preset hold "
+                   "the constants file's defaults: "
+                   + ", ".join(f"{s.label} = {float(values[s]):g}" for s in left)
+                   + "; the released preset carries the released values (or give --constant "
+                     "NAME=X, or --config config.json)", "", (), tuple(s.label for s in left))
 
 
 def counts(diagnostics) -> dict[str, int]:

@@ -207,10 +207,11 @@ def _linear_live(ctx, o, in_labels, name, code, labels):
     if liveness.make(*fs) is None:
         return [OpResult(var, labels)]
     dims = tuple(i - len(o.labels) for i, lab in enumerate(o.labels) if lab in in_labels)
+    kept = [ctx.rel(lab) for lab in keep]  # fused with the view after it: its degree labels
     live = ctx.bind(var + "_live", align_code(
-        f"{o.live}.any(dim={dims if len(dims) > 1 else dims[0]})", keep, labels))
+        f"{o.live}.any(dim={dims if len(dims) > 1 else dims[0]})", kept, labels))
     var = ctx.bind(var, ctx.where_live(live, var), labels)
-    st = (liveness.align(fs[0], keep, labels), liveness.align(fs[1], keep, labels))
+    st = (liveness.align(fs[0], kept, labels), liveness.align(fs[1], kept, labels))
     return [OpResult(var, labels, live, st)]
 
 

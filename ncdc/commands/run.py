@@ -145,14 +145,14 @@ def _preflight(morphism, env, args) -> None:
 def _check_source_path(args) -> None:
     from ncdc.ir.errors import UsageError
 
-    from .common import input_path
+    from .common import input_path, map_path
 
     if args.source == SYNTHETIC:
         if args.map:
             raise UsageError("--map needs a checkpoint, not --params synthetic")
         return
     if args.map:
-        input_path(args.map, "--map", (".toml", ".json"))
+        map_path(args.map)
         if not os.path.exists(args.source):
             raise UsageError(f"--params {args.source!r}: no such file or directory")
         return

@@ -35,7 +35,7 @@ from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.cost import block_costs, with_tokens
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import Block, Broadcasted, Drop, Morphism, Truncated
+from ncdc.ir.morphisms import Block, Broadcasted, CoupledScan, Drop, Morphism, Scan, Truncated
 from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
 from ncdc.ir.traverse import Descend, Visitor, traverse
@@ -43,20 +43,12 @@ from ncdc.ir.walk import arity, walk
 
 from .labels import is_math, operator_label, plain_label
 
-# operator kind -> glyph family (what the picture draws for it)
-GLYPHS = {
-    "Einops": "contraction", "Linear": "contraction", "Embedding": "contraction",
-    "TensorEquation": "contraction",
-    "Arithmetic": "elementwise", "Elementwise": "elementwise", "GenericOperator": "elementwise",
-    "Identity": "elementwise", "PairsAsComplex": "elementwise", "Decomplex": "elementwise",
-    "TypeConvert": "cast", "Cast": "cast",
-    "AdditionOp": "fold", "Maximum": "fold", "BitwiseXor": "fold", "Modulo": "fold",
-    "Normalize": "norm", "L1Norm": "norm", "SoftMax": "norm", "WeightedTriangularLower": "norm",
-    "TopK": "topk", "Select": "topk", "IndexSelect": "topk",
-    "FixedArray": "source", "Rotary": "source", "YarnRotary": "source",
-    "View": "view", "CovariantView": "view", "ConcatenateAxes": "view",
-    "DeconcatenateAxes": "view",
-}
+
+def glyph_family(op) -> str:
+    """What the picture draws for an operator: its descriptor's family (``other`` for an
+    object that is no IR operator, or a box drawn as a block)."""
+    family = getattr(type(op), "family", "")
+    return family if family and family != "box" else "other"
 
 
 class _End:
@@ -181,7 +173,7 @@ class SceneBuilder:
         if name.lower().replace(" ", "") in (kind.lower(), meaning.lower().replace(" ", "")):
             name = ""  # a name that only repeats the kind (``einops``)
         label = name or meaning
-        extra = {"op": kind, "glyph": GLYPHS.get(kind, "other"), "path": path,
+        extra = {"op": kind, "glyph": glyph_family(op), "path": path,
                  "meaning": meaning, "named": bool(name),
                  "latex": op.name.latex if op.name is not None and is_math(op.name.latex)
                  else ""}
@@ -215,6 +207,14 @@ class SceneBuilder:
                                                       "shape": array_text(size)})
         entry["reads" if mode == "read" else "writes"].append(nid)
         return nid
+
+
+def _closing(d: Descend, close) -> Descend:
+    """``d``, with ``close`` applied to the values its chain of continuations ends with."""
+    def then(results):
+        out = d.then(results) if d.then is not None else results
+        return _closing(out, close) if isinstance(out, Descend) else close(out)
+    return Descend(d.items, d.ins, d.title, then)
 
 
 class _Drawing(Visitor):
@@ -295,6 +295,40 @@ class _Drawing(Visitor):
 
     def stride(self, node, ins, scope):
         return []
+
+    def scan(self, node: Scan, ins, scope):
+        """A container titled by the recurrence (pyncd's viewer: ``Scan over l, N=3``) holding
+        ``base`` and one ``step``; its result is the history."""
+        b, cont, path = self.b, self.cont, scope.path
+        title = f"Scan over {node.axis.label}, N={sympy.sstr(node.n)}"
+        nid = b.add_node(path, cont, "block", title, latex="", tag="", rep=None, lifted=[],
+                         path=path, cut=False, formula="",
+                         description="H_0 = base(X); H_{l+1} = step(H_l, U[l]); the result "
+                                     "stacks H_0 ... H_N", color="")
+        for k, e in enumerate(ins):
+            b.wire(cont, e, nid, k)
+
+        def close(results):
+            self.conts.pop()
+            for j, e in enumerate(results):
+                b.wire(nid, e, nid, j)
+            b.ports(nid, len(ins), len(results))
+            try:
+                history = tuple(node.cod)
+            except SpecError:  # ill-typed: validation says where
+                history = tuple(e.obj for e in results)
+            return [_End(nid, j, h) for j, h in enumerate(history)]
+
+        self.conts.append(nid)
+        walk_in = super().coupled_scan if isinstance(node, CoupledScan) else super().scan
+        inner = walk_in(node, [_End(nid, k, e.obj) for k, e in enumerate(ins)], scope)
+        return _closing(inner, close)
+
+    def coupled_scan(self, node, ins, scope):
+        return self.scan(node, ins, scope)
+
+    def scan_steps(self, node, scope) -> int:
+        return 1
 
     def unknown(self, m, ins, scope):
         path, cont = scope.path, self.cont
@@ -422,4 +456,4 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}
 
 
-__all__ = ["GLYPHS", "SceneBuilder", "build_scene"]
+__all__ = ["SceneBuilder", "build_scene", "glyph_family"]
