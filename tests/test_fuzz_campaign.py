@@ -20,6 +20,15 @@ from bench.fuzz_view import chromium
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.fixture(autouse=True)
+def _int_digits():
+    """The campaign's case writer lifts Python's limit on integer digits (it writes long
+    literals); other tests rely on the limit, so it is restored."""
+    limit = sys.get_int_max_str_digits()
+    yield
+    sys.set_int_max_str_digits(limit)
+
+
 def test_the_cases_reach_every_entry_point():
     """The case mix (from case numbers alone) covers every command, the API calls, the
     bundled spec and map cases."""
