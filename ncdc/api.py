@@ -216,13 +216,13 @@ def refuse(diagnostics) -> None:
 
 
 def _validate(morphism, owner: Spec | None, binding: Binding) -> list[Diagnostic]:
-    """What ``ncdc validate`` reports under ``binding``: for the whole spec ``morphism``
-    belongs to when it is known (as the command line validates the whole spec for any
-    ``--block``), else for ``morphism`` alone."""
-    owner = owner if owner is not None else spec_of(morphism)
-    if owner is None:
-        return validate(morphism, binding)
-    return owner.validate(binding)
+    """What ``ncdc validate`` reports under ``binding`` for what will run: the whole document
+    when ``morphism`` is its spec's data (its repository's records included), else
+    ``morphism`` itself, so a valid block of a spec with a problem elsewhere runs and a block
+    with a problem of its own is refused."""
+    if owner is not None and morphism is owner.data:
+        return owner.validate(binding)
+    return validate(morphism, binding)
 
 
 def _held(dtype: str) -> str | None:
@@ -270,8 +270,8 @@ def interpret(what, env=None, *, spec: Spec | None = None, preset: str | None = 
     ``what``: a :class:`Spec` (its whole model), a block of a loaded spec, or a block name with
     ``spec=``. Sizes: ``env``, or ``preset`` (default ``tiny``) plus ``sizes``/``constants``,
     bound over the whole spec exactly as ``ncdc eval`` does. The gate of ``ncdc eval`` runs
-    first: what ``ncdc validate`` reports as an error under that binding is refused with the
-    same typed error, and a run the memory estimate says would exceed ``max_memory`` (e.g.
+    first: what ``ncdc validate`` reports as an error under that binding, in what will run (a
+    spec's whole document; a block by itself), is refused with the same typed error, and a run the memory estimate says would exceed ``max_memory`` (e.g.
     ``"2GiB"``) or the memory available is refused with a ``MemoryBudgetError``.
     ``unsafe_skip_checks=True`` skips validation and the estimate (the size gate still runs):
     the interpreter then meets whatever the spec holds. Other keywords (``params``, ``quant``,

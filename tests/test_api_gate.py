@@ -160,15 +160,25 @@ def test_the_size_gate_runs_even_when_checks_are_skipped(tmp_path):
         ncdc.interpret(spec, sizes=SIZES, unsafe_skip_checks=True)
 
 
-def test_a_block_of_a_spec_is_validated_with_its_whole_spec(tmp_path):
-    """As ``ncdc eval --block B`` validates the whole spec, so does the API for a block of a
-    loaded spec, with or without ``spec=``."""
+def test_a_block_is_validated_as_it_runs(tmp_path):
+    """A block with a problem of its own is refused, given by name or as a node; a valid block
+    of a spec with a problem elsewhere runs (its spec is refused as a whole)."""
     spec = ncdc.load(_write(tmp_path, _rearrangement_out_of_range()))
     block = spec.block("Attention Core")
     for call in (lambda: ncdc.interpret(block, sizes=SIZES),
                  lambda: ncdc.interpret("Attention Core", spec=spec, sizes=SIZES)):
         with pytest.raises(SpecError, match="refused: rearrangement-bounds"):
             call()
+    doc = _doc()
+    _, sm = find_typed(doc, "Broadcasted")[1]
+    inner = doc["data"]["body"]["content"][0]["content"][0]
+    assert inner["content"][1] is sm                        # the SoftMax's composition
+    doc["data"]["body"]["content"][0]["content"][1]["mapping"] = [5]   # a problem beside it
+    spec = ncdc.load(_write(tmp_path, doc))
+    with pytest.raises(SpecError, match="refused: rearrangement-bounds"):
+        ncdc.interpret(spec, sizes=SIZES)
+    run = ncdc.interpret(spec.data.body.content[0].content[0], env=spec.bind("tiny", SIZES).env)
+    assert run is not None
 
 
 @pytest.mark.parametrize("cmd", ["validate", "eval", "compile", "check", "run"])
