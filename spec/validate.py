@@ -69,6 +69,8 @@ so it is deterministic.
 """
 from __future__ import annotations
 
+from ncdc.ir.arrays import Array
+from ncdc.ir.axes import Axis
 from ncdc.ir.errors import Diagnostic, SpecError, SpecTypeError, TruncatedError
 from ncdc.ir.morphisms import (
     Block,
@@ -115,6 +117,7 @@ class Checker:
         self.env = binding.env if binding is not None else None
         self.out: list[Diagnostic] = []
         self._typing_failed: set[int] = set()
+        self._malformed: set[int] = set()
 
     def add(self, severity: str, code: str, message: str, path: str = "", titles=(),
             axes=()) -> None:
@@ -148,9 +151,10 @@ class Checker:
 
     def typed(self, node: Morphism, attr: str):
         """``node.dom`` / ``node.cod``, or None when it cannot be computed (cut off, ill-typed:
-        reported where the problem is)."""
+        reported where the problem is) or holds an array whose shape has an entry that is not
+        an axis (a ``type-error`` here, once per term: no comparison of shapes applies)."""
         try:
-            return tuple(getattr(node, attr))
+            objs = tuple(getattr(node, attr))
         except TruncatedError:
             return None
         except SpecTypeError:
@@ -160,6 +164,16 @@ class Checker:
             return None
         except SpecError:
             return None
+        bad = next((o for o in objs if isinstance(o, Array)
+                    and not all(isinstance(a, Axis) for a in o.shape)), None)
+        if bad is None:
+            return objs
+        if id(node) not in self._malformed:
+            self._malformed.add(id(node))
+            kinds = sorted({type(a).__name__ for a in bad.shape if not isinstance(a, Axis)})
+            self.error("type-error", f"its {attr} holds an array whose shape has entries that "
+                       f"are not axes ({', '.join(kinds)})", getattr(node, "path", ""))
+        return None
 
 
 def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:
