@@ -78,23 +78,33 @@ def class_source(c: ClassParts) -> str:
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
 
 
+def takes_config(info: ClassInfo) -> bool:
+    """A class takes the file's config when it reads a size or constant (the root always)."""
+    return bool(info.ctor_symbols) or info.key == "root"
+
+
 def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     """``__init__`` (allocation, sizes kept for forward) and ``reset_parameters``."""
     params = []
-    for s in info.ctor_symbols:
-        d = gen.default_of(s)
-        params.append(f"{gen.sym_name(s)}={d}" if d is not None else gen.sym_name(s))
     if info.needs_quant:
         params.append(f"quant={gen.quant!r}")
     if info.needs_stand_in:
         params.append("stand_in=False")
     if info.needs_static:
         params.append("static_shapes=False")
-    sig = "self" + (", *, " + ", ".join(params) if params else "")
+    config = takes_config(info)
+    sig = "self" + (", config=None" if config else "") + (", *, " + ", ".join(params)
+                                                          if params else "")
     init = [Statement(EXPR, f"super().__init__({'quant' if needs.quant else ''})")]
+    if config:
+        init.append(Statement(ASSIGN, f"{gen.config_name}() if config is None else config",
+                              ("config",)))
+    if info.key == "root":
+        init.append(Statement(ASSIGN, "config", ("self.config",)))
     kept = [gen.sym_name(s) for s in sorted(sizes.fwd_symbols, key=gen.sym_name)]
     if kept:  # the sizes forward reads, in one statement
-        init.append(Statement(ASSIGN, ", ".join(kept), tuple(f"self.{n}" for n in kept)))
+        init.append(Statement(ASSIGN, ", ".join(f"config.{n}" for n in kept),
+                              tuple(f"self.{n}" for n in kept)))
     if needs.static:
         init.append(Statement(ASSIGN, "static_shapes", ("self.static_shapes",)))
     if needs.user_data:

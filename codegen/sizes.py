@@ -1,6 +1,6 @@
 """Code for sizes inside one generated class: in ``forward`` a size is ``self.<name>`` (a
-constructor argument kept on the instance) or, when the data fixes it (the token count), a local
-read off an input's shape; in ``__init__`` it is the constructor argument itself."""
+config field kept on the instance) or, when the data fixes it (the token count), a local read
+off an input's shape; in ``__init__`` it is the config's field, ``config.<name>``."""
 from __future__ import annotations
 
 import sympy
@@ -36,7 +36,7 @@ class SizeCodes:
             raise SpecError(f"the size {sym.label} is fixed by the data (token count) but a "
                             "parameter shape or repetition count depends on it")
         self.init_symbols.add(sym)
-        return self.gen.sym_name(sym)
+        return f"config.{self.gen.sym_name(sym)}"
 
     def axis(self, axis) -> str:
         """Code for an axis length: read off an input that has the axis when the length is

@@ -238,7 +238,8 @@ def compile_torch(what, env=None, *, spec: Spec | None = None, preset: str | Non
 
     morphism, owner = _target(what, spec)
     return _compile(morphism, _env(morphism, owner, env, preset, sizes, constants),
-                    quant=quant, dtype=dtype, module_name=module_name)
+                    quant=quant, dtype=dtype, module_name=module_name,
+                    size_names=owner.size_names() if owner is not None else None)
 
 
 __all__ = ["DEFAULT_PRESET", "PRESETS", "Binding", "Block", "Diagnostic", "Spec",

@@ -185,11 +185,13 @@ def test_hostile_text_only_in_escaped_literals(mk, load_doc, tmp_path):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) \
                 else [node.module]
-            assert all(n.split(".")[0] in {"torch", "math", "functools"} for n in names)
+            assert all(n.split(".")[0] in {"torch", "math", "functools", "dataclasses"}
+                       for n in names)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             assert node.func.attr != "system"
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
-               and n.name not in ("Linear", "Module"))  # skip the prelude's and the base
+               and n.name not in ("Linear", "Module")
+               and not n.name.endswith("Config"))  # skip the config, the prelude's, the base
     doc = ast.get_docstring(cls, clean=False)
     assert 'os.system("echo pwned")' in doc and "\u2603\U0001F600" in doc
     assert _ruff(tmp_path, source).returncode == 0
