@@ -20,27 +20,39 @@ BASE = "Module"
 """The base class of every generated class (:func:`base_class_source`)."""
 
 
-def base_class_source(rounds: bool) -> str:
-    """The generated file's base class: an empty ``reset_parameters`` (a class with parameters
-    of its own overrides it) and, where the file rounds (``rounds``), the ``quant`` switch and
-    ``self.held(x, encoding)``: the value as held in its storage format in emulate mode, ``x``
-    itself in exact mode."""
-    doc = ("Base of the blocks below. ``reset_parameters`` sets a block's own parameters "
-           "(none here)")
+EXTRA_REPR = '''    def extra_repr(self):
+        """The shapes of the block's own parameters and buffers (submodules print theirs)."""
+        arrays = [*self.named_parameters(recurse=False), *self.named_buffers(recurse=False)]
+        return ", ".join(f"{k}={list(t.shape)}" for k, t in arrays)
+'''
+"""The base class's ``extra_repr`` (what ``print(module)`` shows of each block)."""
+
+
+def base_class_source(rounds: bool, config_name: str) -> str:
+    """The generated file's base class: it keeps the file's config (``config_name``; None
+    means its defaults) as ``self.config``, which every size and constant is read from; an
+    empty ``reset_parameters`` (a class with parameters of its own overrides it); an
+    ``extra_repr`` giving the shapes of a block's own arrays; and, where the file rounds
+    (``rounds``), the ``quant`` switch and ``self.held(x, encoding)``: the value as held in its
+    storage format in emulate mode, ``x`` itself in exact mode."""
+    doc = (f"Base of the blocks below: ``self.config`` is the {config_name} (None: the "
+           "defaults);\n    ``reset_parameters`` sets a block's own parameters (none here)")
     doc += (';\n    ``quant="emulate"`` rounds every value to its storage format, ``"exact"`` '
             'never rounds."""' if rounds else '."""')
-    lines = [f"class {BASE}(nn.Module):", INDENT + '"""' + doc, ""]
+    lines = [f"class {BASE}(nn.Module):", INDENT + '"""' + doc, "",
+             INDENT + "def __init__(self, config=None" + (', quant="exact"' if rounds else "")
+             + "):",
+             INDENT * 2 + "super().__init__()",
+             INDENT * 2 + f"self.config = {config_name}() if config is None else config"]
     if rounds:
-        lines += [INDENT + 'def __init__(self, quant="exact"):',
-                  INDENT * 2 + "super().__init__()",
-                  INDENT * 2 + 'self.emulate = quant == "emulate"',
+        lines += [INDENT * 2 + 'self.emulate = quant == "emulate"',
                   "",
                   INDENT + "def held(self, x, encoding, channels=None):",
                   INDENT * 2 + '"""``x`` as held in ``encoding`` (MX blocks of ``channels``) '
                   'in emulate mode, else ``x``."""',
-                  INDENT * 2 + "return held(x, encoding, self.emulate, channels)",
-                  ""]
-    lines += [INDENT + "def reset_parameters(self):", INDENT * 2 + "pass"]
+                  INDENT * 2 + "return held(x, encoding, self.emulate, channels)"]
+    lines += ["", INDENT + "def reset_parameters(self):", INDENT * 2 + "pass", ""]
+    lines += EXTRA_REPR.splitlines()
     return "\n".join(lines) + "\n"
 
 
@@ -95,16 +107,10 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     config = takes_config(info)
     sig = "self" + (", config=None" if config else "") + (", *, " + ", ".join(params)
                                                           if params else "")
-    init = [Statement(EXPR, f"super().__init__({'quant' if needs.quant else ''})")]
-    if config:
-        init.append(Statement(ASSIGN, f"{gen.config_name}() if config is None else config",
-                              ("config",)))
-    if info.key == "root":
-        init.append(Statement(ASSIGN, "config", ("self.config",)))
-    kept = [gen.sym_name(s) for s in sorted(sizes.fwd_symbols, key=gen.sym_name)]
-    if kept:  # the sizes forward reads, in one statement
-        init.append(Statement(ASSIGN, ", ".join(f"config.{n}" for n in kept),
-                              tuple(f"self.{n}" for n in kept)))
+    args = ["config"] if config else []
+    if needs.quant:
+        args.append("quant" if config else "quant=quant")
+    init = [Statement(EXPR, f"super().__init__({', '.join(args)})")]
     if needs.static:
         init.append(Statement(ASSIGN, "static_shapes", ("self.static_shapes",)))
     if needs.user_data:
@@ -113,7 +119,9 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     init += members.init
     if members.reset:
         init.append(Statement(EXPR, "self.reset_parameters()"))
-    lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
+    lines = []
+    if len(init) > 1 or params:  # else the base class's __init__ does it all
+        lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
     if members.reset or needs.user_data:
         reset = list(members.reset)
         if needs.user_data:

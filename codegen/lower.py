@@ -39,7 +39,14 @@ from .emit import FunctionWriter
 from .escapes import NotCompact, escape
 from .experts import expert_facts
 from .members import Members
-from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
+from .names import (
+    FORWARD_LOCALS,
+    RESERVED_ATTRIBUTES,
+    Namer,
+    array_name,
+    comment_text,
+    identifier,
+)
 from .pairs import Selection, is_selection_mask
 from .sizes import SizeCodes
 from .statements import IF, Rounding
@@ -103,9 +110,7 @@ class ClassBuilder:
         self.tape = dict(tape)
         arg_names = Namer(set(self.fw.names.taken))
         for _k, (arr, st) in enumerate(zip(dom, statics, strict=False)):
-            base = identifier("_".join(a.label for a in arr.shape), "scalar") if arr.shape \
-                else "scalar"
-            var = arg_names.fresh(base)
+            var = arg_names.fresh(array_name(arr))
             self.fw.names.reserve(var)
             live = None
             if st is not None:

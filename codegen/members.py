@@ -106,6 +106,18 @@ class Members:
                                     None if b_fmt is not None else (0, n_out), b_fmt))
         return f"self.{attr}"
 
+    def add_module(self, base: str, site: Broadcasted, role: str, make: str,
+                   param: str = "weight") -> str | None:
+        """A standard submodule ``make`` (code: ``nn.Embedding(...)``, ``nn.RMSNorm(...)``)
+        holding the operator's ``role`` array as its ``param``; None where that array is held
+        in a storage format (the caller then makes a parameter)."""
+        if self.formats(site, role) is not None:
+            return None
+        attr = self.attrs.fresh(base)
+        self.init.append(Statement(ASSIGN, make, (f"self.{attr}",)))
+        self.items.append(Param(f"{attr}.{param}", site, role))
+        return f"self.{attr}"
+
     def add_table(self, base: str, shape: list[str], value: str) -> str:
         """A non-persistent buffer of ``shape`` computed by ``reset_parameters`` from ``value``
         (code)."""

@@ -16,6 +16,8 @@ from importlib import resources
 
 import sympy
 
+from ncdc.ir.axes import is_token_axis
+
 _LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|mathit|operatorname|mathbbm|mathbb|"
                              r"mathcal|tfrac|frac|lvert|rvert|left|right)\b")
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
@@ -106,6 +108,28 @@ def field_base(sym, qualified: str | None = None) -> str:
     if qualified and "@" in qualified and len(words(qualified.split("@", 1)[1])) <= 3:
         text = qualified  # a short qualifier (a block title); a long one reads worse than _2
     return identifier(text, "size", lower=False)
+
+
+def array_name(array) -> str:
+    """A forward argument's name from the roles of its axes: each axis's ``code_form`` (less
+    ``_size`` and ``_width``: ``hidden``, ``streams``, ``latent``), else the code form of its
+    size (the window ``w|x`` is ``window``), else its label, the token
+    axis left out when others follow it (every array has it), a repeated role once:
+    ``[x, n, m]`` -> ``streams_hidden``, ``[x]`` -> ``tokens``, ``[n, n]`` -> ``streams``."""
+    if not array.shape:
+        return "scalar"
+    parts: list[str] = []
+    for axis in array.shape:
+        if is_token_axis(axis) and len(array.shape) > 1:
+            continue
+        form = axis.name.code_form if axis.name is not None else None
+        if not form and isinstance(axis.size, sympy.Symbol):  # a window w|x: its size's role
+            form = getattr(axis.size, "code_form", None)
+        word = (identifier(form.removesuffix("_size").removesuffix("_width"), "axis") if form
+                else identifier(axis.label, "axis"))
+        if word not in parts:
+            parts.append(word)
+    return identifier("_".join(parts) or "tokens", "array")
 
 
 def field_names(symbols, qualified: dict | None = None) -> dict:

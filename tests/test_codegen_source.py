@@ -106,8 +106,8 @@ def test_reads_like_code(prefix_source, bundled, tiny):
     alone = generate_source(bundled.block("Routed Experts"), tiny)
     assert "torch.einsum('...kf,fkm->...km', product, self.w_d)" in alone
     assert "pairwise_matmul(product, self.w_d, 1, k_e_pairs)" in prefix_source
-    assert "k_e_pairs = live_pairs(expert_gate_live, lead, self.k, self.static_shapes)" \
-        in prefix_source
+    assert ("k_e_pairs = live_pairs(expert_gate_live, lead, self.config.k, self.static_shapes)"
+            in prefix_source)
 
 
 def _digest_in_subprocess(seed: str) -> str:
