@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ncdc.ir.names import plain_title
 
 from .boundary import default_statements
-from .classinfo import INDENT, ClassInfo
+from .classinfo import INDENT, ClassInfo, Sub
 from .classstate import Batch, Interface, Needs
 from .emit import wrap_line
 from .experts import expert_attribute_lines
@@ -19,6 +19,17 @@ from .statements import ASSIGN, EXPR, IF, RETURN, Statement, print_body
 BASE = "Module"
 """The base class of every generated class (:func:`base_class_source`)."""
 
+
+INIT_WEIGHTS = '''    def init_weights(self, module=None):
+        """Every parameter and buffer as eager construction sets it (after building on the meta
+        device and ``to_empty``): each submodule's ``reset_parameters``, children first."""
+        module = self if module is None else module
+        for child in module.children():
+            self.init_weights(child)
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+'''
+"""The base class's ``init_weights``: the eager initialisation, in eager construction's order."""
 
 EXTRA_REPR = '''    def extra_repr(self):
         """The shapes of the block's own parameters and buffers (submodules print theirs)."""
@@ -31,7 +42,8 @@ EXTRA_REPR = '''    def extra_repr(self):
 def base_class_source(rounds: bool, config_name: str) -> str:
     """The generated file's base class: it keeps the file's config (``config_name``; None
     means its defaults) as ``self.config``, which every size and constant is read from; an
-    empty ``reset_parameters`` (a class with parameters of its own overrides it); an
+    empty ``reset_parameters`` (a class with parameters of its own overrides it); one recursive
+    ``init_weights`` (every submodule's ``reset_parameters``, children first); an
     ``extra_repr`` giving the shapes of a block's own arrays; and, where the file rounds
     (``rounds``), the ``quant`` switch and ``self.held(x, encoding)``: the value as held in its
     storage format in emulate mode, ``x`` itself in exact mode."""
@@ -52,6 +64,7 @@ def base_class_source(rounds: bool, config_name: str) -> str:
                   'in emulate mode, else ``x``."""',
                   INDENT * 2 + "return held(x, encoding, self.emulate, channels)"]
     lines += ["", INDENT + "def reset_parameters(self):", INDENT * 2 + "pass", ""]
+    lines += INIT_WEIGHTS.splitlines() + [""]
     lines += EXTRA_REPR.splitlines()
     return "\n".join(lines) + "\n"
 
@@ -104,6 +117,8 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
         params.append("stand_in=False")
     if info.needs_static:
         params.append("static_shapes=False")
+    info.user_data = tuple(dict.fromkeys([*needs.user_data, *(
+        t for m in info.members if isinstance(m, Sub) for t in m.info.user_data)]))
     config = takes_config(info)
     sig = "self" + (", config=None" if config else "") + (", *, " + ", ".join(params)
                                                           if params else "")
@@ -113,6 +128,9 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     init = [Statement(EXPR, f"super().__init__({', '.join(args)})")]
     if needs.static:
         init.append(Statement(ASSIGN, "static_shapes", ("self.static_shapes",)))
+    if info.user_data and (info.key == "root" or needs.user_data):
+        names = string_literal(", ".join(info.user_data))
+        init.insert(0, Statement(EXPR, f"refuse_missing_data(stand_in, {names})"))
     if needs.user_data:
         init.append(Statement(ASSIGN, "stand_in", ("self.stand_in",)))
         init.append(Statement(EXPR, "self.register_load_state_dict_post_hook(data_loaded)"))
@@ -125,7 +143,7 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     if members.reset or needs.user_data:
         reset = list(members.reset)
         if needs.user_data:
-            reset.append(Statement(ASSIGN, "not self.stand_in", ("self.data_missing",)))
+            reset.append(Statement(ASSIGN, "self.stand_in is not True", ("self.data_missing",)))
         lines += [INDENT + "def reset_parameters(self):", *print_body(reset, INDENT * 2), ""]
     return lines
 

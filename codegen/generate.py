@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import itertools
 import sys
 import types
@@ -452,11 +453,16 @@ def load_module(source: str, name: str | None = None) -> types.ModuleType:
 
 def instantiate(module: types.ModuleType, class_name: str, dtype: torch.dtype, **kwargs):
     """Construct the root class with ``dtype`` as the default float type (tables computed in
-    the constructor follow it), then move every floating tensor to ``dtype``."""
+    the constructor follow it), then move every floating tensor to ``dtype``. The caller loads
+    what it builds: user data not stood in for (``stand_in`` False or absent, where the class
+    takes it) is constructed as ``stand_in="load"``."""
+    cls = getattr(module, class_name)
+    if not kwargs.get("stand_in") and "stand_in" in inspect.signature(cls).parameters:
+        kwargs["stand_in"] = "load"
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype if dtype in (torch.float32, torch.float64) else old)
     try:
-        obj = getattr(module, class_name)(**kwargs)
+        obj = cls(**kwargs)
     finally:
         torch.set_default_dtype(old)
     return obj.to(dtype)

@@ -179,6 +179,8 @@ class ClassBuilder:
         info.needs_static = self.needs.static or self.needs.passes_static
         info.needs_stand_in = bool(self.needs.user_data) or self.needs.passes_stand_in
         info.members = list(self.members.items)
+        info.user_data = tuple(dict.fromkeys([*self.needs.user_data, *(
+            t for m in self.members.items if isinstance(m, Sub) for t in m.info.user_data)]))
         ctor = set(self.sizes.init_symbols) | set(self.sizes.fwd_symbols)
         for m in self.members.items:
             if isinstance(m, Sub):

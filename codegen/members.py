@@ -1,10 +1,10 @@
 """The members of one generated class: parameters, buffers, tables and submodules, with one
 namespace for their attribute names.
 
-``__init__`` only allocates (``torch.empty``), so a module can be built on the meta device;
-every value is set by ``reset_parameters()``, which ``__init__`` calls last (the ``nn.Linear``
-convention): building under ``torch.device("meta")`` and then ``to_empty(device=...)`` plus
-``reset_parameters()`` on every module gives the initialisation eager construction gives.
+``__init__`` allocates (``torch.empty``) and then calls the class's ``reset_parameters()``
+(the ``nn.Linear`` convention), which sets every value; so a module can be built on the meta
+device: after ``to_empty(device=...)`` the root's ``init_weights()`` (the generated base class)
+runs every submodule's ``reset_parameters()`` children first, eager construction's order.
 """
 from __future__ import annotations
 
