@@ -27,6 +27,7 @@ from .classinfo import INDENT, ClassInfo, Param, Sub
 from .config import config_source
 from .decoder import decoder_methods
 from .generator import Generator
+from .gradients import unreached_sites
 from .lower import ClassBuilder
 from .names import class_name as to_class_name
 from .names import comment_text, docstring, string_literal
@@ -237,6 +238,9 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     specs = param_specs(morphism, env)  # once: each use below reads this list
     gen = Generator(env, data_symbols(morphism, specs), quant, symbols, size_names)
     gen.weight_formats = MemberFormats(specs, weights, gen.key_of)
+    dead = unreached_sites(morphism, [p.site for p in specs])
+    gen.no_gradient = ({gen.key_of(p.site) for p in specs if id(p.site) in dead}
+                       - {gen.key_of(p.site) for p in specs if id(p.site) not in dead})
     title, description, formula = _root_title(morphism, module_name)
 
     def make(excluded):

@@ -49,6 +49,7 @@ class Generator:
         self._slot_namer = Namer()
         self._key_cache: dict = {}
         self.weight_formats = lambda site, role: None  # storage formats (codegen/storage.py)
+        self.no_gradient: set[str] = set()  # keys of parameter sites no gradient reaches
 
     def sym_name(self, sym: FreeNumeric) -> str:
         """The symbol's config field name: ``config.<name>`` in ``__init__``,

@@ -26,7 +26,7 @@ FLAT = (IsPositive, Ceiling, sympy.floor, sympy.ceiling, sympy.sign, sympy.Heavi
 def piecewise_constant(formula) -> bool:
     """Whether ``formula`` reads its operand only inside :data:`FLAT` functions."""
     expr = sympy.sympify(formula)
-    flat = expr.replace(lambda e: isinstance(e, FLAT), lambda e: sympy.Integer(0))
+    flat = expr.replace(lambda e: isinstance(e, FLAT), lambda e: sympy.Dummy("c"))
     return FREE_INPUT not in flat.free_symbols
 
 

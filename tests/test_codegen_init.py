@@ -224,3 +224,34 @@ def test_idiomatic_layers_are_found_and_loaded(bundled):
         bad[g.param_keys[name]] = wrong
         with pytest.raises(ValueError):
             mod.load_interpreter_params(module, bad)
+
+
+def test_an_array_no_gradient_reaches_is_a_buffer(bundled):
+    """The expert gate's correction bias only moves the top-k choice (through the selection
+    and a comparison), so it is a persistent buffer: still in the state dict and PARAM_KEYS,
+    not a parameter. Autograd, run with the buffer swapped for a leaf tensor, confirms that no
+    gradient reaches it while the router weight gets one."""
+    from ncdc.codegen.gradients import piecewise_constant
+    from ncdc.ir.numeric import FREE_INPUT, IsPositive
+
+    x_in = FREE_INPUT
+    assert piecewise_constant(IsPositive(x_in)) and piecewise_constant(sympy.ceiling(2 * x_in))
+    assert not piecewise_constant(x_in * IsPositive(x_in)) and not piecewise_constant(x_in / 3)
+    env = bundled.bind("tiny").env
+    for title in ("Expert Gate", "Mixture of Experts"):
+        g = generate(bundled.block(title), env)
+        module = getattr(load_module(g.source), g.class_name)().double()
+        params = dict(module.named_parameters())
+        buffers = dict(module.named_buffers())
+        bias = next(k for k in g.param_keys if k.endswith("bias") and "expert_gate" in k
+                    or k == "bias")
+        assert bias in buffers and bias not in params and bias in module.state_dict()
+        assert len(params) + 1 == len(g.param_keys)
+    gate = generate(bundled.block("Expert Gate"), env)
+    module = getattr(load_module(gate.source), gate.class_name)().double()
+    leaf = torch.randn(module.bias.shape, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(5, module.w_r.in_features, dtype=torch.float64)
+    gates, _ = torch.func.functional_call(module, {"bias": leaf}, (x,))
+    (gates * torch.arange(gates.shape[-1], dtype=torch.float64)).sum().backward()
+    assert leaf.grad is None or not leaf.grad.any()
+    assert module.w_r.weight.grad is not None and module.w_r.weight.grad.abs().sum() > 0
