@@ -101,3 +101,16 @@ def test_namesakes_get_one_field_each_named_by_their_block():
     for field, sym in g.config_fields.items():
         env = spec.bind("tiny", sizes={field: 5}).env
         assert env.number(sym) == 5, field
+
+
+def test_compile_size_takes_the_field_names(tmp_path):
+    """``ncdc compile --size FIELD=N`` with the config's own field names (a code form and a
+    readable name) writes those values as the config's defaults."""
+    from ncdc.cli import main
+
+    out = tmp_path / "gate.py"
+    assert main(["compile", "--block", "Expert Gate", "--size", "experts=16",
+                 "--constant", "varepsilon_r=0.001", "-o", str(out)]) == 0
+    src = out.read_text()
+    assert "    experts: int = 16  # e (experts_size)" in src
+    assert "    varepsilon_r: float = 0.001  #" in src
