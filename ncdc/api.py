@@ -300,7 +300,8 @@ def compile_torch(what, env=None, *, spec: Spec | None = None, preset: str | Non
     binding = _binding(morphism, owner, env, preset, sizes, constants)
     _gate(morphism, owner, binding, command="compile_torch", max_memory=max_memory,
           held=_held(dtype), unsafe=unsafe_skip_checks)
-    return _compile(morphism, binding.env, quant=quant, dtype=dtype, module_name=module_name)
+    return _compile(morphism, binding.env, quant=quant, dtype=dtype, module_name=module_name,
+                    size_names=owner.size_names() if owner is not None else None)
 
 
 __all__ = ["DEFAULT_PRESET", "PRESETS", "Binding", "Block", "Diagnostic", "Spec",
