@@ -313,13 +313,13 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     assert hand > 150
     # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 317
     # class lines (1.84x; 375 before the config, names by role and the standard modules) and
-    # 960 file lines (5.6x): one class per block (18 vs 4), the rotary on real parts twice,
+    # 985 file lines (5.7x; the pairs runtime gained its static form while tracing): one class per block (18 vs 4), the rotary on real parts twice,
     # the base class's init_weights and extra_repr; in the file the pasted runtime: pairs
     # (~200, the routed experts' sparse form), sharding (~150), affine reads (~100),
     # decoding (~50), the interpreter-keyed loader and its tables (~90). These bounds guard
     # against growth past today's counts.
     assert ours <= 318, (ours, hand, round(ours / hand, 2))
-    assert whole <= 965, (whole, hand, round(whole / hand, 2))
+    assert whole <= 985, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
