@@ -1,0 +1,420 @@
+"""``ncdc export --hf``: diagrams as Hugging Face models (docs/hf-export.md).
+
+pyncd's ``transformer.json`` (a causal LM ending in a softmax, not incremental) and the bundled
+spec's layer 0 (``Sliding Window Layer``, incremental) are exported with weights drawn here
+(numpy, keyed as ``ncdc params`` lists them) and loaded back with
+``trust_remote_code=True``, offline. The references are ncdc's own generated module loaded
+with the same weights through its ``load_interpreter_params``, the numpy reference interpreter,
+and hand-written loops and losses.
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import ncdc
+from ncdc.cli import main
+
+from .conftest import TRANSFORMER, loaded
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+TR_SIZES = {"v@Embedding": 13, "v@Aggregator": 13, "m": 8, "h": 2, "d_{ff}": 16,
+            "k@L_{q}": 4, "k@L_{v}": 4}
+"""The transformer at small sizes with a vocabulary of 13 (tokens in and out)."""
+
+IDS = [[3, 1, 4, 1, 5, 9], [2, 6, 5, 3, 5, 8]]
+
+
+def size_args(sizes: dict) -> list[str]:
+    return [a for k, v in sizes.items() for a in ("--size", f"{k}={v}")]
+
+
+def draw_weights(path, specs, env, seed: int) -> dict:
+    """Seeded normal weights (std 0.5) for every learned array, saved to ``path`` (.npz)."""
+    rng = np.random.default_rng(seed)
+    arrays = {p.key: rng.normal(0, 0.5, tuple(env.size(d) for d in p.shape))
+              for p in specs if p.learned}
+    np.savez(path, **arrays)
+    return arrays
+
+
+def export(folder, *args) -> None:
+    assert main(["export", "--hf", str(folder), *map(str, args)]) == 0
+
+
+def ncdc_module(morphism, env, weights, dtype="float64"):
+    """ncdc's own generated module of ``morphism`` with ``weights`` loaded (interpreter keys)."""
+    from ncdc import codegen
+
+    _, module = codegen.compile_torch(morphism, env, dtype=dtype)
+    sys.modules[type(module).__module__].load_interpreter_params(module, weights)
+    return module
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """Tiny tensors: one intra-op thread is the fastest on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def tr(tmp_path_factory):
+    """The transformer exported in float64: (folder, spec, env, weights)."""
+    spec = loaded(TRANSFORMER)
+    env = spec.bind("tiny", TR_SIZES).env
+    root = tmp_path_factory.mktemp("hf")
+    from ncdc.ir.params import param_specs
+
+    weights = draw_weights(root / "w.npz", param_specs(spec.model(), env), env, seed=1)
+    export(root / "tr", TRANSFORMER, "--params", root / "w.npz", "--dtype", "float64",
+           *size_args(TR_SIZES))
+    return root / "tr", spec, env, weights
+
+
+@pytest.fixture(scope="module")
+def tr_lm(tr):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(tr[0], trust_remote_code=True)
+
+
+@pytest.fixture(scope="module")
+def tr_ncdc(tr):
+    _, spec, env, weights = tr
+    return ncdc_module(spec.model(), env, weights)
+
+
+def test_the_folder_holds_config_code_weights_and_a_readme(tr):
+    folder, spec, _, _ = tr
+    config = json.loads((folder / "config.json").read_text())
+    assert config["model_type"] == "ncdc"
+    assert config["architectures"] == ["NcdcForCausalLM"]
+    assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_ncdc.NcdcForCausalLM"
+    assert config["auto_map"]["AutoConfig"] == "configuration_ncdc.NcdcConfig"
+    # the generated module's constructor keywords, at the exported sizes
+    assert {config[n] for n in ("v", "v_2")} == {13} and config["m"] == 8 and config["h"] == 2
+    assert config["d_ff"] == 16 and config["vocab_size"] == 13
+    digest = hashlib.sha256(TRANSFORMER.read_bytes()).hexdigest()
+    readme = (folder / "README.md").read_text()
+    assert digest in readme and f"ncdc {ncdc.__version__}" in readme
+    assert config["ncdc_spec_sha256"] == digest
+    assert {p.name for p in folder.iterdir()} == {
+        "config.json", "configuration_ncdc.py", "modeling_ncdc.py", "ncdc_module.py",
+        "model.safetensors", "README.md"}
+
+
+def test_the_folder_is_standalone(tr):
+    """The written code imports torch, transformers, the standard library and itself only."""
+    folder = tr[0]
+    allowed = {"torch", "transformers", "math", "functools", "warnings", "dataclasses"}
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [] if node.level else [(node.module or "").split(".")[0]]
+            else:
+                continue
+            assert set(names) <= allowed, (path.name, names)
+
+
+def test_automodel_equals_ncdc_module_and_interpreter(tr, tr_ncdc):
+    from transformers import AutoModel
+
+    folder, spec, env, weights = tr
+    model, info = AutoModel.from_pretrained(folder, trust_remote_code=True,
+                                            output_loading_info=True)
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    ids = torch.tensor(IDS)
+    with torch.no_grad():
+        ours = model(ids).last_hidden_state
+        theirs = tr_ncdc(ids)
+    assert ours.dtype == torch.float64
+    assert torch.equal(ours, theirs)
+    at_six = spec.bind("tiny", {**TR_SIZES, "x": 6}).env  # the interpreter binds the tokens too
+    reference = ncdc.interpret(spec.model(), at_six, params=weights)(np.array(IDS))[0]
+    np.testing.assert_allclose(ours.numpy(), reference, rtol=1e-12, atol=1e-15)
+    # every key is the generated module's own under ncdc.; interpreter keys stay readable
+    keys = model.interpreter_keys()
+    assert set(keys) == set(model.state_dict())
+    assert keys["ncdc.embedding.e_table"] == "Embedding/E.table"
+    np.testing.assert_array_equal(model.state_dict()["ncdc.embedding.e_table"].numpy(),
+                                  weights["Embedding/E.table"])
+
+
+def test_probabilities_are_presented_as_log_probabilities(tr_lm, tr_ncdc):
+    ids = torch.tensor(IDS)
+    with torch.no_grad():
+        logits = tr_lm(ids).logits
+        probs = tr_ncdc(ids)
+    torch.testing.assert_close(logits, torch.log(probs), rtol=0, atol=1e-12)
+    torch.testing.assert_close(torch.softmax(logits, -1), probs, rtol=0, atol=1e-12)
+
+
+def test_save_pretrained_round_trips(tr_lm, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    tr_lm.save_pretrained(tmp_path / "again")
+    assert {"modeling_ncdc.py", "configuration_ncdc.py", "ncdc_module.py"} <= {
+        p.name for p in (tmp_path / "again").iterdir()}
+    back = AutoModelForCausalLM.from_pretrained(tmp_path / "again", trust_remote_code=True)
+    before, after = tr_lm.state_dict(), back.state_dict()
+    assert before.keys() == after.keys()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    ids = torch.tensor(IDS)
+    with torch.no_grad():
+        assert torch.equal(back(ids).logits, tr_lm(ids).logits)
+
+
+def test_weights_are_sharded_past_the_limit(tr, tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    folder, _, _, _ = tr
+    out = tmp_path / "sharded"
+    export(out, TRANSFORMER, "--params", folder.parent / "w.npz", "--dtype", "float64",
+           "--max-shard-size", "3KB", *size_args(TR_SIZES))
+    index = json.loads((out / "model.safetensors.index.json").read_text())
+    shards = sorted(p.name for p in out.glob("model-*.safetensors"))
+    assert len(shards) >= 3 and set(index["weight_map"].values()) == set(shards)
+    assert all((out / s).stat().st_size <= 3000 + 1000 for s in shards)  # + its header
+    assert not (out / "model.safetensors").exists()
+    sharded = AutoModelForCausalLM.from_pretrained(out, trust_remote_code=True)
+    whole = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    ids = torch.tensor(IDS)
+    with torch.no_grad():
+        assert torch.equal(sharded(ids).logits, whole(ids).logits)
+    # exported again without a limit: one file, the shards of the first export gone
+    export(out, TRANSFORMER, "--params", folder.parent / "w.npz", *size_args(TR_SIZES))
+    assert not list(out.glob("model-*")) and (out / "model.safetensors").exists()
+    assert not (out / "model.safetensors.index.json").exists()
+
+
+def test_meta_device_construction_and_loading(tr, tr_lm, monkeypatch):
+    """The model builds on the meta device (no memory), and from_pretrained builds it there
+    before the weights are loaded, as transformers 5 does."""
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    folder = tr[0]
+    config = AutoConfig.from_pretrained(folder, trust_remote_code=True)
+    with torch.device("meta"):
+        empty = AutoModelForCausalLM.from_config(config, trust_remote_code=True)
+    assert all(p.device.type == "meta" for p in empty.parameters())
+    cls, seen = type(tr_lm), []
+    built = cls.__init__
+
+    def init(self, config):
+        built(self, config)
+        seen.append({p.device.type for p in self.parameters()})
+
+    monkeypatch.setattr(cls, "__init__", init)
+    model = cls.from_pretrained(folder)
+    assert seen == [{"meta"}]
+    assert {p.device.type for p in model.parameters()} == {"cpu"}
+    assert torch.equal(model.state_dict()["ncdc.embedding.e_table"],
+                       tr_lm.state_dict()["ncdc.embedding.e_table"])
+
+
+def ncdc_loop(module, ids, steps: int, sample: bool = False):
+    """Token by token with ncdc's module: the whole sequence each time, the next token the
+    argmax (or a draw) of the last position's distribution."""
+    ids = ids.clone()
+    for _ in range(steps):
+        with torch.no_grad():
+            probs = module(ids)[:, -1]
+        nxt = torch.multinomial(probs, 1) if sample else probs.argmax(-1, keepdim=True)
+        ids = torch.cat([ids, nxt], -1)
+    return ids
+
+
+def test_greedy_generate_equals_ncdcs_loop_and_warns_once(tr_lm, tr_ncdc):
+    ids = torch.tensor(IDS)
+    tr_lm._warned = False
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        out = tr_lm.generate(ids, max_new_tokens=8, do_sample=False)
+    said = [w for w in seen if "not incremental" in str(w.message)]
+    assert len(said) == 1
+    assert out.shape == (2, 14)
+    assert torch.equal(out, ncdc_loop(tr_ncdc, ids, 8))
+
+
+def test_sampling_draws_from_the_diagrams_distribution(tr_lm, tr_ncdc):
+    ids = torch.tensor(IDS)
+    torch.manual_seed(7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = tr_lm.generate(ids, max_new_tokens=8, do_sample=True, top_k=0, top_p=1.0,
+                             temperature=1.0, output_scores=True,
+                             return_dict_in_generate=True)
+    torch.manual_seed(7)
+    assert torch.equal(out.sequences, ncdc_loop(tr_ncdc, ids, 8, sample=True))
+    for k, scores in enumerate(out.scores):  # generate's scores are float32
+        with torch.no_grad():
+            probs = tr_ncdc(out.sequences[:, :6 + k])[:, -1]
+        torch.testing.assert_close(torch.softmax(scores.double(), -1), probs, rtol=0,
+                                   atol=1e-6)
+
+
+def sgd_step(params, lr=0.1):
+    with torch.no_grad():
+        for p in params:
+            p -= lr * p.grad
+
+
+def test_one_training_step_equals_the_same_step_on_ncdcs_module(tr):
+    from transformers import AutoModelForCausalLM
+
+    folder, spec, env, weights = tr
+    model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+    model.train()
+    ref = ncdc_module(spec.model(), env, weights)
+    batch = torch.from_numpy(np.random.default_rng(3).integers(0, 13, (4, 7)))
+    loss = model(batch, labels=batch).loss
+    loss.backward()
+    sgd_step(model.parameters())
+    # by hand: next-token negative log-likelihood of the diagram's own distribution
+    probs = ref(batch)
+    nll = -torch.log(probs[:, :-1]).gather(-1, batch[:, 1:, None]).mean()
+    nll.backward()
+    sgd_step(ref.parameters())
+    # transformers' causal-LM loss computes in float32
+    assert math.isclose(loss.item(), nll.item(), rel_tol=1e-6)
+    theirs = ref.state_dict()
+    for key, value in model.state_dict().items():
+        torch.testing.assert_close(value, theirs[key.removeprefix("ncdc.")], rtol=0,
+                                   atol=1e-6)
+    moved = model.state_dict()["ncdc.aggregator.l.weight"]
+    assert not torch.allclose(moved, torch.from_numpy(weights["Aggregator/L.weight"]).T)
+
+
+def test_gradient_checkpointing_recomputes_blocks_with_the_same_gradients(tr):
+    from transformers import AutoModelForCausalLM
+
+    folder = tr[0]
+    batch = torch.tensor(IDS)
+    grads, calls = [], []
+    for checkpointing in (False, True):
+        model = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True)
+        model.train()
+        if checkpointing:
+            with pytest.warns(FutureWarning):  # transformers 5's older name
+                model.gradient_checkpointing_enable()
+        layer = model.ncdc.transformer_layers[2]
+        count = []
+        layer.add_norm.register_forward_hook(lambda *a, count=count: count.append(1))
+        model(batch, labels=batch).loss.backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+        calls.append(len(count))
+    assert calls == [1, 2]  # the checkpointed layer ran again in the backward pass
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=0, atol=1e-14)
+
+
+LAYER0 = "Sliding Window Layer"
+
+
+@pytest.fixture(scope="module")
+def layer0(tmp_path_factory):
+    """The bundled spec's layer 0 at tiny, exported in float64: (folder, morphism, env,
+    weights, inputs)."""
+    from ncdc import interpreter
+    from ncdc.ir.params import param_specs
+
+    spec = loaded()
+    env = spec.bind("tiny").env
+    block = spec.block(LAYER0)
+    root = tmp_path_factory.mktemp("hf0")
+    weights = draw_weights(root / "w.npz", param_specs(block, env), env, seed=2)
+    export(root / "layer0", "--block", LAYER0, "--params", root / "w.npz", "--dtype",
+           "float64")
+    inputs = interpreter.random_inputs(block, env, 5)
+    return root / "layer0", block, env, weights, inputs
+
+
+def test_layer0_automodel_equals_ncdc_module_and_interpreter(layer0):
+    from transformers import AutoModel
+
+    folder, block, env, weights, inputs = layer0
+    config = json.loads((folder / "config.json").read_text())
+    assert config["architectures"] == ["NcdcModel"] and config["ncdc_incremental"] is True
+    assert "AutoModelForCausalLM" not in config["auto_map"]
+    assert config["m"] == 64 and config["w"] == 8 and config["e"] == 8
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+    xs = [torch.from_numpy(x) for x in inputs]
+    with torch.no_grad():
+        ours = model(*xs).outputs
+        theirs = ncdc_module(block, env, weights)(*xs)
+    assert len(ours) == 2 and all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
+    reference = ncdc.interpret(block, env, params=weights)(*inputs)
+    for a, b in zip(ours, reference, strict=True):
+        np.testing.assert_allclose(a.numpy(), b, rtol=1e-12, atol=1e-12)
+
+
+def test_layer0_decodes_with_ncdcs_decoder_state(layer0):
+    """use_cache=True: prefill, then steps carrying ncdc's decoder state as past_key_values,
+    give the whole sequence's outputs."""
+    from transformers import AutoModel
+
+    folder, _, _, _, inputs = layer0
+    model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+    xs = [torch.from_numpy(x) for x in inputs]
+    with torch.no_grad():
+        whole = model(*xs).outputs
+        out = model(*(x[:5] for x in xs), use_cache=True)
+        parts, state = [out.outputs], out.past_key_values
+        assert state.get_seq_length() == 5
+        for lo, hi in ((5, 6), (6, 10), (10, 12)):
+            out = model(*(x[lo:hi] for x in xs), past_key_values=state)
+            parts.append(out.outputs)
+            state = out.past_key_values
+    assert state.get_seq_length() == 12
+    for k, full in enumerate(whole):
+        torch.testing.assert_close(torch.cat([p[k] for p in parts]), full, rtol=1e-12,
+                                   atol=1e-12)
+
+
+def test_layer0_gradient_checkpointing(layer0):
+    from transformers import AutoModel
+
+    folder, _, _, _, inputs = layer0
+    grads, calls = [], []
+    for checkpointing in (False, True):
+        model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+        model.train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+        count = []
+        attention = model.ncdc.single_pass_mhc.sliding_window_attention
+        attention.register_forward_hook(lambda *a, count=count: count.append(1))
+        outs = model(*(torch.from_numpy(x) for x in inputs)).outputs
+        sum((o ** 2).sum() for o in outs).backward()
+        grads.append({n: p.grad for n, p in model.named_parameters()})
+        calls.append(len(count))
+    assert calls == [1, 2]
+    assert grads[0].keys() == grads[1].keys()
+    for name, g in grads[0].items():
+        torch.testing.assert_close(grads[1][name], g, rtol=1e-12, atol=1e-12)
+
+
+def test_export_errors_are_one_line(tmp_path, capsys):
+    afile = tmp_path / "file"
+    afile.write_text("")
+    assert main(["export", "--hf", str(afile), str(TRANSFORMER)]) == 2
+    assert main(["export", "--hf", str(tmp_path / "d"), str(TRANSFORMER),
+                 "--max-shard-size", "lots"]) == 2
+    assert main(["export", "--hf", str(tmp_path / "no" / "d"), str(TRANSFORMER)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 3 and all(line.startswith("error: ") for line in err)
+    assert "is a file" in err[0] and "--max-shard-size" in err[1] and "does not exist" in err[2]
