@@ -418,3 +418,59 @@ def test_export_errors_are_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 3 and all(line.startswith("error: ") for line in err)
     assert "is a file" in err[0] and "--max-shard-size" in err[1] and "does not exist" in err[2]
+
+
+def windowed_lm():
+    """A causal LM built by hand that is incremental: token ids -> embedding -> a window of
+    the last 3 positions -> Linear -> softmax over 13 tokens (its decoder state: the last 2
+    embeddings)."""
+    from ncdc.ir import Embedding, Linear, SoftMax, View
+    from ncdc.ir.axes import RawAxis
+    from ncdc.ir.env import Env
+    from ncdc.ir.names import Name
+    from ncdc.ir.numeric import FreeNumeric
+    from tests.oracles.ir_build import R, axis, bc, block, composed, nat, rearr, stride, weave
+
+    tokens = FreeNumeric(990_101, Name("x"))
+    x = RawAxis(990_102, Name("x"), tokens)
+    w, m, v = axis("w", 3), axis("m", 4), axis("v", 13)
+    emb = bc(Embedding(Name("E")), [weave(nat(13), "*")], [weave(R, "*", m)], [rearr([0], x)])
+    win = bc(View(Name("win")), [weave(R, "*", "*")], [weave(R, "*", "*", "*")],
+             [stride([x, w, m], [(x, [1, -1, 0], 0), (m, [0, 0, 1], 0)])])
+    mix = bc(Linear(Name("W")), [weave(R, "*", w, m)], [weave(R, "*", v)], [rearr([0], x)])
+    soft = bc(SoftMax(Name("SoftMax")), [weave(R, "*", v)], [weave(R, "*", v)],
+              [rearr([0], x)])
+    return block(composed(emb, block(composed(win, mix), "Window"), soft), "Windowed LM"), \
+        Env({tokens: 9})
+
+
+def test_an_incremental_lm_generates_with_ncdcs_decoder_state(tmp_path):
+    """generate() carries ncdc's decoder state: after the prompt, each step runs on the new
+    token only, and the tokens equal ncdc's own loop over the whole sequence."""
+    from transformers import AutoModelForCausalLM
+
+    from ncdc.hf.export import export_hf
+    from ncdc.ir.params import param_specs
+    from ncdc.rank import RankPlan
+
+    term, env = windowed_lm()
+    weights = draw_weights(tmp_path / "w.npz", param_specs(term, env), env, seed=4)
+    out = export_hf(RankPlan(term, env, str(tmp_path / "w.npz"), dtype="float64"),
+                    str(tmp_path / "lm"), spec_path=None, title="Windowed LM")
+    assert out.architecture == "NcdcForCausalLM" and out.incremental and out.probabilities
+    lm = AutoModelForCausalLM.from_pretrained(tmp_path / "lm", trust_remote_code=True)
+    steps, step = [], lm.ncdc.step
+
+    def counted(*inputs, state):
+        steps.append(inputs[0].shape[-1])
+        return step(*inputs, state=state)
+
+    lm.ncdc.step = counted
+    ids = torch.tensor(IDS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no recomputation warning
+        got = lm.generate(ids, max_new_tokens=7, do_sample=False)
+    assert steps == [1] * 6  # the prompt was prefilled, then one token per step
+    assert torch.equal(got, ncdc_loop(ncdc_module(term, env, weights), ids, 7))
+    assert torch.equal(got, lm.generate(ids, max_new_tokens=7, do_sample=False,
+                                        use_cache=False))

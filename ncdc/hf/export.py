@@ -64,11 +64,11 @@ def _folder(path: str) -> str:
     return path
 
 
-def export_hf(plan, folder: str, *, spec_path: str, title: str,  # noqa: C901 - the files in order
+def export_hf(plan, folder: str, *, spec_path: str | None, title: str,  # noqa: C901 - the files in order
               max_shard_size: int = DEFAULT_SHARD) -> Exported:
     """Export the module of ``plan`` (a :class:`ncdc.rank.RankPlan`) to ``folder`` (created if
-    missing); ``spec_path``: the spec file (its sha256 goes into the config and README);
-    ``title``: the block's name for the docstrings."""
+    missing); ``spec_path``: the spec file (its sha256 goes into the config and README; None
+    for a term built in memory); ``title``: the block's name for the docstrings."""
     import ncdc
     from ncdc.checkpoint.errors import CheckpointError
     from ncdc.checkpoint.module import missing_user_data
@@ -90,7 +90,7 @@ def export_hf(plan, folder: str, *, spec_path: str, title: str,  # noqa: C901 - 
     incremental = hasattr(root_class, "step")
     kind = "causal-lm" if lm is not None else "block"
     arch = "NcdcForCausalLM" if lm is not None else "NcdcModel"
-    digest = sha256_of(spec_path)
+    digest = sha256_of(spec_path) if spec_path else "none (built in memory)"
     embedding = None
     if lm is not None:
         first = next(iter(built.module.named_children()), None)
@@ -128,7 +128,8 @@ def export_hf(plan, folder: str, *, spec_path: str, title: str,  # noqa: C901 - 
                                {"ncdc_spec_sha256": digest, "ncdc_version": ncdc.__version__})
     write_json(os.path.join(folder, "config.json"), config)
     out.files.append("config.json")
-    readme = template("README.md", **values, spec=os.path.basename(spec_path),
+    readme = template("README.md", **values,
+                      spec=os.path.basename(spec_path) if spec_path else "a term built in memory",
                       architecture=arch, sizes=_sizes(names, fields), note=_note(lm, incremental),
                       tensors=out.tensors, bytes=out.bytes)
     write_text(os.path.join(folder, "README.md"), readme, "--hf")
