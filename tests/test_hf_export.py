@@ -474,3 +474,58 @@ def test_an_incremental_lm_generates_with_ncdcs_decoder_state(tmp_path):
     assert torch.equal(got, ncdc_loop(ncdc_module(term, env, weights), ids, 7))
     assert torch.equal(got, lm.generate(ids, max_new_tokens=7, do_sample=False,
                                         use_cache=False))
+
+
+def test_the_readme_exports_loads_and_generates_in_five_lines_at_most(tmp_path, monkeypatch, capsys):
+    """The README's section runs as it stands (the ncdc line through the CLI, the Python
+    through exec), from the repository root's data, in a fresh folder."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("## Hugging Face models"):readme.index("## Python API")]
+    (block,) = re.findall(r"```sh\n(.*?)```", section, re.DOTALL)
+    lines = block.strip().splitlines()
+    assert len(lines) <= 5
+    argv = shlex.split(lines[0])
+    assert argv[0] == "ncdc"
+    argv = [str(TRANSFORMER) if a.endswith("transformer.json") else a for a in argv[1:]]
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 0
+    python = shlex.split("\n".join(lines[1:]))
+    assert python[:2] == ["python", "-c"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        exec(compile(python[2], "README.md", "exec"), {})  # noqa: S102 - the README is ours
+    printed = capsys.readouterr().out
+    ids = [int(t) for t in re.findall(r"\d+", printed)]
+    assert ids[:3] == [3, 1, 4] and len(ids) == 8 and max(ids) < 13
+
+
+def test_user_data_loaded_by_from_pretrained_counts_as_given(tmp_path):
+    """A block with data only the user can supply (the Engram's E_cmp, p_1, alpha_1; here
+    seeded stand-ins, saved with the weights) runs once from_pretrained has loaded it."""
+    from transformers import AutoModel
+
+    from ncdc import codegen, interpreter
+
+    spec = loaded()
+    env = spec.bind("tiny").env
+    block = spec.block("Engram of Layer 1")
+    export(tmp_path / "engram", "--block", "Engram of Layer 1")
+    model = AutoModel.from_pretrained(tmp_path / "engram", trust_remote_code=True)
+    flags = {n: m.data_missing for n, m in model.named_modules() if hasattr(m, "data_missing")}
+    assert flags and not any(flags.values())
+    slots = codegen.generate(block, env).slot_keys
+
+    def f32(a):  # the export's float32
+        t = torch.from_numpy(a)
+        return t.float() if t.is_floating_point() else t
+
+    tape = {slots[uid]: f32(v)
+            for uid, v in interpreter.random_tape(block, env, 0).items() if uid in slots}
+    xs = [f32(x) for x in interpreter.random_inputs(block, env, 0)]
+    with torch.no_grad():
+        (out,) = model(*xs, tape=tape).outputs
+    assert out.shape == xs[0].shape and bool(torch.isfinite(out).all())
