@@ -130,6 +130,19 @@ def test_the_folder_is_standalone(tr):
             assert set(names) <= allowed, (path.name, names)
 
 
+def test_the_folders_code_is_lint_clean(tr):
+    import subprocess
+
+    ruff = pytest.importorskip("ruff")
+    del ruff
+    folder = tr[0]
+    done = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "--isolated",
+                           "--select", "E4,E7,E9,F,B,I", "--line-length", "100",
+                           *sorted(str(p) for p in folder.glob("*.py"))],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
 def test_automodel_equals_ncdc_module_and_interpreter(tr, tr_ncdc):
     from transformers import AutoModel
 
