@@ -433,10 +433,11 @@ def test_export_errors_are_one_line(tmp_path, capsys):
     assert "is a file" in err[0] and "--max-shard-size" in err[1] and "does not exist" in err[2]
 
 
-def windowed_lm():
+def windowed_lm(width: int = 3):
     """A causal LM built by hand that is incremental: token ids -> embedding -> a window of
-    the last 3 positions -> Linear -> softmax over 13 tokens (its decoder state: the last 2
-    embeddings)."""
+    the last ``width`` positions -> Linear -> softmax over 13 tokens (its decoder state: the
+    last ``width - 1`` embeddings; none for a width of 1, which works position by
+    position)."""
     from ncdc.ir import Embedding, Linear, SoftMax, View
     from ncdc.ir.axes import RawAxis
     from ncdc.ir.env import Env
@@ -446,7 +447,7 @@ def windowed_lm():
 
     tokens = FreeNumeric(990_101, Name("x"))
     x = RawAxis(990_102, Name("x"), tokens)
-    w, m, v = axis("w", 3), axis("m", 4), axis("v", 13)
+    w, m, v = axis("w", width), axis("m", 4), axis("v", 13)
     emb = bc(Embedding(Name("E")), [weave(nat(13), "*")], [weave(R, "*", m)], [rearr([0], x)])
     win = bc(View(Name("win")), [weave(R, "*", "*")], [weave(R, "*", "*", "*")],
              [stride([x, w, m], [(x, [1, -1, 0], 0), (m, [0, 0, 1], 0)])])
@@ -470,7 +471,8 @@ def test_an_incremental_lm_generates_with_ncdcs_decoder_state(tmp_path):
     weights = draw_weights(tmp_path / "w.npz", param_specs(term, env), env, seed=4)
     out = export_hf(RankPlan(term, env, str(tmp_path / "w.npz"), dtype="float64"),
                     str(tmp_path / "lm"), spec_path=None, title="Windowed LM")
-    assert out.architecture == "NcdcForCausalLM" and out.incremental and out.probabilities
+    assert out.architecture == "NcdcForCausalLM" and out.decoding == "state"
+    assert out.probabilities
     lm = AutoModelForCausalLM.from_pretrained(tmp_path / "lm", trust_remote_code=True)
     steps, step = [], lm.ncdc.step
 
@@ -542,3 +544,33 @@ def test_user_data_loaded_by_from_pretrained_counts_as_given(tmp_path):
     with torch.no_grad():
         (out,) = model(*xs, tape=tape).outputs
     assert out.shape == xs[0].shape and bool(torch.isfinite(out).all())
+
+
+def test_a_positionwise_lm_generates_on_the_new_token_only(tmp_path):
+    """A window of one position needs no state: with the cache on, each step runs forward on
+    the new token alone (no recomputation warning), and the tokens equal ncdc's loop."""
+    from transformers import AutoModelForCausalLM
+
+    from ncdc.hf.export import export_hf
+    from ncdc.ir.params import param_specs
+    from ncdc.rank import RankPlan
+
+    term, env = windowed_lm(width=1)
+    weights = draw_weights(tmp_path / "w.npz", param_specs(term, env), env, seed=5)
+    out = export_hf(RankPlan(term, env, str(tmp_path / "w.npz"), dtype="float64"),
+                    str(tmp_path / "lm"), spec_path=None, title="Bigram LM")
+    assert out.decoding == "positionwise"
+    lm = AutoModelForCausalLM.from_pretrained(tmp_path / "lm", trust_remote_code=True)
+    lengths, forward = [], lm.ncdc.forward
+
+    def counted(ids):
+        lengths.append(ids.shape[-1])
+        return forward(ids)
+
+    lm.ncdc.forward = counted
+    ids = torch.tensor(IDS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = lm.generate(ids, max_new_tokens=5, do_sample=False)
+    assert lengths == [6, 1, 1, 1, 1]
+    assert torch.equal(got, ncdc_loop(ncdc_module(term, env, weights), ids, 5))

@@ -97,13 +97,14 @@ def run(args) -> int:
         os.path.splitext(os.path.basename(spec.source))[0]
     out = export_hf(plan, args.hf, spec_path=spec.source, title=title, max_shard_size=limit)
     info = {"folder": out.folder, "block": where, "architecture": out.architecture,
-            "kind": out.kind, "incremental": out.incremental,
+            "kind": out.kind, "incremental": out.incremental, "decoding": out.decoding,
             "probabilities": out.probabilities, "tensors": out.tensors, "bytes": out.bytes,
             "files": out.files, "fields": out.fields}
     if args.json:
         emit_json(info)
         return 0
-    how = "incremental" if out.incremental else "not incremental"
+    how = {"state": "decodes with ncdc's decoder state", "positionwise": "position by position",
+           "recompute": "not incremental"}[out.decoding]
     print(f"wrote {out.folder}: {out.architecture} ({out.kind}, {how}), {out.tensors} tensors, "
           f"{out.bytes:,} bytes, files: {', '.join(out.files)}", file=sys.stderr)
     return 0

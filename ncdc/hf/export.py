@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from ncdc.ir.errors import UsageError
 
 from .fields import block_fields, config_fields, field_lines
-from .folder import template, write_json, write_weights
-from .kind import language_model
+from .folder import template, write_json, write_text, write_weights
+from .kind import decoding, language_model
 
 PREFIX = "ncdc"
 """The attribute holding the generated module in the wrapper: every key starts ``ncdc.``."""
@@ -40,6 +40,7 @@ class Exported:
     architecture: str = ""
     kind: str = "block"
     incremental: bool = False
+    decoding: str = "recompute"
     probabilities: bool = False
     tensors: int = 0
     bytes: int = 0
@@ -64,7 +65,7 @@ def _folder(path: str) -> str:
     return path
 
 
-def export_hf(plan, folder: str, *, spec_path: str | None, title: str,  # noqa: C901 - the files in order
+def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
               max_shard_size: int = DEFAULT_SHARD) -> Exported:
     """Export the module of ``plan`` (a :class:`ncdc.rank.RankPlan`) to ``folder`` (created if
     missing); ``spec_path``: the spec file (its sha256 goes into the config and README; None
@@ -87,7 +88,8 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,  # noqa: 
     fields = block_fields(root_class, {"quant": plan.quant})
     names = config_fields(fields)
     lm = language_model(plan.morphism, plan.env)
-    incremental = hasattr(root_class, "step")
+    mode = decoding(plan.morphism, hasattr(root_class, "step"))
+    incremental = mode != "recompute"
     kind = "causal-lm" if lm is not None else "block"
     arch = "NcdcForCausalLM" if lm is not None else "NcdcModel"
     digest = sha256_of(spec_path) if spec_path else "none (built in memory)"
@@ -97,7 +99,7 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,  # noqa: 
         embedding = first[0] if first is not None else None
     units = sorted({type(m).__name__ for m in _units(built.module)})
     values = dict(title=title, version=ncdc.__version__, root=g.class_name, kind=kind,
-                  incremental=incremental, probabilities=bool(lm and lm.probabilities),
+                  incremental=incremental, decoding=mode, probabilities=bool(lm and lm.probabilities),
                   embedding=repr(embedding), sha256=digest,
                   vocab_size=lm.vocab if lm is not None else None,
                   fields="\n".join(field_lines(fields, names)), field_map=repr(names),
@@ -108,13 +110,13 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,  # noqa: 
     config = {"architectures": [arch], "auto_map": auto, "model_type": "ncdc",
               "dtype": plan.dtype, **{n: fields[kw] for n, kw in names.items()},
               "ncdc_fields": names, "ncdc_root": g.class_name, "ncdc_kind": kind,
-              "ncdc_incremental": incremental, "ncdc_probabilities": values["probabilities"],
+              "ncdc_incremental": incremental, "ncdc_decoding": mode,
+              "ncdc_probabilities": values["probabilities"],
               "ncdc_embedding": embedding, "ncdc_spec_sha256": digest,
               "ncdc_version": ncdc.__version__, "vocab_size": values["vocab_size"],
               "use_cache": incremental}
     out = Exported(folder, architecture=arch, kind=kind, incremental=incremental,
-                   probabilities=values["probabilities"], fields=fields)
-    from ncdc.commands.output import write_text
+                   decoding=mode, probabilities=values["probabilities"], fields=fields)
 
     for name, text in (("ncdc_module.py", g.source),
                        ("configuration_ncdc.py", template("configuration_ncdc.py", **values)),
@@ -130,7 +132,7 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,  # noqa: 
     out.files.append("config.json")
     readme = template("README.md", **values,
                       spec=os.path.basename(spec_path) if spec_path else "a term built in memory",
-                      architecture=arch, sizes=_sizes(names, fields), note=_note(lm, incremental),
+                      architecture=arch, sizes=_sizes(names, fields), note=_note(lm, mode),
                       tensors=out.tensors, bytes=out.bytes)
     write_text(os.path.join(folder, "README.md"), readme, "--hf")
     out.files.append("README.md")
@@ -152,7 +154,7 @@ def _sizes(names: dict, fields: dict) -> str:
     return "\n".join(f"| `{n}` | `{json.dumps(fields[kw])}` |" for n, kw in names.items())
 
 
-def _note(lm, incremental: bool) -> str:
+def _note(lm, mode: str) -> str:
     if lm is None:
         return ("`AutoModel` gives the generated module: `model(*inputs)` takes the diagram's "
                 "inputs in order and returns `NcdcOutput(outputs=...)`.")
@@ -162,10 +164,12 @@ def _note(lm, incremental: bool) -> str:
         text += ("The diagram ends in a softmax: its probabilities are presented as "
                  "log-probabilities in `logits`, so sampling draws from the diagram's own "
                  "distribution. ")
-    text += ("`generate()` carries ncdc's decoder state (`prefill`/`step`) as its cache."
-             if incremental else
-             "The diagram is not incremental, so `generate()` recomputes the whole sequence for "
-             "each new token (it says so once, in a warning).")
+    text += {"state": "`generate()` carries ncdc's decoder state (`prefill`/`step`) as its "
+                      "cache.",
+             "positionwise": "The diagram works position by position: `generate()` runs it on "
+                             "each new token only.",
+             "recompute": "The diagram is not incremental, so `generate()` recomputes the whole "
+                          "sequence for each new token (it says so once, in a warning)."}[mode]
     return text
 
 

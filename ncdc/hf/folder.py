@@ -75,4 +75,4 @@ def write_json(path: str, obj) -> None:
     write_text(path, json.dumps(obj, indent=2, sort_keys=False, allow_nan=False) + "\n", "--hf")
 
 
-__all__ = ["INDEX", "WEIGHTS", "shards", "template", "write_json", "write_weights"]
+__all__ = ["INDEX", "WEIGHTS", "shards", "template", "write_json", "write_text", "write_weights"]

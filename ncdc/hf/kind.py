@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ncdc.ir.datatypes import Natural, Reals, strip
+from ncdc.ir.errors import SpecError
+from ncdc.ir.incremental import analyse
 from ncdc.ir.morphisms import Block, Broadcasted, Composed
 from ncdc.ir.operators import SoftMax
 
@@ -58,4 +60,17 @@ def language_model(morphism, env) -> LanguageModel | None:
     return LanguageModel(vocab, inputs, isinstance(_last_operator(morphism), SoftMax))
 
 
-__all__ = ["LanguageModel", "language_model"]
+def decoding(morphism, has_step: bool) -> str:
+    """How the export decodes: ``state`` (the generated ``prefill``/``step`` and their state),
+    ``positionwise`` (incremental without look-backs or positions: ``forward`` on the new tokens
+    is the step), or ``recompute`` (a read over the whole token axis: no bounded state)."""
+    if has_step:
+        return "state"
+    try:
+        a = analyse(morphism)
+    except SpecError:
+        return "recompute"
+    return "positionwise" if a.has_tokens and a.incremental else "recompute"
+
+
+__all__ = ["LanguageModel", "decoding", "language_model"]
