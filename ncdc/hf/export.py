@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from ncdc.ir.errors import UsageError
 
-from .fields import block_fields, config_fields, field_lines
+from .fields import block_fields, config_fields, field_lines, values_of
 from .folder import template, write_json, write_text, write_weights
 from .kind import decoding, language_model
 
@@ -85,8 +85,10 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
                               f"{', '.join(lacking)}")
     g = built.generated
     root_class = getattr(built.namespace, g.class_name)
-    fields = block_fields(root_class, {"quant": plan.quant})
-    names = config_fields(fields)
+    fields = block_fields(built.namespace, g.class_name, getattr(g, "config_name", None),
+                          {"quant": plan.quant})
+    sizes, keywords = config_fields(fields)
+    field_values = values_of(fields, sizes, keywords)
     lm = language_model(plan.morphism, plan.env)
     mode = decoding(plan.morphism, hasattr(root_class, "step"))
     incremental = mode != "recompute"
@@ -102,21 +104,25 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
                   incremental=incremental, decoding=mode, probabilities=bool(lm and lm.probabilities),
                   embedding=repr(embedding), sha256=digest,
                   vocab_size=lm.vocab if lm is not None else None,
-                  fields="\n".join(field_lines(fields, names)), field_map=repr(names),
+                  fields="\n".join(field_lines(field_values)), sizes_map=repr(sizes),
+                  keywords_map=repr(keywords), config_class=repr(fields.config),
+                  config_import=_config_import(fields.config),
+                  build=_build_call(fields.config),
                   no_split=repr(units))
     auto = {"AutoConfig": "configuration_ncdc.NcdcConfig", "AutoModel": "modeling_ncdc.NcdcModel"}
     if lm is not None:
         auto["AutoModelForCausalLM"] = "modeling_ncdc.NcdcForCausalLM"
     config = {"architectures": [arch], "auto_map": auto, "model_type": "ncdc",
-              "dtype": plan.dtype, **{n: fields[kw] for n, kw in names.items()},
-              "ncdc_fields": names, "ncdc_root": g.class_name, "ncdc_kind": kind,
+              "dtype": plan.dtype, **field_values, "ncdc_sizes": sizes,
+              "ncdc_keywords": keywords, "ncdc_config": fields.config,
+              "ncdc_root": g.class_name, "ncdc_kind": kind,
               "ncdc_incremental": incremental, "ncdc_decoding": mode,
               "ncdc_probabilities": values["probabilities"],
               "ncdc_embedding": embedding, "ncdc_spec_sha256": digest,
               "ncdc_version": ncdc.__version__, "vocab_size": values["vocab_size"],
               "use_cache": incremental}
     out = Exported(folder, architecture=arch, kind=kind, incremental=incremental,
-                   decoding=mode, probabilities=values["probabilities"], fields=fields)
+                   decoding=mode, probabilities=values["probabilities"], fields=field_values)
 
     for name, text in (("ncdc_module.py", g.source),
                        ("configuration_ncdc.py", template("configuration_ncdc.py", **values)),
@@ -132,7 +138,7 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
     out.files.append("config.json")
     readme = template("README.md", **values,
                       spec=os.path.basename(spec_path) if spec_path else "a term built in memory",
-                      architecture=arch, sizes=_sizes(names, fields), note=_note(lm, mode),
+                      architecture=arch, sizes=_sizes(field_values), note=_note(lm, mode),
                       tensors=out.tensors, bytes=out.bytes)
     write_text(os.path.join(folder, "README.md"), readme, "--hf")
     out.files.append("README.md")
@@ -150,8 +156,19 @@ def _units(root):
             yield child
 
 
-def _sizes(names: dict, fields: dict) -> str:
-    return "\n".join(f"| `{n}` | `{json.dumps(fields[kw])}` |" for n, kw in names.items())
+def _sizes(values: dict) -> str:
+    return "\n".join(f"| `{n}` | `{json.dumps(v)}` |" for n, v in values.items())
+
+
+def _config_import(config: str | None) -> str:
+    """The modeling file's import of the generated config dataclass (none without one)."""
+    return f"from .ncdc_module import {config} as NcdcRootConfig\n" if config else ""
+
+
+def _build_call(config: str | None) -> str:
+    """How ``build_block`` constructs the root: from the config dataclass, or keywords."""
+    return "NcdcRoot(NcdcRootConfig(**sizes), **keywords)" if config else \
+        "NcdcRoot(**sizes, **keywords)"
 
 
 def _note(lm, mode: str) -> str:

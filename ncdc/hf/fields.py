@@ -1,15 +1,22 @@
-"""The config's fields: the sizes and constants the generated module is built with.
+"""The config's fields: the sizes and constants the generated module is built with, and the
+keywords of its root class's constructor (``quant``, ``static_shapes``, ``stand_in``).
 
-Today a generated root class takes them as keyword arguments of its constructor, with the
-values it was generated at as defaults; :func:`block_fields` reads them there and
-:func:`config_fields` names them as config attributes. The exported modeling file builds the
-module from the config in one function (``build_block`` in ``templates/modeling_ncdc.py.tmpl``),
-the counterpart of this one.
+A generated file either holds one ``@dataclass`` config (its fields the sizes and constants,
+defaults the values it was generated at) that every module takes as ``config``, or passes the
+sizes as keyword arguments with those defaults (files generated before the dataclass existed).
+:func:`block_fields` reads them from either; :func:`config_fields` names them as config
+attributes. The exported modeling file builds the module from the config in one function
+(``build_block`` in ``templates/modeling_ncdc.py.tmpl``), the counterpart of this one.
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import keyword
+import math
+from dataclasses import dataclass, field
+
+from ncdc.ir.errors import BindingError
 
 #: Attributes every transformers config has; a field of the same name is prefixed ``ncdc_``.
 RESERVED = frozenset({
@@ -22,42 +29,76 @@ RESERVED = frozenset({
 TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 
-def block_fields(root_class, overrides: dict | None = None) -> dict:
-    """``keyword -> value`` of every keyword-only constructor argument of ``root_class``
-    (the generated root) with a default; ``overrides`` replace defaults (such as ``quant``)."""
-    out = {}
-    for name, p in inspect.signature(root_class.__init__).parameters.items():
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.default is not inspect.Parameter.empty:
-            out[name] = p.default
+@dataclass
+class BlockFields:
+    """``config``: the generated config dataclass's name (None where the sizes are keywords);
+    ``sizes``: its fields (or the size keywords) and their values; ``keywords``: the other
+    keyword-only constructor arguments and their values."""
+
+    config: str | None
+    sizes: dict = field(default_factory=dict)
+    keywords: dict = field(default_factory=dict)
+
+
+def block_fields(namespace, class_name: str, config_name: str | None,
+                 overrides: dict | None = None) -> BlockFields:
+    """The fields of the root class ``class_name`` of the generated file ``namespace`` (a
+    module); ``config_name``: its config dataclass, if the file has one; ``overrides`` replace
+    keyword defaults (such as ``quant``)."""
+    root = getattr(namespace, class_name)
+    params = inspect.signature(root.__init__).parameters
+    keywords = {n: p.default for n, p in params.items()
+                if p.kind is inspect.Parameter.KEYWORD_ONLY
+                and p.default is not inspect.Parameter.empty}
     for name, value in (overrides or {}).items():
-        if name in out:
-            out[name] = value
-    return out
+        if name in keywords:
+            keywords[name] = value
+    cls = getattr(namespace, config_name, None) if config_name and "config" in params else None
+    if cls is None:
+        return BlockFields(None, {}, keywords)
+    sizes = {}
+    for f in dataclasses.fields(cls):
+        if f.default is dataclasses.MISSING:
+            raise BindingError(f"{f.name}: the generated module's config has no value for it "
+                               "(give it with --size)")
+        sizes[f.name] = f.default
+    return BlockFields(config_name, sizes, keywords)
 
 
-def config_fields(fields: dict) -> dict:
-    """``config attribute -> keyword``: the keyword itself, or ``ncdc_<keyword>`` where it
-    is a transformers config attribute or starts with ``ncdc_``."""
-    out = {}
-    for kw in fields:
-        name = kw
-        if kw in RESERVED or kw.startswith("ncdc_") or kw.startswith("_") \
-                or keyword.iskeyword(kw):
-            name = "ncdc_" + kw.lstrip("_")
-        out[name] = kw
-    return out
+def _attribute(name: str) -> str:
+    if name in RESERVED or name.startswith("ncdc_") or name.startswith("_") \
+            or keyword.iskeyword(name):
+        return "ncdc_" + name.lstrip("_")
+    return name
 
 
-def field_lines(fields: dict, names: dict) -> list[str]:
+def config_fields(fields: BlockFields) -> tuple[dict, dict]:
+    """``(sizes, keywords)``, each ``config attribute -> field or keyword``: the name itself,
+    or ``ncdc_<name>`` where it is a transformers config attribute or starts with ``ncdc_``."""
+    sizes = {_attribute(n): n for n in fields.sizes}
+    keywords = {}
+    for n in fields.keywords:
+        name = _attribute(n)
+        keywords["ncdc_" + name if name in sizes else name] = n
+    return sizes, keywords
+
+
+def values_of(fields: BlockFields, sizes: dict, keywords: dict) -> dict:
+    """``config attribute -> value`` of every field."""
+    return {**{a: fields.sizes[n] for a, n in sizes.items()},
+            **{a: fields.keywords[n] for a, n in keywords.items()}}
+
+
+def field_lines(values: dict) -> list[str]:
     """Dataclass field lines of the configuration class, ``    name: type = value``."""
     lines = []
-    for name, kw in names.items():
-        value = fields[kw]
+    for name, value in values.items():
         kind = TYPES.get(type(value))
-        if kind is None:
-            raise TypeError(f"constructor argument {kw}={value!r}: not a bool, int, float or str")
+        if kind is None or (isinstance(value, float) and not math.isfinite(value)):
+            raise BindingError(f"{name}={value!r}: a config field must be a bool, an int, a "
+                               "finite float or a str")
         lines.append(f"    {name}: {kind} = {value!r}")
     return lines
 
 
-__all__ = ["block_fields", "config_fields", "field_lines"]
+__all__ = ["BlockFields", "block_fields", "config_fields", "field_lines", "values_of"]
