@@ -363,7 +363,11 @@ def test_layer0_automodel_equals_ncdc_module_and_interpreter(layer0):
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["NcdcModel"] and config["ncdc_incremental"] is True
     assert "AutoModelForCausalLM" not in config["auto_map"]
-    assert config["m"] == 64 and config["w"] == 8 and config["e"] == 8
+    # the sizes it was generated at, by the generated module's own names for them
+    by_name = {n: config[a] for a, n in {**config["ncdc_sizes"],
+                                          **config["ncdc_keywords"]}.items()}
+    assert by_name.get("hidden_width", by_name.get("m")) == 64
+    assert by_name.get("window_size", by_name.get("w")) == 8
     model = AutoModel.from_pretrained(folder, trust_remote_code=True)
     xs = [torch.from_numpy(x) for x in inputs]
     with torch.no_grad():
