@@ -13,7 +13,9 @@ import ast
 import hashlib
 import json
 import math
+import os
 import sys
+import tempfile
 import warnings
 
 import numpy as np
@@ -24,6 +26,9 @@ from ncdc.cli import main
 
 from .conftest import TRANSFORMER, loaded
 
+# transformers copies each loaded folder's code into its modules cache: a temporary one here
+# (read when transformers is first imported)
+os.environ.setdefault("HF_MODULES_CACHE", os.path.join(tempfile.gettempdir(), "ncdc-hf-modules"))
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
@@ -174,6 +179,16 @@ def test_probabilities_are_presented_as_log_probabilities(tr_lm, tr_ncdc):
         probs = tr_ncdc(ids)
     torch.testing.assert_close(logits, torch.log(probs), rtol=0, atol=1e-12)
     torch.testing.assert_close(torch.softmax(logits, -1), probs, rtol=0, atol=1e-12)
+
+
+def test_padded_batches_are_refused(tr_lm):
+    ids = torch.tensor(IDS)
+    mask = torch.ones_like(ids)
+    with torch.no_grad():
+        torch.testing.assert_close(tr_lm(ids, attention_mask=mask).logits, tr_lm(ids).logits)
+        mask[0, 0] = 0
+        with pytest.raises(ValueError, match="padded batches"):
+            tr_lm(ids, attention_mask=mask)
 
 
 def test_save_pretrained_round_trips(tr_lm, tmp_path):
