@@ -447,9 +447,12 @@ def test_export_errors_are_one_line(tmp_path, capsys):
     assert main(["export", "--hf", str(tmp_path / "d"), str(TRANSFORMER),
                  "--max-shard-size", "lots"]) == 2
     assert main(["export", "--hf", str(tmp_path / "no" / "d"), str(TRANSFORMER)]) == 2
+    assert main(["export", "--hf", str(tmp_path / "d"), str(TRANSFORMER),
+                 "--max-memory", "1KB"]) == 1  # refused before anything is allocated
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 3 and all(line.startswith("error: ") for line in err)
+    assert len(err) == 4 and all(line.startswith("error: ") for line in err)
     assert "is a file" in err[0] and "--max-shard-size" in err[1] and "does not exist" in err[2]
+    assert "--max-memory" in err[3] and not (tmp_path / "d").exists()
 
 
 def windowed_lm(width: int = 3):

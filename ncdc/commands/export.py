@@ -8,6 +8,7 @@ import sys
 from .common import (
     add_block_arg,
     add_checkpoint_args,
+    add_memory_arg,
     add_quant_arg,
     add_reading_arg,
     add_size_args,
@@ -55,6 +56,7 @@ def add_parser(subparsers) -> None:
     add_quant_arg(p, help="default of the module's quant switch: exact or emulate "
                           "(default: exact)")
     add_reading_arg(p)
+    add_memory_arg(p)
     p.set_defaults(run=run)
 
 
@@ -67,6 +69,19 @@ def _shard_size(text: str) -> int:
     except EvaluationError:
         raise UsageError(f"--max-shard-size {text!r}: expected a size such as 2GiB, 500MB or "
                          "1000000 (bytes)") from None
+
+
+def _preflight(morphism, env, args) -> None:
+    """Refuse before allocating when the module at ``--dtype`` (and the cost model's largest
+    activations) would exceed ``--max-memory`` or the machine's available memory
+    (``NCDC_NO_PREFLIGHT=1`` lifts the latter)."""
+    from ncdc.preflight import check_budget, estimate, parse_size
+
+    est = estimate(morphism, env, held=None if args.dtype == "float64" else args.dtype)
+    avail = (2**63, "NCDC_NO_PREFLIGHT=1") if os.environ.get("NCDC_NO_PREFLIGHT") == "1" \
+        else None
+    limit = parse_size(args.max_memory) if args.max_memory else None
+    check_budget(est, command="export", max_memory=limit, available=avail)
 
 
 def run(args) -> int:
@@ -83,6 +98,7 @@ def run(args) -> int:
     _check_source_path(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     morphism, where = chosen_block(spec, args)
+    _preflight(morphism, binding.env, args)
 
     def model_specs():
         from ncdc.ir.params import param_specs
