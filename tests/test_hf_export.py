@@ -252,6 +252,10 @@ def test_meta_device_construction_and_loading(tr, tr_lm, monkeypatch):
     assert {p.device.type for p in model.parameters()} == {"cpu"}
     assert torch.equal(model.state_dict()["ncdc.embedding.e_table"],
                        tr_lm.state_dict()["ncdc.embedding.e_table"])
+    monkeypatch.undo()
+    low = AutoModelForCausalLM.from_pretrained(folder, trust_remote_code=True,
+                                               low_cpu_mem_usage=True)
+    assert all(torch.equal(v, tr_lm.state_dict()[k]) for k, v in low.state_dict().items())
 
 
 def ncdc_loop(module, ids, steps: int, sample: bool = False):
