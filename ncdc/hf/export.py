@@ -19,6 +19,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
+from ncdc.codegen.decoder import token_input
 from ncdc.ir.errors import UsageError
 
 from .fields import block_fields, config_fields, field_lines, values_of
@@ -90,7 +91,8 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
     sizes, keywords = config_fields(fields)
     field_values = values_of(fields, sizes, keywords)
     lm = language_model(plan.morphism, plan.env)
-    mode = decoding(plan.morphism, hasattr(root_class, "step"))
+    tokens = token_input(plan.morphism)  # (input, dim from the end) of the token axis
+    mode = decoding(plan.morphism, hasattr(root_class, "step"), tokens)
     incremental = mode != "recompute"
     kind = "causal-lm" if lm is not None else "block"
     arch = "NcdcForCausalLM" if lm is not None else "NcdcModel"
@@ -101,7 +103,8 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
         embedding = first[0] if first is not None else None
     units = sorted({type(m).__name__ for m in _units(built.module)})
     values = dict(title=title, version=ncdc.__version__, root=g.class_name, kind=kind,
-                  incremental=incremental, decoding=mode, probabilities=bool(lm and lm.probabilities),
+                  incremental=incremental, decoding=mode,
+                  tokens=repr(list(tokens)) if tokens else None, probabilities=bool(lm and lm.probabilities),
                   embedding=repr(embedding), sha256=digest,
                   vocab_size=lm.vocab if lm is not None else None,
                   fields="\n".join(field_lines(field_values)), sizes_map=repr(sizes),
@@ -117,6 +120,7 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
               "ncdc_keywords": keywords, "ncdc_config": fields.config,
               "ncdc_root": g.class_name, "ncdc_kind": kind,
               "ncdc_incremental": incremental, "ncdc_decoding": mode,
+              "ncdc_tokens": list(tokens) if tokens else None,
               "ncdc_probabilities": values["probabilities"],
               "ncdc_embedding": embedding, "ncdc_spec_sha256": digest,
               "ncdc_version": ncdc.__version__, "vocab_size": values["vocab_size"],

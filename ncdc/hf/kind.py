@@ -60,17 +60,20 @@ def language_model(morphism, env) -> LanguageModel | None:
     return LanguageModel(vocab, inputs, isinstance(_last_operator(morphism), SoftMax))
 
 
-def decoding(morphism, has_step: bool) -> str:
+def decoding(morphism, has_step: bool, tokens) -> str:
     """How the export decodes: ``state`` (the generated ``prefill``/``step`` and their state),
     ``positionwise`` (incremental without look-backs or positions: ``forward`` on the new tokens
-    is the step), or ``recompute`` (a read over the whole token axis: no bounded state)."""
+    is the step), or ``recompute`` (a read over the whole token axis: no bounded state);
+    ``tokens``: where the token axis is among the inputs (None: nowhere)."""
     if has_step:
         return "state"
+    if tokens is None:
+        return "recompute"
     try:
         a = analyse(morphism)
     except SpecError:
         return "recompute"
-    return "positionwise" if a.has_tokens and a.incremental else "recompute"
+    return "positionwise" if a.incremental else "recompute"
 
 
 __all__ = ["LanguageModel", "decoding", "language_model"]
