@@ -459,11 +459,11 @@ def test_export_errors_are_one_line(tmp_path, capsys):
     assert "--max-memory" in err[3] and not (tmp_path / "d").exists()
 
 
-def windowed_lm(width: int = 3):
+def windowed_lm(width: int = 3, softmax: bool = True):
     """A causal LM built by hand that is incremental: token ids -> embedding -> a window of
     the last ``width`` positions -> Linear -> softmax over 13 tokens (its decoder state: the
     last ``width - 1`` embeddings; none for a width of 1, which works position by
-    position)."""
+    position); without ``softmax`` it ends in the Linear's logits."""
     from ncdc.ir import Embedding, Linear, SoftMax, View
     from ncdc.ir.axes import RawAxis
     from ncdc.ir.env import Env
@@ -480,8 +480,8 @@ def windowed_lm(width: int = 3):
     mix = bc(Linear(Name("W")), [weave(R, "*", w, m)], [weave(R, "*", v)], [rearr([0], x)])
     soft = bc(SoftMax(Name("SoftMax")), [weave(R, "*", v)], [weave(R, "*", v)],
               [rearr([0], x)])
-    return block(composed(emb, block(composed(win, mix), "Window"), soft), "Windowed LM"), \
-        Env({tokens: 9})
+    steps = (emb, block(composed(win, mix), "Window")) + ((soft,) if softmax else ())
+    return block(composed(*steps), "Windowed LM"), Env({tokens: 9})
 
 
 def test_an_incremental_lm_generates_with_ncdcs_decoder_state(tmp_path):
@@ -600,3 +600,21 @@ def test_a_positionwise_lm_generates_on_the_new_token_only(tmp_path):
         got = lm.generate(ids, max_new_tokens=5, do_sample=False)
     assert lengths == [6, 1, 1, 1, 1]
     assert torch.equal(got, ncdc_loop(ncdc_module(term, env, weights), ids, 5))
+
+
+def test_a_diagram_ending_in_logits_keeps_them(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from ncdc.hf.export import export_hf
+    from ncdc.ir.params import param_specs
+    from ncdc.rank import RankPlan
+
+    term, env = windowed_lm(softmax=False)
+    weights = draw_weights(tmp_path / "w.npz", param_specs(term, env), env, seed=6)
+    out = export_hf(RankPlan(term, env, str(tmp_path / "w.npz"), dtype="float64"),
+                    str(tmp_path / "lm"), spec_path=None, title="Logits LM")
+    assert out.architecture == "NcdcForCausalLM" and not out.probabilities
+    lm = AutoModelForCausalLM.from_pretrained(tmp_path / "lm", trust_remote_code=True)
+    ids = torch.tensor(IDS)
+    with torch.no_grad():
+        assert torch.equal(lm(ids).logits, ncdc_module(term, env, weights)(ids))
