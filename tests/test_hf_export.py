@@ -618,3 +618,12 @@ def test_a_diagram_ending_in_logits_keeps_them(tmp_path):
     ids = torch.tensor(IDS)
     with torch.no_grad():
         assert torch.equal(lm(ids).logits, ncdc_module(term, env, weights)(ids))
+
+
+def test_an_export_is_deterministic(tmp_path):
+    """The same command twice writes the same bytes (synthetic weights are seeded)."""
+    for name in ("a", "b"):
+        export(tmp_path / name, TRANSFORMER, "--seed", "3")
+    a = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
+    b = {p.name: p.read_bytes() for p in (tmp_path / "b").iterdir()}
+    assert a == b and "model.safetensors" in a

@@ -136,8 +136,7 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
     state = {f"{PREFIX}.{k}": v for k, v in built.module.state_dict().items()}
     out.tensors = len(state)
     out.bytes = sum(t.numel() * t.element_size() for t in state.values())
-    out.files += write_weights(folder, state, max_shard_size,
-                               {"ncdc_spec_sha256": digest, "ncdc_version": ncdc.__version__})
+    out.files += write_weights(folder, state, max_shard_size)
     write_json(os.path.join(folder, "config.json"), config)
     out.files.append("config.json")
     readme = template("README.md", **values,

@@ -39,13 +39,15 @@ def shards(tensors: dict, limit: int) -> list[list[str]]:
     return groups
 
 
-def write_weights(folder: str, tensors: dict, limit: int, metadata: dict) -> list[str]:
+def write_weights(folder: str, tensors: dict, limit: int) -> list[str]:
     """``tensors`` (name -> torch tensor) as ``model.safetensors``, or as numbered shards and
     their index where they exceed ``limit`` bytes; the names of the files written. Shards and an
-    index of an earlier export that this one does not write are removed."""
+    index of an earlier export that this one does not write are removed. The files' metadata
+    is transformers' ``{"format": "pt"}`` alone: safetensors writes several entries in no fixed
+    order, and the same export should give the same bytes."""
     from safetensors.torch import save_file
 
-    meta = {"format": "pt", **metadata}
+    meta = {"format": "pt"}
     groups = shards(tensors, limit)
     written = []
     if len(groups) == 1:
