@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ncdc.ir.arrays import TILED
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Broadcasted
-from ncdc.ir.operators import BlockOperator, Einops, Linear, View
+from ncdc.ir.operators import BlockOperator, View
+from ncdc.ir.rewrites import ContractionView
 from ncdc.ir.storage import block_scale, output_format
 
 from . import flips, formats
@@ -116,35 +116,19 @@ def _format_text(dt) -> str:
     return comment_text(str(dt), 40)
 
 
-def fusible_view(cb, item, nxt, wires: list[Wire] | None = None) -> bool:
-    """A contraction whose single result is only re-read by the next item, a pure relabelling
-    ``View`` (e.g. ``diag`` after a per-expert ``Linear``): fold both into one einsum so the
-    |e|x|e| intermediate never exists."""
-    if not (isinstance(item, Broadcasted) and isinstance(nxt, Broadcasted)):
-        return False
-    if not isinstance(item.operator, (Linear, Einops)) or not isinstance(nxt.operator, View):
-        return False
-    if isinstance(item.operator, Einops) and not any(item.operator.signature):
-        return False
-    if len(item.output_weaves) != 1 or len(nxt.input_weaves) != 1:
-        return False
-    if not item.input_weaves:
-        return False
-    if any(a is not TILED for a in nxt.input_weaves[0].shape):
-        return False
-    if wires is not None and any(w.live is not None for w in wires):
-        return False
-    if kind(item.output_weaves[0].datatype) != "real":
-        return False
-    amap = affine_map(nxt.reindexings[0], constraints_ok=True)
-    if amap.constraints:
-        return False
+def lower_contraction_view(cb, m: ContractionView, wires: list[Wire]) -> list[Wire]:
+    """``m`` as one einsum placing the contraction's result where the View puts it, so the
+    contraction's own result (e.g. ``|e|x|e|`` for a per-expert ``Linear`` and its ``diag``)
+    never exists; as the composition where a relabelled dim's axis differs in size from the
+    dim it reads under this binding."""
+    amap = affine_map(m.view.reindexings[0], constraints_ok=True)
     gen = cb.gen
 
     def sizes(axis):
         return gen.size(axis.size), gen.ref_size(axis.size)
 
     if any(simple_source(amap, j, sizes) is None for j in range(len(amap.cod))):
-        return False
-    # the view must read every dim of the contraction's output (it is all TILED)
-    return len(amap.cod) == len(item.output_weaves[0].shape)
+        for item in m.content:
+            wires = cb.lower(item, wires)
+        return wires
+    return lower_broadcasted(cb, m.contraction, wires, then=m.view)

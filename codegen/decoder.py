@@ -62,8 +62,9 @@ def decoder_analysis(root: Morphism) -> Analysis | None:
         a = analyse(root)
     except SpecError:
         return None
-    if not a.incremental or not (a.lookbacks or a.positions):
-        return None  # not decodable, or position by position: ``forward`` decodes it
+    if not a.incremental or not (a.lookbacks or a.positions) or a.recurrences:
+        return None  # not decodable, or position by position: ``forward`` decodes it; a
+        # Scan over the tokens carries a state the generated ``step`` does not keep yet
     return a
 
 

@@ -70,6 +70,8 @@ class FormulaPrinter:
             return "math.e"
         if e == sympy.pi:
             return "math.pi"
+        if e == sympy.I:
+            return "1j"
         if e == sympy.oo:
             return "math.inf"
         if e.is_Add:

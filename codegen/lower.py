@@ -19,19 +19,23 @@ from ncdc.ir.morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Drop,
     Grab,
     Morphism,
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     Truncated,
 )
 from ncdc.ir.params import repetitions
+from ncdc.ir.rewrites import ContractionView
 from ncdc.ir.tags import BlockDrawing, TapeSlot
+from ncdc.ir.walk import by_kind
 
 from . import calls, complex_parts, flips, tape
-from .broadcast import fusible_view, lower_broadcasted
+from .broadcast import lower_broadcasted, lower_contraction_view
 from .class_source import ClassParts, class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
 from .classstate import Batch, Interface, Needs, PairsState
@@ -39,8 +43,16 @@ from .emit import FunctionWriter
 from .escapes import NotCompact, escape
 from .experts import expert_facts
 from .members import Members
-from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
+from .names import (
+    FORWARD_LOCALS,
+    RESERVED_ATTRIBUTES,
+    Namer,
+    array_name,
+    comment_text,
+    identifier,
+)
 from .pairs import Selection, is_selection_mask
+from .scan import lower_coupled_scan, lower_scan
 from .sizes import SizeCodes
 from .statements import IF, Rounding
 from .wires import Wire
@@ -103,9 +115,7 @@ class ClassBuilder:
         self.tape = dict(tape)
         arg_names = Namer(set(self.fw.names.taken))
         for _k, (arr, st) in enumerate(zip(dom, statics, strict=False)):
-            base = identifier("_".join(a.label for a in arr.shape), "scalar") if arr.shape \
-                else "scalar"
-            var = arg_names.fresh(base)
+            var = arg_names.fresh(array_name(arr))
             self.fw.names.reserve(var)
             live = None
             if st is not None:
@@ -174,6 +184,8 @@ class ClassBuilder:
         info.needs_static = self.needs.static or self.needs.passes_static
         info.needs_stand_in = bool(self.needs.user_data) or self.needs.passes_stand_in
         info.members = list(self.members.items)
+        info.user_data = tuple(dict.fromkeys([*self.needs.user_data, *(
+            t for m in self.members.items if isinstance(m, Sub) for t in m.info.user_data)]))
         ctor = set(self.sizes.init_symbols) | set(self.sizes.fwd_symbols)
         for m in self.members.items:
             if isinstance(m, Sub):
@@ -188,38 +200,43 @@ class ClassBuilder:
 
     # -- lowering ------------------------------------------------------------------------------
     def lower(self, m: Morphism, wires: list[Wire]) -> list[Wire]:
-        if isinstance(m, Rearrangement):
-            if len(wires) != len(m.dom):
-                raise SpecError(f"rearrangement of {len(m.dom)} wires applied to {len(wires)}",
-                                m.path)
-            return [wires[i] for i in m.mapping]
-        if isinstance(m, Composed):
-            return self.lower_composed(m, wires)
-        if isinstance(m, ProductOfMorphisms):
-            out, pos = [], 0
-            for part in m.content:
-                n = len(part.dom)
-                out.extend(self.lower(part, wires[pos:pos + n]))
-                pos += n
-            if pos != len(wires):
-                raise SpecError(f"product consumes {pos} wires of {len(wires)}", m.path)
-            return out
-        if isinstance(m, Block):
-            return self._noted(self.lower_block(m, wires))
-        if isinstance(m, Broadcasted):
-            return self._noted(lower_broadcasted(self, m, wires))
-        if isinstance(m, ParaWrap):
-            return self.lower_parawrap(m, [flips.plain(self.fw, w) for w in wires])
-        if isinstance(m, Grab):
-            return [self.tape_read(m.tape, m.size)]
-        if isinstance(m, Drop):
-            self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
-            return []
-        if isinstance(m, Truncated):
-            raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
-                                 "compile a complete block or the salvaged prefix", m.path)
-        raise SpecError(f"cannot generate code for a {type(m).__name__}",
-                        getattr(m, "path", ""))
+        """The wires ``m`` gives when applied to ``wires``: the rule of its kind
+        (:data:`_LOWERING`, the most derived class that has one)."""
+        rule = by_kind(_LOWERING, m)
+        if rule is None:
+            raise SpecError(f"cannot generate code for a {type(m).__name__}",
+                            getattr(m, "path", ""))
+        return rule(self, m, wires)
+
+    def _rearrange(self, m: Rearrangement, wires: list[Wire]) -> list[Wire]:
+        if len(wires) != len(m.dom):
+            raise SpecError(f"rearrangement of {len(m.dom)} wires applied to {len(wires)}",
+                            m.path)
+        return [wires[i] for i in m.mapping]
+
+    def _composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
+        for item in m.content:
+            wires = self.lower(item, wires)
+        return wires
+
+    def _product(self, m: ProductOfMorphisms, wires: list[Wire]) -> list[Wire]:
+        out, pos = [], 0
+        for part in m.content:
+            n = len(part.dom)
+            out.extend(self.lower(part, wires[pos:pos + n]))
+            pos += n
+        if pos != len(wires):
+            raise SpecError(f"product consumes {pos} wires of {len(wires)}", m.path)
+        return out
+
+    def _drop(self, m: Drop, wires: list[Wire]) -> list[Wire]:
+        self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
+        return []
+
+    @staticmethod
+    def _truncated(m: Truncated, wires: list[Wire]) -> list[Wire]:
+        raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
+                             "compile a complete block or the salvaged prefix", m.path)
 
     def _noted(self, wires: list[Wire]) -> list[Wire]:
         for w in wires:
@@ -230,20 +247,6 @@ class ClassBuilder:
         """Remember the first wire carrying a data-dependent selection of a sparse axis."""
         if is_selection_mask(w):
             self.pairs.masks.setdefault(w.array.shape[0].uid, w)
-
-    def lower_composed(self, m: Composed, wires: list[Wire]) -> list[Wire]:
-        items = m.content  # normalized: ir.pipeline.normalize ran in codegen.generate
-        i = 0
-        while i < len(items):
-            item = items[i]
-            nxt = items[i + 1] if i + 1 < len(items) else None
-            if nxt is not None and fusible_view(self, item, nxt):
-                wires = lower_broadcasted(self, item, wires, then=nxt)
-                i += 2
-                continue
-            wires = self.lower(item, wires)
-            i += 1
-        return wires
 
     def inline_block(self, block: Block) -> bool:
         return (block.tag.drawing == BlockDrawing.BODY_IN_PLACE
@@ -270,3 +273,21 @@ class ClassBuilder:
 
 
 __all__ = ["ClassBuilder", "ClassInfo", "Param", "Sub", "TapeEntry"]
+
+
+_LOWERING = {
+    Rearrangement: ClassBuilder._rearrange,
+    ContractionView: lambda cl, m, wires: lower_contraction_view(cl, m, wires),
+    Composed: ClassBuilder._composed,
+    ProductOfMorphisms: ClassBuilder._product,
+    Block: lambda cl, m, wires: cl._noted(cl.lower_block(m, wires)),
+    Broadcasted: lambda cl, m, wires: cl._noted(lower_broadcasted(cl, m, wires)),
+    ParaWrap: lambda cl, m, wires: cl.lower_parawrap(m, [flips.plain(cl.fw, w) for w in wires]),
+    Grab: lambda cl, m, wires: [cl.tape_read(m.tape, m.size)],
+    Drop: ClassBuilder._drop,
+    Scan: lambda cl, m, wires: lower_scan(cl, m, wires),
+    CoupledScan: lambda cl, m, wires: lower_coupled_scan(cl, m, wires),
+    Truncated: lambda cl, m, wires: ClassBuilder._truncated(m, wires),
+}
+"""Morphism kind -> ``rule(lowering, m, wires) -> wires`` (a Fused node's own entry before
+the Composed one it derives from, :func:`ir.walk.by_kind`)."""

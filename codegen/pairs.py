@@ -20,12 +20,13 @@ selected (row, slot) pairs only:
 * the contraction over the axis gathers the gate at the pairs and sums the products back into
   their rows (``add_rows``): dead slots are never read or multiplied.
 
-The pairs come in two forms, chosen at run time by the constructor switch ``static_shapes``
-(threaded through every class that makes or passes on a selection, like ``quant``): the sparse
-default holds exactly the live pairs (counts read off the data: eager only), the static form
-``k`` pairs per row with a liveness flag per pair and the grouped product as the custom op
-``ncdc::grouped_matmul`` (every shape fixed by the input shapes: ``torch.compile(fullgraph=True)``
-and ``torch.export``); see ``prelude/pairs.py``.
+The pairs come in two forms, chosen at run time: the sparse form holds exactly the live pairs
+(counts read off the data: eager only), the static form ``k`` pairs per row with a liveness flag
+per pair and the grouped product as the custom op ``ncdc::grouped_matmul`` (every shape fixed by
+the input shapes: ``torch.compile(fullgraph=True)`` and ``torch.export``). ``live_pairs`` takes
+the static form while torch traces the module and where the constructor switch
+``static_shapes`` (threaded through every class that makes or passes on a selection, like
+``quant``) asks for it, the sparse form otherwise; see ``prelude/pairs.py``.
 
 Whether that is sound is decided while the code is written, not guessed: a pairs array that
 reaches any other use (a block output, the tape, a fold along the axis, a contraction gated by
@@ -52,7 +53,7 @@ from ncdc.ir.operators import (
 )
 
 from .ctx import Ctx
-from .emit import align_code
+from .emit import align_code, atom
 from .escapes import ARGUMENT, NotCompact, PairsEscape, escape
 from .experts import note_expert_param, note_unsliceable
 from .names import comment_text
@@ -309,7 +310,7 @@ def contract_pairs(ctx):
     if not gated:
         escape(origins, "a contraction over the sparse axis that its selection does not gate")
     out = [lab for lab in ctx.deg_labels if any(lab in t[1] for t in terms)]
-    code = ctx.einsum(terms, [PAIRS] + out)
+    code = _per_pair_product(ctx, terms, [PAIRS] + out)
     per_pair = ctx.bind("terms", code, [PAIRS] + out, "per pair")
     cb.gen.prelude.add("pairs")
     var = ctx.bind("contraction", f"add_rows({per_pair}, {lead}, {sel.pairs})", out,
@@ -319,6 +320,16 @@ def contract_pairs(ctx):
     if live is not None:
         live = ctx.bind(var + "_live", live)
     return [OpResult(var, out, live, static, full=True)]
+
+
+def _per_pair_product(ctx, terms, out) -> str:
+    """The terms multiplied per pair: two terms that share every label they hold with ``out``
+    (nothing summed) as one broadcast product, the value ``torch.einsum`` gives (it multiplies
+    them so) without its planning on every call; else ``torch.einsum``."""
+    if len(terms) == 2 and all(set(t[1]) <= set(out) and len(set(t[1])) == len(t[1])
+                               for t in terms):
+        return " * ".join(atom(align_code(t[0], t[1], out)) for t in terms)
+    return ctx.einsum(terms, out)
 
 
 __all__ = [

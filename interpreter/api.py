@@ -91,7 +91,8 @@ class Interpreted:
             raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
                             "complete leading part of a truncated composition", morphism.path)
         with deep_recursion(morphism):
-            morphism = normalize(morphism, reading=reading, fuse=fuse)
+            morphism = normalize(morphism, reading=reading,
+                                 fusion="bank_diagonal" if fuse else None)
             self.table = ParamTable(morphism, env)
             self.tape_needs = tape_needs(morphism)
             self.tape_slots = tape_slots(morphism)

@@ -45,10 +45,10 @@ from ncdc.ir.operators import ParaBlockOperator
 from ncdc.ir.params import repetitions
 from ncdc.ir.pipeline import source
 from ncdc.ir.rewrites import BankDiagonal
-from ncdc.ir.traverse import Descend, Visitor, traverse
+from ncdc.ir.traverse import Descend, Visitor, scan_length, traverse
 from ncdc.ir.walk import by_kind
 
-from . import fusion, plan_experts
+from . import fusion, plan_experts, plan_scan
 from .evaluate import NUMPY_ERRORS, Evaluator, Scope, unevaluable
 from .plan_demand import gated_contraction, position_wise, widest_site
 from .plan_steps import SiteSteps, boxed, locate
@@ -170,6 +170,9 @@ class _Builder(SiteSteps):
         """``{id(site): site it was rebuilt from}`` (a narrowed part: :meth:`by_expert`)."""
         self.taken: list = []
         """``(site, keys)`` of every parameter occurrence taken (:meth:`take_keys`)."""
+        self.scan_counts: dict = {}
+        """``{id(scan): occurrence counts before its step's first iteration}``
+        (:func:`plan_scan.same_occurrence`)."""
 
     def new(self, k: int = 1) -> list[int]:
         out = list(range(self.n, self.n + k))
@@ -521,6 +524,18 @@ class _Emit(Visitor):
                 ev.observer(blk, titles, [boxed(R[r]) for r in outs], batch)
 
         self.b.step(observe, outs, ())
+
+    def scan_steps(self, node, scope) -> int:
+        return scan_length(node, self.ev.env.size(node.n), scope.path)
+
+    def scan_iteration(self, node, step, scope) -> None:
+        plan_scan.same_occurrence(self.b, node, step)
+
+    def scan_slice(self, node, k, reg, step, scope):
+        return plan_scan.slice_at(self.b, reg, step, node.slice_dim(k))
+
+    def scan_stack(self, node, regs, scope):
+        return plan_scan.stack(self.b, regs)
 
     def truncated(self, node, regs, scope):
         raise unevaluable(node, scope.keys)

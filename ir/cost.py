@@ -36,10 +36,10 @@ from dataclasses import dataclass, replace
 import sympy
 
 from .axes import Axis, is_token_axis
-from .cost_rules import bank_axes, flops, formula_ops, is_contraction, prod, work
+from .cost_rules import bank_axes, flops, formula_ops, is_contraction, iterated, prod, work
 from .datatypes import Datatype, kind
 from .incremental import classify_reindexing
-from .morphisms import Block, Broadcasted, Morphism, Truncated
+from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan, Truncated
 from .operators import BlockOperator, Linear, ParaBlockOperator
 from .params import param_roles
 from .weight_formats import (
@@ -262,6 +262,11 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
         total = total + k
     if isinstance(m, Truncated):
         return replace(total, partial=True)
+    if isinstance(m, Scan):  # base once, the step n times on the same weights
+        return kids[0] + iterated(kids[1], m.n)
+    if isinstance(m, CoupledScan):  # every base once, every step n times
+        nb = len(m.bases)
+        return sum(kids[:nb], Cost()) + iterated(sum(kids[nb:], Cost()), m.n)
     if isinstance(m, Block):
         named = tuple(replace(p, titles=(m.title,) + p.titles) for p in total.params)
         state = tuple(replace(s, titles=(m.title,) + s.titles) for s in total.state)

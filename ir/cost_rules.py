@@ -8,6 +8,8 @@ length (window slots ``w|x`` included: the steady state of a long sequence). A b
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import sympy
 
 from .morphisms import Broadcasted
@@ -32,4 +34,11 @@ def is_contraction(b: Broadcasted) -> bool:
     return False
 
 
-__all__ = ["bank_axes", "flops", "formula_ops", "is_contraction", "prod", "target_work", "work"]
+def iterated(c, n):
+    """The cost ``c`` of a scan's step run ``n`` times with one set of weights: the work
+    (FLOPs, lookups) ``n`` times, the weights and the arrays of one step once."""
+    return replace(c, lookups=n * c.lookups, flops=n * c.flops, matmul_flops=n * c.matmul_flops)
+
+
+__all__ = ["bank_axes", "flops", "formula_ops", "is_contraction", "iterated", "prod",
+           "target_work", "work"]

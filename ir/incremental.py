@@ -12,6 +12,9 @@ tapes and repetition):
   ``keep`` entries of the value read there and reads ``cat(kept, new)`` instead of ``new``.
 * **position** — a rotary table over the token axis (``Rotary``, ``YarnRotary``): positions
   are absolute token indices, so the decoder keeps a counter and offsets them.
+* **recurrence** — a ``Scan`` whose recurrence axis is the token axis: token ``x + 1``'s state
+  is the step applied to token ``x``'s, so the decoder carries the last state (``keep`` 1) and
+  runs the step on the new tokens only; incremental, with that carried state.
 * **future** — a look-back whose reach forward ``shift + sum(max(0, s_i (|d_i| - 1)))`` is
   positive: output ``x`` depends on later tokens, the block is not causal
   (:class:`NonCausalError`, naming the read).
@@ -34,7 +37,7 @@ import sympy
 from .affine import affine_map
 from .axes import is_token_axis
 from .errors import NonCausalError, SpecError
-from .morphisms import Block, Broadcasted, Morphism
+from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan
 from .operators import (
     Arithmetic,
     BlockOperator,
@@ -55,7 +58,7 @@ ZERO = sympy.Integer(0)
 POINTWISE = (Arithmetic, Elementwise, TypeConvert, Cast, Identity, PairsAsComplex, Decomplex)
 """Operators that compute each position of their target from the same position alone."""
 
-KINDS = ("lookback", "position", "unbounded", "future")
+KINDS = ("lookback", "position", "recurrence", "unbounded", "future")
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,11 @@ class Analysis:
     @property
     def positions(self) -> bool:
         return bool(self.of_kind("position"))
+
+    @property
+    def recurrences(self) -> tuple[TokenRead, ...]:
+        """The scans over the token axis (each carries one state)."""
+        return self.of_kind("recurrence")
 
     def raise_if_not_causal(self) -> None:
         future = self.of_kind("future")
@@ -242,6 +250,10 @@ def analyse(root: Morphism) -> Analysis:
         counts[site.path] = count
         if isinstance(node, Broadcasted):
             reads.extend(_leaf_reads(node, site.titles, count))
+        elif isinstance(node, (Scan, CoupledScan)) and is_token_axis(node.axis):
+            reads.append(TokenRead("recurrence", node.path, site.titles, "Scan",
+                                   "carries its state from one token to the next",
+                                   sympy.Integer(1), count=count))
     return Analysis(tuple(reads), has or bool(reads))
 
 

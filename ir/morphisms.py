@@ -13,7 +13,7 @@ from functools import cached_property
 import sympy
 
 from .arrays import Array, Weave
-from .axes import Axis
+from .axes import Axis, RawAxis
 from .errors import SpecTypeError, TruncatedError
 from .names import Name
 from .operators import BlockOperator, Operator, ParaBlockOperator
@@ -359,3 +359,140 @@ class Truncated(Morphism):
                 out.extend((f".{key}[{i}]", v) for i, v in enumerate(val)
                            if isinstance(v, Morphism))
         return tuple(out)
+
+
+@dataclass(frozen=True, eq=False)
+class Scan(Morphism):
+    """pyncd's ``Scan`` (uncoupled, ``n_states`` 1): the recurrence ``H_0 = base(*X)``,
+    ``H_{l+1} = step(H_l, *U[..., l])`` for ``l < n``, whose result is the whole history
+    ``[H_0 .. H_n]`` stacked along a trailing axis of ``n + 1`` positions.
+
+    The domain is ``base``'s inputs, then one array per further input of ``step`` with the
+    recurrence ``axis`` (``n`` positions) inserted at :meth:`position` (last unless
+    ``positions`` says); the codomain is ``step``'s result with :attr:`history` appended.
+    ``affine`` (pyncd's associative-scan hint, ``H_{l+1} = A_l H_l + b_l``) computes the same
+    history and is not kept."""
+
+    step: Morphism
+    base: Morphism
+    n: sympy.Expr
+    axis: Axis
+    positions: tuple[int, ...] = ()
+    """Where ``axis`` stands in each per-step input (pyncd's ``step_x_l_positions``; empty:
+    last in every one)."""
+    path: str = _path_field()
+
+    def position(self, k: int) -> int:
+        """The index of ``axis`` in per-step input ``k``'s shape."""
+        return self.positions[k] if self.positions else len(self.inputs[k].shape)
+
+    def slice_dim(self, k: int) -> int:
+        """The dim (from the end) of the recurrence axis in per-step input ``k``."""
+        return self.position(k) - len(self.inputs[k].shape) - 1
+
+    @cached_property
+    def history(self) -> Axis:
+        """The trailing axis of the result: ``n + 1`` positions (``H_0`` first); its uid is
+        ``-|uid| - 1`` of the recurrence axis, which no decoded axis has."""
+        name = Name(f"{self.axis.label}+1")
+        return RawAxis(-abs(self.axis.uid) - 1, name, self.n + 1, path=self.path)
+
+    @cached_property
+    def inputs(self) -> tuple[Array, ...]:
+        """``step``'s inputs after the state: the per-step slices."""
+        return tuple(self.step.dom)[1:]
+
+    @cached_property
+    def dom(self):
+        if not self.step.dom:
+            raise SpecTypeError("a Scan step takes the state as its first input", self.path,
+                                node_type="Scan", field_name="step")
+        if self.positions and (len(self.positions) != len(self.inputs) or not all(
+                0 <= p <= len(a.shape) for p, a in zip(self.positions, self.inputs, strict=True))):
+            raise SpecTypeError(f"step_x_l_positions {list(self.positions)} do not fit the "
+                                f"step's {len(self.inputs)} per-step input(s)", self.path,
+                                node_type="Scan", field_name="step_x_l_positions")
+        out = []
+        for k, a in enumerate(self.inputs):
+            p = self.position(k)
+            out.append(Array(a.datatype, tuple(a.shape[:p]) + (self.axis,) + tuple(a.shape[p:])))
+        return tuple(self.base.dom) + tuple(out)
+
+    @cached_property
+    def cod(self):
+        if len(self.step.cod) != 1 or len(self.base.cod) != 1:
+            raise SpecTypeError(f"a Scan's step and base give one state each (they give "
+                                f"{len(self.step.cod)} and {len(self.base.cod)})", self.path,
+                                node_type="Scan")
+        h = self.step.cod[0]
+        return (Array(h.datatype, tuple(h.shape) + (self.history,)),)
+
+    def children(self):
+        return ((".base", self.base), (".step", self.step))
+
+
+@dataclass(frozen=True, eq=False)
+class CoupledScan(Morphism):
+    """pyncd's coupled ``Scan`` (``n_states`` > 1, Jacobi): states ``k`` start at
+    ``H^k_0 = bases[k](*X_k)`` and step together, ``H^k_{l+1} = steps[k](*(H^j_l for j in
+    deps[k]), *U_k[..., l])`` (every step reads the old states); the result is one history
+    per state, each stacked along a trailing axis of ``n + 1`` positions.
+
+    The domain is every base's inputs in state order, then every step's per-step inputs (those
+    after its ``deps``) in state order, each with ``axis`` last; the codomain is each step's
+    result with the history axis of :class:`Scan` appended."""
+
+    steps: tuple[Morphism, ...]
+    bases: tuple[Morphism, ...]
+    deps: tuple[tuple[int, ...], ...]
+    n: sympy.Expr
+    axis: Axis
+    path: str = _path_field()
+
+    @cached_property
+    def history(self) -> Axis:
+        """As :attr:`Scan.history`."""
+        return RawAxis(-abs(self.axis.uid) - 1, Name(f"{self.axis.label}+1"), self.n + 1,
+                       path=self.path)
+
+    @cached_property
+    def inputs(self) -> tuple[tuple[Array, ...], ...]:
+        """Per state, its step's inputs after the states it reads."""
+        if not (len(self.steps) == len(self.bases) == len(self.deps) >= 2) or any(
+                not 0 <= j < len(self.steps) for d in self.deps for j in d):
+            raise SpecTypeError(f"a coupled Scan needs one base, one step and one list of state "
+                                f"indices below {len(self.steps)} per state", self.path,
+                                node_type="Scan", field_name="step_state_deps")
+        out = []
+        for k, (step, d) in enumerate(zip(self.steps, self.deps, strict=True)):
+            dom = tuple(step.dom)
+            if len(dom) < len(d):
+                raise SpecTypeError(f"step {k} reads {len(d)} states but takes {len(dom)} "
+                                    "inputs", self.path, node_type="Scan")
+            out.append(dom[len(d):])
+        return tuple(out)
+
+    def slice_dim(self, k: int) -> int:
+        """The dim (from the end) of the recurrence axis in flat per-step input ``k``."""
+        return -1
+
+    @cached_property
+    def dom(self):
+        per_step = tuple(Array(a.datatype, tuple(a.shape) + (self.axis,))
+                         for ins in self.inputs for a in ins)
+        return tuple(x for b in self.bases for x in b.dom) + per_step
+
+    @cached_property
+    def cod(self):
+        out = []
+        for k, step in enumerate(self.steps):
+            if len(step.cod) != 1 or len(self.bases[k].cod) != 1:
+                raise SpecTypeError(f"state {k}: its step and base give one state each",
+                                    self.path, node_type="Scan")
+            h = step.cod[0]
+            out.append(Array(h.datatype, tuple(h.shape) + (self.history,)))
+        return tuple(out)
+
+    def children(self):
+        return tuple((f".base[{k}]", b) for k, b in enumerate(self.bases)) + tuple(
+            (f".step[{k}]", s) for k, s in enumerate(self.steps))

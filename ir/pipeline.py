@@ -16,10 +16,15 @@ The passes, in order (:data:`PASSES`):
    before its exponentials (:func:`~ir.rewrites.stable_composition`);
 3. ``softmax`` — every ``e^x ; L1Norm`` pair with no epsilon becomes ``identity ; SoftMax``
    (:func:`~ir.rewrites.softmax_pairs`);
-4. ``bank_diagonal`` — every bank ``Linear ; diagonal View`` pair is grouped as one
-   :class:`~ir.rewrites.BankDiagonal` (:func:`~ir.rewrites.bank_diagonals`), which the
-   interpreter evaluates as one contraction; only with ``fuse`` (the code generator asks
-   without: it folds contraction + View pairs in its own lowering, :mod:`codegen.broadcast`).
+4. one fusion, the one the caller names (:data:`FUSIONS`; a backend asks for the one it
+   lowers, or none):
+
+   - ``bank_diagonal`` — every bank ``Linear ; diagonal View`` pair is grouped as one
+     :class:`~ir.rewrites.BankDiagonal` (:func:`~ir.rewrites.bank_diagonals`): the
+     interpreter's (:mod:`interpreter.fusion` evaluates it as one contraction);
+   - ``contraction_view`` — every contraction followed by a relabelling ``View`` is grouped
+     as one :class:`~ir.rewrites.ContractionView` (:func:`~ir.rewrites.contraction_views`):
+     the code generator's (one einsum placing its result where the View puts it).
 
 Passes 2–4 act on compositions, each over the whole term, children first. Every pass keeps
 parameter keys (:func:`ir.params.param_specs` gives the same keys before and after), tape
@@ -37,7 +42,7 @@ import weakref
 from .morphisms import Composed, Morphism
 from .readings import apply_reading
 from .rebuild import rebuild
-from .rewrites import bank_diagonals, softmax_pairs, stable_composition
+from .rewrites import bank_diagonals, contraction_views, softmax_pairs, stable_composition
 
 
 def _on_compositions(fn):
@@ -56,9 +61,14 @@ PASSES = (
     ("sink_shift", _on_compositions(stable_composition)),
     ("softmax", _on_compositions(softmax_pairs)),
     ("bank_diagonal", _on_compositions(bank_diagonals)),
+    ("contraction_view", _on_compositions(contraction_views)),
 )
 """(name, pass): ``pass(root, reading=..., sources=...) -> root`` (``sources``: a list the
-pass appends ``(new node, node it replaces)`` to), applied in this order."""
+pass appends ``(new node, node it replaces)`` to), applied in this order, of the
+:data:`FUSIONS` only the one asked for."""
+
+FUSIONS = ("bank_diagonal", "contraction_view")
+"""The passes that group a pattern for one backend's lowering: at most one runs."""
 
 _MEMO: dict[tuple, tuple] = {}
 """``(id(term), pass name, reading) -> (weak reference to term, its result or None for the term
@@ -67,16 +77,19 @@ results); an entry goes with its term (a result holds no reference to the term i
 from)."""
 
 
-def normalize(root: Morphism, *, reading: str = "faithful", fuse: bool = True,
+def normalize(root: Morphism, *, reading: str = "faithful", fusion: str | None = "bank_diagonal",
               skip=()) -> Morphism:
-    """``root`` after every pass of :data:`PASSES` but ``bank_diagonal`` unless ``fuse`` and
-    those named in ``skip`` (the literal forms, for tests that compare with them)."""
+    """``root`` after every pass of :data:`PASSES` but the :data:`FUSIONS` other than
+    ``fusion`` (None: no fusion) and those named in ``skip`` (the literal forms, for tests
+    that compare with them)."""
     unknown = set(skip) - {name for name, _ in PASSES}
     if unknown:
         raise ValueError(f"no pass named {', '.join(sorted(unknown))}")
+    if fusion is not None and fusion not in FUSIONS:
+        raise ValueError(f"no fusion named {fusion}")
     out = root
     for name, step in PASSES:
-        if name not in skip and (fuse or name != "bank_diagonal"):
+        if name not in skip and (name == fusion or name not in FUSIONS):
             out = _apply(name, step, out, reading)
     return out
 
@@ -140,4 +153,4 @@ def source(term):
         term = hit[1]
 
 
-__all__ = ["PASSES", "normalize", "source"]
+__all__ = ["FUSIONS", "PASSES", "normalize", "source"]

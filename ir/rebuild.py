@@ -31,6 +31,8 @@ class _Rebuild:
         """The visited terms: alive while ``memo`` is, so no id is recycled meanwhile."""
 
     def term(self, t):
+        if not isinstance(t, _VISITED):  # numbers, strings, weaves, axes: never rebuilt
+            return t
         key = id(t)
         if key in self.memo:
             return self.memo[key]
@@ -43,24 +45,45 @@ class _Rebuild:
 
     def _rebuild(self, t):
         if isinstance(t, tuple):
-            items = tuple(self.term(x) for x in t)
-            return t if all(a is b for a, b in zip(items, t, strict=True)) else items
+            items = tuple(map(self.term, t))
+            for a, b in zip(items, t, strict=True):
+                if a is not b:
+                    return items
+            return t
         if isinstance(t, dict):  # a Truncated term's recovered fields
             items = {k: self.term(v) for k, v in t.items()}
             return t if all(items[k] is v for k, v in t.items()) else items
-        if not isinstance(t, (Morphism, Operator)) or not dataclasses.is_dataclass(t):
+        names = _fields(type(t))
+        if names is None:
             return t
         changes = {}
-        for f in dataclasses.fields(t):
-            if f.name == "path" or not f.init:
-                continue
-            val = getattr(t, f.name)
-            if isinstance(val, (Morphism, Operator, tuple, dict)):
+        for name in names:
+            val = getattr(t, name)
+            if isinstance(val, _VISITED):
                 new = self.term(val)
                 if new is not val:
-                    changes[f.name] = new
+                    changes[name] = new
         out = dataclasses.replace(t, **changes) if changes else t
         return self.rule(out)
+
+
+_VISITED = (Morphism, Operator, tuple, dict)
+
+_FIELDS: dict[type, tuple[str, ...] | None] = {}
+"""class -> the fields :class:`_Rebuild` visits (constructor arguments but ``path``), None for a
+class that is not a dataclass ``Morphism`` or ``Operator``."""
+
+
+def _fields(cls: type) -> tuple[str, ...] | None:
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        pass
+    names = None
+    if issubclass(cls, (Morphism, Operator)) and dataclasses.is_dataclass(cls):
+        names = tuple(f.name for f in dataclasses.fields(cls) if f.name != "path" and f.init)
+    _FIELDS[cls] = names
+    return names
 
 
 __all__ = ["rebuild"]

@@ -36,8 +36,11 @@ over the live w of x, s)`` per row, so no exponential exceeds 1 and the sink's i
 worst (the numerator and the denominator both scale by ``e^{-M}``: the same value in real
 arithmetic).
 
-A bank ``Linear`` followed by a diagonal ``View`` is grouped as one :class:`BankDiagonal`
-(:func:`bank_diagonals`), which a backend may compute as one contraction.
+Two fusions group a contraction and the ``View`` after it as one :class:`Fused` node that a
+backend may compute as one step: a bank ``Linear`` followed by a diagonal ``View`` as a
+:class:`BankDiagonal` (:func:`bank_diagonals`, the interpreter's), a contraction followed by a
+relabelling ``View`` as a :class:`ContractionView` (:func:`contraction_views`, the code
+generator's).
 
 The composition rewrites run once per root, in a named order, in :mod:`ir.pipeline` (no backend
 applies them inside its walk); :func:`stable` rewrites one formula (its backends' formula
@@ -50,9 +53,10 @@ from functools import lru_cache
 
 import sympy
 
-from . import dataflow
+from . import affine, dataflow
 from .arrays import TILED, Weave
-from .datatypes import Natural, strip
+from .datatypes import Natural, kind, strip
+from .errors import SpecError
 from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
 from .operators import (
@@ -240,7 +244,7 @@ def softmax_pair(a, b):
 def softmax_pairs(m):
     """``m`` (a composition) with every adjacent ``e^x ; L1`` pair replaced by its
     :func:`softmax_pair`; ``m`` itself when it holds none."""
-    if not isinstance(m, Composed) or isinstance(m, BankDiagonal):
+    if not isinstance(m, Composed) or isinstance(m, Fused):
         return m
     items, out, i, changed = m.content, [], 0, False
     while i < len(items):
@@ -255,21 +259,43 @@ def softmax_pairs(m):
 
 
 @dataclass(frozen=True, eq=False)
-class BankDiagonal(Composed):
-    """``content = (linear, view)``: a bank ``Linear`` (its output target repeats an axis of its
-    own degree: ``W^{D}`` has input ``[*, f]`` over degree ``(k/e)`` and output ``[*, k/e, m]``)
-    followed by a ``View`` keeping the diagonal. The same computation as the plain composition
-    (every walk that does not know the kind reads it as one); a backend may compute it as one
-    contraction ``y[e, m] = sum_f x[e, f] W[f, e, m]`` that never holds the ``|e|^2``-sized
-    intermediate (introduced by :func:`bank_diagonals`)."""
+class Fused(Composed):
+    """``content = (contraction, view)``: a composition a backend may compute as one step. The
+    same computation as the plain composition (every walk that does not know the kind reads it
+    as one); each subclass states the pattern and is introduced by one pass of
+    :mod:`ir.pipeline`."""
 
     @property
-    def linear(self) -> Broadcasted:
-        return self.content[0]  # type: ignore[return-value]  # bank_diagonals builds it so
+    def contraction(self) -> Broadcasted:
+        return self.content[0]  # type: ignore[return-value]  # _grouped builds it so
 
     @property
     def view(self) -> Broadcasted:
-        return self.content[1]  # type: ignore[return-value]  # bank_diagonals builds it so
+        return self.content[1]  # type: ignore[return-value]  # _grouped builds it so
+
+
+@dataclass(frozen=True, eq=False)
+class BankDiagonal(Fused):
+    """A bank ``Linear`` (its output target repeats an axis of its own degree: ``W^{D}`` has
+    input ``[*, f]`` over degree ``(k/e)`` and output ``[*, k/e, m]``) followed by a ``View``
+    keeping the diagonal; a backend may compute it as one contraction ``y[e, m] = sum_f x[e, f]
+    W[f, e, m]`` that never holds the ``|e|^2``-sized intermediate (introduced by
+    :func:`bank_diagonals`)."""
+
+    @property
+    def linear(self) -> Broadcasted:
+        return self.contraction
+
+
+@dataclass(frozen=True, eq=False)
+class ContractionView(Fused):
+    """A contraction (a ``Linear``, or an ``Einops`` with a signature) with one real result,
+    followed by a ``View`` that reads every dim of that result, each as a plain relabelling of
+    one of its degree dims (stride 1, no shift, no range condition); a backend may write both
+    as one contraction that places its result where the View puts it, never holding the
+    contraction's own result (introduced by :func:`contraction_views`). Whether a relabelled
+    dim's axis has the same size as the dim it reads can depend on the binding: a backend
+    checks that under its binding and otherwise computes the composition."""
 
 
 def bank_diagonal(a, b) -> bool:
@@ -293,15 +319,44 @@ def bank_diagonal(a, b) -> bool:
     return len(set(rx.mapping)) != len(rx.mapping)
 
 
-def bank_diagonals(m):
-    """``m`` (a composition) with every adjacent :func:`bank_diagonal` pair grouped as a
-    :class:`BankDiagonal`; ``m`` itself when it holds none."""
-    if not isinstance(m, Composed) or isinstance(m, BankDiagonal):
+def contraction_view(a, b) -> bool:
+    """Whether ``a ; b`` is a contraction followed by a relabelling ``View`` of its one result
+    (see :class:`ContractionView`)."""
+    if not (isinstance(a, Broadcasted) and isinstance(b, Broadcasted)):
+        return False
+    if not isinstance(a.operator, (Linear, Einops)) or not isinstance(b.operator, View):
+        return False
+    if isinstance(a.operator, Einops) and not any(a.operator.signature):
+        return False
+    if len(a.output_weaves) != 1 or len(b.input_weaves) != 1 or not a.input_weaves:
+        return False
+    if any(d is not TILED for d in b.input_weaves[0].shape):
+        return False
+    if kind(a.output_weaves[0].datatype) != "real":
+        return False
+    try:
+        amap = affine.affine_map(b.reindexings[0])
+    except SpecError:
+        return False  # the View's own lowering reports it
+    if amap.constraints or len(amap.cod) != len(a.output_weaves[0].shape):
+        return False
+    return all(_relabels(amap, j) for j in range(len(amap.cod)))
+
+
+def _relabels(amap, j: int) -> bool:
+    row, shift = amap.row(j)
+    return shift == 0 and [s for s in row if s != 0] == [1]
+
+
+def _grouped(m, match, cls):
+    """``m`` (a composition) with every adjacent pair ``match`` accepts grouped as a ``cls``;
+    ``m`` itself when it holds none."""
+    if not isinstance(m, Composed) or isinstance(m, Fused):
         return m
     items, out, i, changed = m.content, [], 0, False
     while i < len(items):
-        if i + 1 < len(items) and bank_diagonal(items[i], items[i + 1]):
-            out.append(BankDiagonal((items[i], items[i + 1]), path=items[i].path))
+        if i + 1 < len(items) and match(items[i], items[i + 1]):
+            out.append(cls((items[i], items[i + 1]), path=items[i].path))
             i, changed = i + 2, True
         else:
             out.append(items[i])
@@ -309,8 +364,20 @@ def bank_diagonals(m):
     if not changed:
         return m
     if len(out) == 1:
-        return BankDiagonal(items, path=m.path)
+        return cls(items, path=m.path)
     return replace(m, content=tuple(out))
+
+
+def bank_diagonals(m):
+    """``m`` (a composition) with every adjacent :func:`bank_diagonal` pair grouped as a
+    :class:`BankDiagonal`; ``m`` itself when it holds none."""
+    return _grouped(m, bank_diagonal, BankDiagonal)
+
+
+def contraction_views(m):
+    """``m`` (a composition) with every adjacent :func:`contraction_view` pair grouped as a
+    :class:`ContractionView`; ``m`` itself when it holds none."""
+    return _grouped(m, contraction_view, ContractionView)
 
 
 @dataclass(frozen=True, eq=False)
@@ -469,7 +536,7 @@ def _sink_rewrite(g, i):
 def stable_composition(m):
     """``m`` with every softmax with a sink term shifted by its row maximum (:class:`SinkShift`);
     ``m`` itself when it holds none."""
-    if not isinstance(m, Composed) or isinstance(m, BankDiagonal) or not any(
+    if not isinstance(m, Composed) or isinstance(m, Fused) or not any(
             _formula_is(_core(b), sympy.exp(FREE_INPUT)) for b in _leaves(m)):
         return m
     g = dataflow.flatten(m)
@@ -492,6 +559,7 @@ def _leaves(m):
         yield m
 
 
-__all__ = ["REWRITE_OPERATORS", "RULES", "BankDiagonal", "LogSumExp", "SiLU", "SinkShift",
-           "bank_diagonal", "bank_diagonals", "softmax_pair", "softmax_pairs", "stable",
+__all__ = ["REWRITE_OPERATORS", "RULES", "BankDiagonal", "ContractionView", "Fused", "LogSumExp",
+           "SiLU", "SinkShift", "bank_diagonal", "bank_diagonals", "contraction_view",
+           "contraction_views", "softmax_pair", "softmax_pairs", "stable",
            "stable_composition"]

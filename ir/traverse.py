@@ -19,6 +19,9 @@ structure, in evaluation order:
   goes to :meth:`Visitor.box`, which by default runs the box's block in place on the same
   values (a ``ParaBlockOperator``'s grab ports are dropped to the tape first, its drop ports
   grabbed last);
+* ``Scan`` / ``CoupledScan``: :meth:`Visitor.scan` / :meth:`Visitor.coupled_scan`, by default ``base`` on the first inputs, then ``step`` ``n``
+  times on the state and the other inputs sliced at the step (:meth:`Visitor.scan_slice`),
+  the states stacked into the history (:meth:`Visitor.scan_stack`);
 * ``Truncated`` / ``StrideMorphism`` (no function on arrays): :meth:`Visitor.truncated` /
   :meth:`Visitor.stride`, which raise a typed error unless overridden.
 
@@ -71,18 +74,20 @@ from .morphisms import (
     Block,
     Broadcasted,
     Composed,
+    CoupledScan,
     Drop,
     Grab,
     Morphism,
     ParaWrap,
     ProductOfMorphisms,
     Rearrangement,
+    Scan,
     StrideMorphism,
     ThreadedComposed,
     Truncated,
 )
 from .operators import BlockOperator, ParaBlockOperator
-from .params import block_segments, titled_children
+from .params import MAX_REPETITION, block_segments, titled_children
 from .walk import arity, by_kind
 
 
@@ -251,6 +256,91 @@ class Visitor:
         raise SpecError(f"block {block.title!r} repeats a symbolic number of times "
                         f"({sympy.sstr(rep)}); bind it first", scope.path, node_type="Block")
 
+    def scan(self, node: Scan, ins: list, scope: Scope):
+        """``base`` on the first ``len(base.dom)`` values, then ``step`` :meth:`scan_steps`
+        times (:meth:`scan_iteration` before each), each on the last state and the other values
+        sliced at the step; the history of states (``H_0`` first) stacked by
+        :meth:`scan_stack`."""
+        nb = arity(node.base)
+        xs = list(ins[nb:])
+        n = self.scan_steps(node, scope)
+        history: list = []
+
+        def after(i: int):
+            def then(results: list):
+                history.append(results[0])
+                if i == n:
+                    return [self.scan_stack(node, history, scope)]
+                sliced = [self.scan_slice(node, k, x, i, scope) for k, x in enumerate(xs)]
+                self.scan_iteration(node, i, scope)
+                return Descend(((".step", node.step),), [results[0]] + sliced, then=after(i + 1))
+            return then
+        return Descend(((".base", node.base),), list(ins[:nb]), then=after(0))
+
+    def coupled_scan(self, node: CoupledScan, ins: list, scope: Scope):
+        """Each ``bases[k]`` on its inputs, then :meth:`scan_steps` rounds in which every
+        ``steps[k]`` reads the previous round's states ``deps[k]`` and its own inputs sliced at
+        the round (Jacobi); one history per state, stacked by :meth:`scan_stack`."""
+        n_states = len(node.steps)
+        at, base_ins = 0, []
+        for b in node.bases:
+            base_ins.append(list(ins[at:at + arity(b)]))
+            at += arity(b)
+        xs: list[list] = []
+        firsts: list[int] = []
+        for own in node.inputs:
+            firsts.append(len(xs))
+            xs.append(list(ins[at:at + len(own)]))
+            at += len(own)
+        n = self.scan_steps(node, scope)
+        histories: list[list] = [[] for _ in range(n_states)]
+
+        def bases(k: int, states: list):
+            if k == n_states:
+                return rounds(0, states)
+            return Descend(((f".base[{k}]", node.bases[k]),), base_ins[k],
+                           then=lambda res: bases(k + 1, states + [res[0]]))
+
+        def rounds(i: int, states: list):
+            for k in range(n_states):
+                histories[k].append(states[k])
+            if i == n:
+                return [self.scan_stack(node, h, scope) for h in histories]
+            sliced = [[self.scan_slice(node, firsts[k] + m, x, i, scope)
+                       for m, x in enumerate(xs[k])] for k in range(n_states)]
+            self.scan_iteration(node, i, scope)
+            return steps(i, 0, states, [], sliced)
+
+        def steps(i: int, k: int, old: list, new: list, sliced: list):
+            if k == n_states:
+                return rounds(i + 1, new)
+            return Descend(((f".step[{k}]", node.steps[k]),),
+                           [old[j] for j in node.deps[k]] + sliced[k],
+                           then=lambda res: steps(i, k + 1, old, new + [res[0]], sliced))
+        return bases(0, [])
+
+    def scan_steps(self, node: Scan | CoupledScan, scope: Scope) -> int:
+        """How many steps a scan runs: ``n`` when it is a literal; a symbolic ``n``, once (a
+        consumer without sizes follows the wires; one with sizes binds it)."""
+        if isinstance(node.n, (int, sympy.Integer)):
+            return scan_length(node, int(node.n), scope.path)
+        return 1
+
+    def scan_iteration(self, node: Scan | CoupledScan, step: int, scope: Scope) -> None:
+        """Before ``step`` runs for the ``step``-th time (from 0): every iteration is the same
+        occurrence of the step's operators (one set of parameters, as in pyncd)."""
+
+    def scan_slice(self, node: Scan | CoupledScan, k: int, value, step: int, scope: Scope):
+        """Per-step input ``k``'s value at ``step`` of the recurrence axis (at
+        ``node.position(k)`` of its shape). The default
+        suits values that stand for wires, not arrays: the input's own value."""
+        return value
+
+    def scan_stack(self, node: Scan | CoupledScan, values: list, scope: Scope):
+        """The states ``H_0 .. H_n`` stacked along a new last axis. The default suits values
+        that stand for wires, not arrays: the last state's value."""
+        return values[-1]
+
     def truncated(self, node: Truncated, ins: list, scope: Scope):
         raise TruncatedError(f"the {node.expected or 'term'} here was cut off ({node.reason})",
                              scope.path, scope.titles, node_type=node.expected)
@@ -262,6 +352,15 @@ class Visitor:
     def unknown(self, node: Morphism, ins: list, scope: Scope):
         raise SpecTypeError(f"a {type(node).__name__} is not a morphism the traversal knows",
                             scope.path, scope.titles, node_type=type(node).__name__)
+
+
+def scan_length(node: Scan | CoupledScan, n: int, path: str) -> int:
+    """``n`` (a scan's bound step count) when it is one a traversal can unroll: from 0 to
+    :data:`ir.params.MAX_REPETITION`, as a repeated block."""
+    if not 0 <= n <= MAX_REPETITION:
+        raise SpecError(f"a Scan over {node.axis.label} runs {n} steps; ncdc unrolls from 0 to "
+                        f"{MAX_REPETITION}", path, node_type="Scan")
+    return n
 
 
 def traverse(root: Morphism, ins, visitor: Visitor, root_path: str | None = None,
@@ -413,6 +512,12 @@ class _Run:
     def rearrange(self, m, ins, scope):
         return self.v.rearrange(m, ins, scope)
 
+    def scan(self, m, ins, scope):
+        return self.v.scan(m, ins, scope)
+
+    def coupled_scan(self, m, ins, scope):
+        return self.v.coupled_scan(m, ins, scope)
+
     def truncated(self, m, ins, scope):
         return self.v.truncated(m, ins, scope)
 
@@ -438,8 +543,8 @@ _HANDLERS: dict[type, Any] = {
     ThreadedComposed: _Run.threaded, Composed: _Run.composed, ProductOfMorphisms: _Run.product,
     Rearrangement: _Run.rearrange, Block: _Run.block, Broadcasted: _Run.broadcasted,
     ParaWrap: _Run.parawrap, Grab: _Run.grab, Drop: _Run.drop, Truncated: _Run.truncated,
-    StrideMorphism: _Run.stride,
+    StrideMorphism: _Run.stride, Scan: _Run.scan, CoupledScan: _Run.coupled_scan,
 }
 """The frame (or leaf answer) of each kind, by class (:func:`ir.walk.by_kind`)."""
 
-__all__ = ["Descend", "Scope", "Visitor", "traverse"]
+__all__ = ["Descend", "Scope", "Visitor", "scan_length", "traverse"]

@@ -91,6 +91,7 @@ def bind(symbols: Iterable[FreeNumeric], preset: str | None = "released",
                     values[s] = data["generic_default"]
                     sources[s] = f"{preset} preset (generic default)"
         put(data.get("sizes", []), f"{preset} preset")
+        put(data.get("constants", []), f"{preset} preset")
     for origin, given in (("--size", sizes or {}), ("--constant", constants or {})):
         for key, val in given.items():
             hits = match(syms, key)

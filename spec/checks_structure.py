@@ -132,11 +132,19 @@ def check_block(ck, node: Block, path: str, titles) -> None:
     dom, cod = ck.typed(node, "dom"), ck.typed(node, "cod")
     if dom is None or cod is None:
         return
+    # pyncd runs a repeated block the same way: n copies of the body in sequence, each fed the
+    # outputs of the one before (william-macready/pyncd torch_compile/torch_compile.py,
+    # ConstructedBlock), so a body taking more inputs than it returns cannot repeat there
+    # either (docs/exports.md, the transformer payload).
     for prob in compare_objects(cod, dom):
         if prob.is_error:
+            short = len(cod) < len(dom)
+            why = (f"; repeated, the copies after the first would lack {len(dom) - len(cod)} "
+                   "of their inputs (each copy is fed the outputs of the one before)"
+                   if short else "")
             ck.error("block-repetition", f"block {node.title!r} repeats "
                      f"{sympy.sstr(rep)} times but its codomain {objects_text(cod)} is not its "
-                     f"domain {objects_text(dom)}", path, titles, prob.axes_involved())
+                     f"domain {objects_text(dom)}{why}", path, titles, prob.axes_involved())
             return
 
 

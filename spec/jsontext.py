@@ -308,6 +308,12 @@ class _Walker:
         self.stack: list[_Frame] = []
         self.root: object = _NOTHING
         self.pos = _end(_WS, text, 0)
+        # A root container can decode in one piece only if the text ends with a closer (a
+        # truncated text never does): else its bulk decode would scan all of it, only to fail.
+        last = len(text) - 1
+        while last >= 0 and text[last] in " \t\n\r":
+            last -= 1
+        self.open_end = last < 0 or text[last] not in "]}"
         self.state = _EXPECT_VALUE
         # Describe the cut: set by the steps, then assembled after the loop.
         self.cut = self.n
@@ -425,10 +431,11 @@ class _Walker:
 
     def container(self, c: str):
         pos = self.pos
-        try:
-            return _raw_decode(self.text, pos)
-        except (ValueError, RecursionError):
-            pass
+        if self.stack or not self.open_end:
+            try:
+                return _raw_decode(self.text, pos)
+            except (ValueError, RecursionError):
+                pass
         # Not decodable in one piece: walk into it.
         if len(self.stack) >= MAX_DEPTH:
             return self.stop(pos, "nesting too deep", False)

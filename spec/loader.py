@@ -15,11 +15,13 @@ from . import (  # noqa: F401
     terms_morphisms,
     terms_numeric,
     terms_operators,
+    terms_scan,
     terms_tensorlogic,
     terms_types,
 )
+from .auxiliary import Auxiliary, broadcast_paths, read_auxiliary
 from .builder import Builder, ConsequenceError
-from .envelope import unwrap
+from .envelope import Opened, open_document
 from .jsontext import Incomplete, JsonTextError, parse_salvage, parse_strict
 
 
@@ -38,6 +40,9 @@ class Document:
     truncated: list[Truncated] = field(default_factory=list)
     salvage: object | None = None  # spec.jsontext.SalvageReport when salvaged and incomplete
     text_length: int = 0
+    auxiliary: Auxiliary = field(default_factory=Auxiliary)
+    address: str | None = None  # the FILE#part that chose this diagram (spec.envelope)
+    broadcasts: list[str] = field(default_factory=list)  # spec.auxiliary.broadcast_paths
 
 
 MAX_SPEC_BYTES = 256 * 2**20
@@ -82,16 +87,18 @@ def read_text(source: str | os.PathLike, max_bytes: int | None = None) -> str:
                               offset=exc.start) from None
 
 
-def load_text(text: str, source: str = "<text>", salvage: bool = False) -> Document:
+def load_text(text: str, source: str = "<text>", salvage: bool = False,
+              part: str | None = None) -> Document:
     """Decode a spec from its text. Strict unless ``salvage``: then every complete term is
-    kept and cut ones become :class:`~ir.Truncated` nodes.
+    kept and cut ones become :class:`~ir.Truncated` nodes. ``part`` chooses a diagram of a
+    bundle or a root of a list ``data`` (``FILE#part``, :mod:`spec.envelope`).
 
     The cyclic garbage collector is paused while decoding: the parse and the IR are ~10^5
     acyclic objects, and full collections triggered by their allocation are pure overhead."""
     paused = gc.isenabled()
     gc.disable()
     try:
-        return _load_text(text, source, salvage)
+        return _load_text(text, source, salvage, part)
     finally:
         if paused:
             gc.enable()
@@ -115,22 +122,31 @@ def _parse(text: str, source: str, salvage: bool):
             exc.json_path, exc.offset, exc.line, exc.column) from None
 
 
-def _plain(value, source: str) -> tuple[dict, str]:
-    """``(doc, envelope)``: the plain document inside ``value`` and the envelope it came in."""
+def _plain(value, source: str, part: str | None) -> Opened:
+    """The diagram ``part`` names inside ``value`` (:func:`spec.envelope.open_document`)."""
     if not isinstance(value, Incomplete):
-        return unwrap(value)
+        try:
+            return open_document(value, part)
+        except SpecFormatError as exc:
+            exc.message = f"{source}: {exc.message}"
+            exc.args = (str(exc),)
+            raise
     if value.kind != "object" or not isinstance(value.partial, dict):
         raise SpecFormatError(f"{source}: too little of the document survived to salvage")
     doc = value.partial
     for key in ("uid_repository", "data"):
         if key not in doc:
             raise SpecFormatError(f"{source}: the salvaged document has no {key!r}", key)
-    return doc, "plain (salvaged)"
+    if part is not None:
+        raise SpecFormatError(f"{source}: a salvaged document is one diagram: nothing in it "
+                              f"is named {part!r}")
+    return Opened(doc, doc["data"], "data", "plain (salvaged)")
 
 
-def _load_text(text: str, source: str, salvage: bool) -> Document:
+def _load_text(text: str, source: str, salvage: bool, part: str | None) -> Document:
     value, report = _parse(text, source, salvage)
-    doc, envelope = _plain(value, source)
+    opened = _plain(value, source, part)
+    doc, envelope = opened.doc, opened.envelope
     repo = doc["uid_repository"]
     if isinstance(repo, Incomplete):
         repo = repo.partial or {}
@@ -138,7 +154,10 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
     # data is set once decoded, below
     out = Document(data=None, source=source, envelope=envelope,  # type: ignore[arg-type]
                    salvage=report,
-                   text_length=len(text))
+                   text_length=len(text), address=opened.address)
+    if opened.auxiliary is not None:
+        out.auxiliary = read_auxiliary(opened.auxiliary)
+        out.broadcasts = broadcast_paths(doc)
     problems: list[SpecError] = []
     for key in repo:
         if not key.lstrip("-").isdigit():
@@ -157,7 +176,7 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
             continue
         _index(out, int(key), rec)
     try:
-        data = b.term(doc["data"], "data")
+        data = b.term(opened.data, opened.data_path)
     except SpecDecodeError as exc:
         problems.append(exc)
         data = None
@@ -173,15 +192,18 @@ def _load_text(text: str, source: str, salvage: bool) -> Document:
         first.problems = problems  # type: ignore[attr-defined]  # all of them, for the report
         raise first
     if not isinstance(data, Morphism):
-        raise SpecDecodeError("data must be a morphism", "data")
+        raise SpecDecodeError("data must be a morphism", opened.data_path)
     out.data = data
     out.truncated = list(b.truncated)
     return out
 
 
 def load_path(path: str | os.PathLike, salvage: bool = False,
-              max_bytes: int | None = None) -> Document:
-    return load_text(read_text(path, max_bytes), os.fspath(path), salvage)
+              max_bytes: int | None = None, part: str | None = None) -> Document:
+    """The spec file at ``path``; ``part`` as for :func:`load_text`, its source then
+    ``path#part``."""
+    source = os.fspath(path) if part is None else f"{os.fspath(path)}#{part}"
+    return load_text(read_text(path, max_bytes), source, salvage, part)
 
 
 def _too_big(source, what: str, limit: int) -> str:
@@ -202,3 +224,19 @@ def _index(doc: Document, uid: int, rec) -> None:
         doc.tags[uid] = rec
     elif isinstance(rec, TapeSlot):
         doc.tape_slots[uid] = rec
+
+
+def load_expansion(doc: Document, key: int) -> Document:
+    """The diagram expansion ``key`` of ``doc``'s auxiliary writes out (:mod:`spec.auxiliary`):
+    its document decoded strictly, its source ``SOURCE (expansion KEY: OPERATOR)``, its own
+    auxiliary (nested expansions included) read."""
+    exp = doc.auxiliary.expansions.get(key)
+    if exp is None:
+        have = ", ".join(str(k) for k in doc.auxiliary.expansions) or "none"
+        raise SpecFormatError(f"{doc.source} has no expansion {key}; its expansions: {have}")
+    source = f"{doc.source} (expansion {key}: {exp.operator})"
+    sub = load_text(exp.text, source)
+    if exp.auxiliary:
+        sub.auxiliary = read_auxiliary(exp.auxiliary, f"auxiliary.expansions.{key}.auxiliary")
+        sub.broadcasts = broadcast_paths(open_document(parse_strict(exp.text)).doc)
+    return sub

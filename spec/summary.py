@@ -4,6 +4,12 @@
   and the tag records of the repository with that title, referenced by a block or not. A title
   none of whose tags is referenced by a block of ``data`` is *repository-only* (docs/format.md §15: the
   repository is written in full, so it names the blocks of the truncated remainder too).
+* :func:`bodiless_tags` — the repository's tags that label no block of ``data``, grouped by
+  block title, each group with the blocks of ``data`` that do carry that title and the cut
+  blocks inferred to be it. pyncd writes a tag into the repository once its block is written,
+  body first (``data_transfer/term_json.py``, ``to_json``), so the repository lists tags in the
+  order their blocks end in the model; a tag written after the last one ``data`` uses belongs
+  to the part of the model past the cut.
 * :func:`salvage_summary` — for a salvaged document: the blocks recovered complete, the blocks
   that were cut (with an *inference* of what they were, see :func:`infer_cut_block`), the
   repository-only titles, and a one-line description for notices.
@@ -85,6 +91,43 @@ class CutBlock:
                 "analogue_path": self.analogue_path, "inferred": self.tag_lost}
 
 
+@dataclass(frozen=True)
+class BodilessTags:
+    """The tags of one block title that label no block of ``data`` (uids in repository
+    order); ``past_cut`` of them are written after the last tag ``data`` uses. ``bodies``:
+    the blocks of ``data`` with that title; ``cut``: the cut blocks inferred to be it."""
+
+    title: str
+    latex: str
+    uids: tuple[int, ...]
+    past_cut: int
+    bodies: tuple[str, ...]
+    cut: tuple[str, ...]
+
+    def describe(self, most: int = 3) -> str:
+        """``Lightning Indexer: 20 tags (#1, #2, #3, +17 more), 20 past the cut; no block of
+        that title has a body``."""
+        n = len(self.uids)
+        ids = ", ".join(f"#{u}" for u in self.uids[:most])
+        if n > most:
+            ids += f", +{n - most} more"
+        text = f"{self.title}: {n} tag{'s' if n > 1 else ''} ({ids})"
+        if self.past_cut:
+            text += f", {self.past_cut} past the cut"
+        if self.bodies:
+            text += (f"; {len(self.bodies)} block(s) of that title have a body, the first at "
+                     f"{self.bodies[0]}")
+        else:
+            text += "; no block of that title has a body"
+        if self.cut:
+            text += f"; cut, inferred to be one: {', '.join(self.cut)}"
+        return text
+
+    def as_dict(self) -> dict:
+        return {"title": self.title, "latex": self.latex, "tags": list(self.uids),
+                "past_cut": self.past_cut, "bodies": list(self.bodies), "cut": list(self.cut)}
+
+
 @dataclass
 class SalvageSummary:
     """What a salvaged document recovered and lost."""
@@ -92,6 +135,7 @@ class SalvageSummary:
     complete: list[tuple[str, str]] = field(default_factory=list)  # (title, path)
     cut: list[CutBlock] = field(default_factory=list)
     repository_only: list[TitleEntry] = field(default_factory=list)
+    bodiless: list[BodilessTags] = field(default_factory=list)
     truncated_terms: int = 0
     stages: list[str] = field(default_factory=list)
     cut_offset: int | None = None
@@ -131,6 +175,7 @@ class SalvageSummary:
             "complete_blocks": [{"title": t, "path": p} for t, p in self.complete],
             "cut_blocks": [c.as_dict() for c in self.cut],
             "repository_only_titles": [e.title for e in self.repository_only],
+            "bodiless_tags": [g.as_dict() for g in self.bodiless],
             "truncated_terms": self.truncated_terms,
             "stages": list(self.stages),
             "summary": self.one_line(),
@@ -230,6 +275,37 @@ def cut_blocks(doc, root: Morphism | None = None, sites=None) -> list[CutBlock]:
             for s in cut]
 
 
+def bodiless_tags(doc, sites=None, cut: list[CutBlock] | None = None) -> list[BodilessTags]:
+    """The repository's tags no block of ``data`` carries, grouped by plain title, the groups
+    in the repository order of their first tag. ``sites``: ``all_sites(doc.data)``; ``cut``:
+    :func:`cut_blocks` of the document, when the caller has them."""
+    sites = list(all_sites(doc.data)) if sites is None else sites
+    cut = cut_blocks(doc, sites=sites) if cut is None else cut
+    used: set[int] = set()
+    bodies: dict[str, list[str]] = {}
+    for s in sites:
+        if isinstance(s.node, Block):
+            used.add(s.node.tag.uid)
+            bodies.setdefault(s.node.title, []).append(s.path)
+    inferred: dict[str, list[str]] = {}
+    for c in cut:
+        name = c.title or c.inferred_title
+        if name is not None:
+            inferred.setdefault(name, []).append(c.path)
+    tags = list(getattr(doc, "tags", {}).values())
+    was_cut = bool(getattr(doc, "truncated", None)) or getattr(doc, "salvage", None) is not None
+    last_used = max((i for i, t in enumerate(tags) if t.uid in used), default=-1) \
+        if was_cut else len(tags)
+    groups: dict[str, list] = {}
+    for i, tag in enumerate(tags):
+        if tag.uid not in used:
+            groups.setdefault(tag.plain_title, []).append((i, tag))
+    return [BodilessTags(title, members[0][1].title, tuple(t.uid for _, t in members),
+                         sum(1 for i, _ in members if i > last_used),
+                         tuple(bodies.get(title, ())), tuple(inferred.get(title, ())))
+            for title, members in groups.items()]
+
+
 def _top_items(root: Morphism) -> list[tuple[str, Morphism]]:
     """The sequential stages of the model: the items of the top-level composition."""
     node, path = root, root.path or "data"  # type: ignore[attr-defined]  # on each subclass
@@ -275,6 +351,7 @@ def salvage_summary(doc) -> SalvageSummary:
                     if s.category == "br" and isinstance(s.node, Block) and intact(s.path)]
     out.cut = cut_blocks(doc)
     out.repository_only = repository_only_titles(doc)
+    out.bodiless = bodiless_tags(doc, cut=out.cut)
     out.truncated_terms = len(truncated_paths)
     for path, item in _top_items(root):
         if isinstance(item, Truncated) or _contains_truncated(item, path):
@@ -290,5 +367,6 @@ def salvage_summary(doc) -> SalvageSummary:
     return out
 
 
-__all__ = ["CutBlock", "SalvageSummary", "TitleEntry", "block_titles", "cut_blocks",
+__all__ = ["BodilessTags", "CutBlock", "SalvageSummary", "TitleEntry", "bodiless_tags",
+           "block_titles", "cut_blocks",
            "infer_cut_block", "repository_only_titles", "salvage_summary"]

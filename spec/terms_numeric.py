@@ -71,7 +71,8 @@ def name_field(b, obj, path, field="name"):
 
 def uid_field(b, obj, path):
     val = b.field(obj, "uid", path)
-    if not (isinstance(val, tuple) and len(val) == 2):
+    if not (isinstance(val, tuple) and len(val) == 2
+            and (val[1] is None or isinstance(val[1], Name))):
         raise SpecDecodeError(f"field 'uid' of {obj.get('__type__')} should be a UID", path,
                               node_type=obj.get("__type__"), field_name="uid")
     return val
@@ -162,10 +163,9 @@ def free_input(b, obj, path):
 
 @decoder("Constant")
 def constant(b, obj, path):
+    """A named mathematical constant (``symbol``); ``spec.terms_operators`` reads the nullary
+    operator of the same ``__type__``."""
     sym = b.field(obj, "symbol", path, None)
-    if sym is None and "value" in obj:  # pyncd's nullary Constant operator carries a value
-        raise SpecDecodeError("the nullary Constant operator is not supported yet", path,
-                              node_type="Constant")
     table = {"EULER": sympy.E, "PI": sympy.pi, "IMAGINARY_UNIT": sympy.I,
              "INFINITY": sympy.oo}
     if sym not in table:

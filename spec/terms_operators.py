@@ -10,6 +10,7 @@ from ncdc.ir.morphisms import Block, Drop, Grab, Morphism, StrideMorphism
 from ncdc.ir.names import Name
 
 from .builder import decoder
+from .terms_numeric import constant as numeric_constant
 from .terms_numeric import name_field, numeric
 
 
@@ -22,8 +23,24 @@ def _simple(cls):
 
 for _cls in (ops.Embedding, ops.Maximum, ops.BitwiseXor, ops.Modulo, ops.Cast, ops.FixedArray,
              ops.View, ops.Select, ops.IndexSelect, ops.PairsAsComplex, ops.Decomplex,
-             ops.GenericOperator, ops.WeightedTriangularLower, ops.L2Norm):
+             ops.GenericOperator, ops.WeightedTriangularLower, ops.L2Norm, ops.Arrange):
     decoder(_cls.__name__)(_simple(_cls))
+
+
+@decoder("ConstantOp")
+def constant_op(b, obj, path):
+    return ops.ConstantOp(name_field(b, obj, path), path=path,
+                          value=numeric(b, obj, "value", path, sympy.Integer(0)))
+
+
+@decoder("Constant")
+def constant(b, obj, path):
+    """``Constant`` names two things in pyncd: the numeric constant (``symbol``: PI, EULER,
+    ...) and, in older exports, the nullary operator now called ``ConstantOp`` (``name``,
+    ``value``)."""
+    if "symbol" not in obj and ("value" in obj or "name" in obj):
+        return constant_op(b, obj, path)
+    return numeric_constant(b, obj, path)
 
 
 @decoder("Identity")

@@ -7,6 +7,7 @@ from ncdc.ir.arrays import TILED, Array, ProdObject, Weave
 from ncdc.ir.axes import AffineSparseAxis, Axis, ConcatenatedAxis, RawAxis, SparseAxis
 from ncdc.ir.datatypes import BlockScale, Complex, Datatype, Encoding, Natural, Quantified, Reals
 from ncdc.ir.errors import SpecDecodeError
+from ncdc.ir.operators.tensorlogic import BOOL
 from ncdc.ir.tags import BlockDrawing, BlockTag, CodeReference, TapeSlot
 
 from .builder import decoder
@@ -83,6 +84,12 @@ def natural(b, obj, path):
     return Natural(numeric(b, obj, "max_value", path))
 
 
+@decoder("Bool")
+def bool_(b, obj, path):
+    """pyncd's truth values, the datatype of an Iverson factor's input mask: ``Nat<2>``."""
+    return BOOL
+
+
 @decoder("Complex")
 def complex_(b, obj, path):
     return Complex(datatype_field(b, obj, "base", path))
@@ -105,11 +112,11 @@ def quantified(b, obj, path):
 
 
 def _iverson(b, obj, path):
+    """``iverson_expr``: pyncd's text of the predicate a ``Bool`` mask weave carries (the
+    equation's ``rhs`` holds the predicate itself, so the text is only checked to be one)."""
     expr = obj.get("iverson_expr")
-    if expr is not None:
-        raise SpecDecodeError("iverson_expr (a Boolean mask factor of the tensor-logic "
-                              "generation) is not supported", f"{path}.iverson_expr",
-                              node_type=obj.get("__type__"), field_name="iverson_expr")
+    if expr is not None and expr.__class__ is not str:
+        b.raw(obj, "iverson_expr", path, (str, type(None)), None)  # raises, naming the field
 
 
 @decoder("Array")
@@ -152,7 +159,8 @@ def code_reference(b, obj, path):
 @decoder("BlockAesthetics")
 def block_aesthetics(b, obj, path):
     refs = b.field(obj, "references", path, None) or ()
-    if not all(isinstance(r, CodeReference) for r in refs):
+    if not isinstance(refs, (tuple, list)) or not all(isinstance(r, CodeReference)
+                                                       for r in refs):
         raise SpecDecodeError("references must be CodeReferences", f"{path}.references",
                               node_type="BlockAesthetics", field_name="references")
     drawing = b.field(obj, "drawing", path, None)

@@ -384,3 +384,33 @@ def test_mutations(text):
         # compare as text: NaN literals compare unequal to themselves
         assert json.dumps(parse_strict(text)) == json.dumps(expected)
         assert report.valid and json.dumps(value) == json.dumps(expected)
+
+
+@pytest.mark.parametrize("text", ['{"a": [1, 2], "b": {"c": 3', '{"a": 1} x', '[{"a": 1}, [2'])
+def test_a_root_that_cannot_close_is_not_bulk_decoded(text, monkeypatch):
+    """A text that does not end with a closer is walked from its root: the bulk decode of the
+    root, which would scan the whole text only to fail, is not tried; the members still are, and
+    the result is the one the walk from a tried root gives."""
+    from ncdc.spec import jsontext
+
+    tried = []
+    real = jsontext._raw_decode
+
+    def spy(s, pos):
+        tried.append(pos)
+        return real(s, pos)
+
+    monkeypatch.setattr(jsontext, "_raw_decode", spy)
+    value, report = parse_salvage(text)
+    assert 0 not in tried and tried
+    monkeypatch.setattr(jsontext._Walker, "__init__", _tried_root(jsontext._Walker.__init__))
+    again, report_again = parse_salvage(text)
+    assert 0 in tried
+    assert value == again and report == report_again
+
+
+def _tried_root(init):
+    def tried_root(self, text):
+        init(self, text)
+        self.open_end = False
+    return tried_root

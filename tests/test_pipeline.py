@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,15 @@ from ncdc.ir.operators import BlockOperator, ParaBlockOperator
 from ncdc.ir.params import param_specs
 from ncdc.ir.pipeline import PASSES, normalize
 from ncdc.ir.readings import apply_reading
-from ncdc.ir.rewrites import BankDiagonal, SinkShift, bank_diagonal, softmax_pair
+from ncdc.ir.rewrites import (
+    BankDiagonal,
+    ContractionView,
+    Fused,
+    SinkShift,
+    bank_diagonal,
+    contraction_view,
+    softmax_pair,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 LAYER0 = "Sliding Window Layer"
@@ -37,7 +46,7 @@ def _terms(m, seen=None):
 
 
 def _pairs(m, match):
-    return [(a, b) for c in _terms(m) if isinstance(c, Composed)
+    return [(a, b) for c in _terms(m) if isinstance(c, Composed) and not isinstance(c, Fused)
             for a, b in itertools.pairwise(c.content) if match(a, b)]
 
 
@@ -54,7 +63,35 @@ def test_layer0_normalized_has_no_exp_l1_pair_and_a_shifted_sink(layer0):
     assert sum(isinstance(getattr(t, "operator", None), SinkShift) for t in _terms(normal)) == 1
     banks = [t for t in _terms(normal) if isinstance(t, BankDiagonal)]
     assert banks and len(banks) == len(_pairs(layer0, bank_diagonal))
-    assert not any(isinstance(t, BankDiagonal) for t in _terms(normalize(layer0, fuse=False)))
+    assert not any(isinstance(t, Fused) for t in _terms(normalize(layer0, fusion=None)))
+
+
+def test_each_backend_gets_its_own_fusion_and_only_it(layer0):
+    """The interpreter's term groups bank diagonals, the code generator's contraction + View
+    pairs (every pair of the unfused term that the match accepts, and nothing else)."""
+    plain = normalize(layer0, fusion=None)
+    for fusion, cls, match in (("bank_diagonal", BankDiagonal, bank_diagonal),
+                               ("contraction_view", ContractionView, contraction_view)):
+        normal = normalize(layer0, fusion=fusion)
+        fused = [t for t in _terms(normal) if isinstance(t, Fused)]
+        assert fused and all(type(t) is cls for t in fused)
+        assert len(fused) == len(_pairs(plain, match))
+        assert not _pairs(normal, match)                       # each pair grouped
+        assert all(match(*t.content) for t in fused)
+    with pytest.raises(ValueError):
+        normalize(layer0, fusion="no such fusion")
+
+
+def test_a_contraction_view_needs_a_relabelling_view(layer0):
+    """The code generator's pairs include the bank diagonals and more (a View that only
+    relabels, not only one that takes a diagonal); a contraction whose View shifts or strides
+    a dim is not one."""
+    plain = normalize(layer0, fusion=None)
+    banks, views = _pairs(plain, bank_diagonal), _pairs(plain, contraction_view)
+    assert {id(a) for a, _ in banks} <= {id(a) for a, _ in views}
+    assert len(views) > len(banks)
+    a, b = banks[0]
+    assert not contraction_view(b, a) and not contraction_view(a, a)
 
 
 @pytest.mark.parametrize("reading", ["faithful", "pyncd"])
@@ -72,7 +109,8 @@ def test_normalize_is_memoised_and_idempotent(layer0):
     a = normalize(layer0)
     assert normalize(layer0) is a
     assert normalize(a) is a
-    assert normalize(layer0, fuse=False) is not a
+    assert normalize(layer0, fusion=None) is not a
+    assert normalize(layer0, fusion="contraction_view") is not a
     with pytest.raises(ValueError):
         normalize(layer0, skip=("no such pass",))
 
@@ -106,15 +144,18 @@ def test_each_pass_runs_once_per_root_across_both_backends(bundled, monkeypatch)
 
 BACKEND_WALKS = ["interpreter/evaluate.py", "interpreter/plan.py", "interpreter/plan_steps.py",
                  "interpreter/plan_demand.py", "interpreter/plan_experts.py",
-                 "interpreter/fusion.py", "codegen/lower.py"]
-REWRITES = ("softmax_pair", "stable_composition", "bank_diagonals", "bank_diagonal(",
-            "apply_reading", "normalize(")
+                 "interpreter/fusion.py", "codegen/lower.py", "codegen/broadcast.py"]
+REWRITES = ("softmax_pair", "softmax_pairs", "stable_composition", "bank_diagonals",
+            "bank_diagonal", "contraction_view", "contraction_views", "fusible_view",
+            "apply_reading", "normalize")
+"""Names of the rewrites and pattern matches (a backend's rule for a fused node, such as
+``lower_contraction_view``, is not one)."""
 
 
 @pytest.mark.parametrize("path", BACKEND_WALKS)
 def test_no_backend_walk_applies_a_rewrite(path):
     text = (ROOT / path).read_text(encoding="utf-8")
-    assert not [r for r in REWRITES if r in text]
+    assert not [r for r in REWRITES if re.search(rf"(?<!\w){r}\(", text)]
 
 
 def test_each_backend_normalizes_at_its_entry():
@@ -136,3 +177,35 @@ def test_hooks_see_the_spec_blocks_not_the_rewritten_ones(bundled):
     run.evaluate(*xs, on_entry=lambda b, *_: seen.append(b))
     assert seen and {id(b) for b in seen} <= spec_blocks
     assert any(b.title == "Attention Core" for b in seen)
+
+
+def test_the_code_generators_fold_computes_what_the_plain_composition_does(bundled, monkeypatch):
+    """Routed Experts holds a ContractionView: generated with the pass, its per-expert Linear
+    and View are one einsum (another source); generated with the pass made the identity, the
+    two steps; both modules give the same numbers on the same weights and inputs."""
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    from ncdc import codegen
+
+    env = bundled.bind("tiny").env
+    blk = bundled.block("Routed Experts")
+    assert any(isinstance(t, ContractionView)
+               for t in _terms(normalize(blk, fusion="contraction_view")))
+    run = interpreter.interpret(blk, env, stand_in=True)
+    xs = [torch.from_numpy(np.asarray(x)) for x in interpreter.random_inputs(blk, env, 0)]
+
+    def module(g):
+        m = codegen.instantiate(codegen.load_module(g.source), g.class_name, torch.float64)
+        g.load_params(m, run.params)
+        with torch.no_grad():
+            out = m(*xs)
+        return out if isinstance(out, tuple) else (out,)
+
+    fused = generate(dataclasses.replace(blk), env)      # fresh roots: no memoised pass
+    monkeypatch.setattr(pipeline, "PASSES", tuple(
+        (n, (lambda t, **_kw: t) if n == "contraction_view" else s) for n, s in PASSES))
+    plain = generate(dataclasses.replace(blk), env)
+    assert fused.source != plain.source
+    assert fused.source.count("torch.diagonal(") < plain.source.count("torch.diagonal(")
+    for a, b in zip(module(fused), module(plain), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -29,9 +29,12 @@ def _types_in(text: str) -> set[str]:
 
 
 OWN_TESTS = {p.stem.removeprefix("test_operator_")
-             for p in (DATA.parent).glob("test_operator_*.py")}
-"""Operator kinds that no spec file uses but whose own test (``tests/test_operator_<kind>.py``)
-decodes a hand-written node (docs/adding-an-operator.md)."""
+             for p in (DATA.parent).glob("test_operator_*.py")} | {
+    t.lower() for p in (DATA.parent).glob("test_kinds_*.py")
+    for t in _types_in(p.read_text(encoding="utf-8"))}
+"""Operator kinds that no spec file uses but whose own test (``tests/test_operator_<kind>.py``,
+or a ``tests/test_kinds_*.py`` that writes the node) decodes a hand-written node
+(docs/adding-an-operator.md)."""
 
 
 @pytest.fixture(scope="module")
@@ -289,10 +292,14 @@ def test_every_broken_morphism_in_data_is_reported_with_its_titles(transformer_j
         assert p.titles[:1] == ("Transformer Layer",) and p.titles[-1] == "Attention Core"
 
 
-def test_nullary_constant_operator_is_refused_by_name(attention_core_json):
+def test_the_older_nullary_constant_operator_decodes_as_constant_op(attention_core_json):
     path, softmax = find_typed(attention_core_json, "SoftMax")[0]
     softmax.clear()
-    softmax.update({"__type__": "Constant", "value": 1.0})
-    err = _load_error(attention_core_json)
-    assert isinstance(err, SpecDecodeError) and err.node_type == "Constant"
-    assert err.json_path == path and "nullary Constant operator" in err.message
+    softmax.update({"__type__": "Constant", "name": None,
+                    "value": {"__type__": "Integer", "_value": 1}})
+    spec = ncdc.Spec(load_text(json.dumps(attention_core_json), "<test>"))
+    (op,) = [s.node.operator for s in ir.walk(spec.data) if isinstance(s.node, ir.Broadcasted)
+             and s.node.operator.path == path] or [None]
+    assert isinstance(op, ops.ConstantOp) and op.value == 1
+
+

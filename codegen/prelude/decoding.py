@@ -60,12 +60,23 @@ def token_read(module, site, keep, source, rows, sizes, dim=None, flip=True):
     n = source.shape[axis]
     d["kept"][key] = source.narrow(axis, n - keep, keep).clone()
     values, live = affine_read(source, rows, sizes, dim, flip=flip)
+    if _past_the_kept(d["start"], keep):
+        return values, live  # every kept entry is a token of the sequence
     # the token index each read lands on, laid out as the read's ``live``: dead before token 0
     extent = [n] if dim is not None else list(source.shape[source.dim() - len(rows):])
     at = torch.arange(n, device=source.device).view(
         [n if i == (0 if dim is not None else row) else 1 for i in range(len(extent))])
     index, _ = affine_read(at.expand(extent), rows, sizes, flip=flip)
     return values, live & (index + (d["start"] - keep) >= 0)
+
+
+def _past_the_kept(start, keep):
+    """Whether at least ``keep`` tokens came before (no kept entry is dead), where that is free
+    to know: an eager call with the counter on the CPU. Elsewhere (traced, so one graph serves
+    every step; or on an accelerator, where reading the counter would wait for it) False, and the
+    dead entries are found by the general rule."""
+    return (start.device.type == "cpu" and not torch.compiler.is_compiling()
+            and not torch.compiler.is_exporting() and int(start) >= keep)
 
 
 def decode(module, state, inputs, kwargs, tokens):

@@ -8,9 +8,11 @@ the row of each pair in the flattened leading dims, its slot, and
 
 * in the sparse form, ``counts``: how many pairs each slot has (a list, so the per-slot loops
   need no device sync); the pairs are exactly the live ones;
-* in the static form (``static_shapes=True``), ``live``: a bool tensor, one entry per pair; every
-  row has exactly ``k`` pairs (its live slots, then dead pairs at slot 0), so every shape is
-  fixed by the input shapes and ``k`` (``torch.compile(fullgraph=True)``, ``torch.export``).
+* in the static form, ``live``: a bool tensor, one entry per pair; every row has exactly ``k``
+  pairs (its live slots, then dead pairs at slot 0), so every shape is fixed by the input shapes
+  and ``k``. It is the form while torch traces the model (``torch.compile``, ``torch.export``:
+  no graph break, no data-dependent guard) and wherever ``static_shapes=True`` asks for it;
+  eager calls otherwise take the sparse form.
 
 In both forms ``live_pairs`` groups the pairs by slot (slot 0's first, each group in row
 order), so every grouped product (the custom op ``ncdc::grouped_matmul``: one
@@ -25,12 +27,18 @@ import math
 import torch
 
 
+def tracing():
+    """Whether torch is tracing the running code (dynamo, ``torch.export``) rather than running it
+    eagerly."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting()
+
+
 def live_pairs(live, lead, k=None, static=False):
     """The live positions of a mask ``[*lead, n]`` (broadcast to ``lead``) as pairs grouped by
-    slot: exactly the live ones, or (``static``) ``k`` per row."""
+    slot: exactly the live ones, or (``static``, or while tracing) ``k`` per row."""
     n = live.shape[-1]
     flat = live.expand(*lead, n).reshape(-1, n)
-    if static:
+    if static or tracing():
         positions = torch.arange(n, device=live.device)
         picks = torch.where(flat, positions, n).sort(dim=-1).values[:, :k]
         if k > n:

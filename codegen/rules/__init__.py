@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (imported to register their rules)
     folds,
     legacy,
     normalisation,
+    positions,
     selection,
     sources,
     tensorlogic,

@@ -1,6 +1,6 @@
-"""``TensorEquation`` (pyncd TensorLogic): one ``torch.einsum`` over the inputs and the Iverson
-predicates (each built from ``torch.arange`` index vectors of its axes), then the nested
-nonlinearity if any."""
+"""``TensorEquation`` (pyncd TensorLogic): one ``torch.einsum`` over the inputs (a ``Bool`` mask
+as its truth values, nonzero = 1) and the computed Iverson predicates (each built from
+``torch.arange`` index vectors of its axes), then the nested nonlinearity if any."""
 from __future__ import annotations
 
 from ncdc.ir.axes import Axis
@@ -11,10 +11,12 @@ from ncdc.ir.operators.tensorlogic import (
     IversonBinOp,
     IversonUnaryOp,
     TensorEquation,
+    TensorRef,
     constant_value,
     distinct,
     iverson_axes,
 )
+from ncdc.ir.operators.tensorlogic import is_bool as holds_truth_values
 
 from ..emit import atom
 from ..names import identifier
@@ -86,20 +88,23 @@ def _predicate(ctx, f, dtype: str, device: str) -> tuple[str, list]:
 @rule(TensorEquation)
 def tensor_equation(ctx):
     eq: TensorEquation = ctx.op
-    if len(ctx.ops) != len(eq.refs):
-        raise SpecError(f"the equation reads {len(eq.refs)} arrays but the box has "
-                        f"{len(ctx.ops)} inputs (an Iverson predicate passed as an input mask "
-                        "is not read)", ctx.b.path)
+    factors = eq.operands
+    if len(ctx.ops) != len(factors):
+        raise SpecError(f"the equation reads {len(factors)} arrays (its TensorRefs and Bool "
+                        f"masks) but the box has {len(ctx.ops)} inputs", ctx.b.path)
     relabelled = []
     for k, o in enumerate(ctx.ops):
         tgt = ctx.b.input_weaves[k].target
         relabelled.append([_label_of(ctx, tgt[lab[2]]) if lab[0] == "t" else lab
                            for lab in o.labels])
-    if ctx.ops:
-        dtype, device = f"{ctx.ops[0].expr}.dtype", f", device={ctx.ops[0].expr}.device"
-    else:
-        dtype, device = "torch.get_default_dtype()", ""
-    terms = [(k, o.expr, relabelled[k]) for k, o in enumerate(ctx.ops)]
+    arrays = [o.expr for f, o in zip(factors, ctx.ops, strict=True) if isinstance(f, TensorRef)]
+    dtype = f"{arrays[0]}.dtype" if arrays else "torch.get_default_dtype()"
+    device = f", device={ctx.ops[0].expr}.device" if ctx.ops else ""
+    exprs = [o.expr if isinstance(f, TensorRef) else
+             ctx.bind("mask", f"({o.expr} != 0).to({dtype})", relabelled[k],
+                      note="Bool mask of an Iverson factor")
+             for k, (f, o) in enumerate(zip(factors, ctx.ops, strict=True))]
+    terms = [(k, exprs[k], relabelled[k]) for k in range(len(ctx.ops))]
     for f in eq.predicates:
         mask, labels = _predicate(ctx, f, dtype, device)
         terms.append((None, mask, labels))
@@ -107,6 +112,8 @@ def tensor_equation(ctx):
     code, outl = contract(ctx, terms, set(groups), "contraction")
     name = identifier(eq.lhs_name.text, "equation") if eq.lhs_name is not None else "equation"
     var = ctx.bind(name, code, outl)
+    if holds_truth_values(ctx.b.output_weaves[0].datatype):  # pyncd's demotion of Bool
+        var = ctx.bind(name + "_holds", f"({var} > 0).to({var}.dtype)", outl)
     live, static = fold_live(ctx, relabelled, groups, outl)
     if live is not None:
         live = ctx.bind(var + "_live", live)

@@ -2,9 +2,11 @@
 
 One ``numpy.einsum`` in sublist form: every axis is one label (identity = axis identity), the
 degree axes lead after an Ellipsis for the enclosing batch; an input contributes its degree dims
-and its target axes, an Iverson predicate the 0/1 array it takes on the index values of its
+and its target axes (a ``Bool`` mask its truth values, nonzero = 1; a repeated axis reads its
+diagonal), a computed Iverson predicate the 0/1 array it takes on the index values of its
 distinct axes. Liveness as in ``Einops``: live iff some term has every input factor live.
-The nested ``operator`` (None or Identity: none) is applied afterwards, pointwise.
+The nested ``operator`` (None or Identity: none) is applied afterwards, pointwise; a ``Bool``
+result is the truth of ``sum > 0`` (pyncd's demotion).
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from ncdc.ir.operators.tensorlogic import (
     IversonConst,
     IversonUnaryOp,
     TensorEquation,
+    TensorRef,
     distinct,
+    is_bool,
     iverson_axes,
 )
 
@@ -67,10 +71,10 @@ def predicate_array(expr, sizes: dict) -> tuple[np.ndarray, tuple[Axis, ...]]:
 @rule(TensorEquation)
 def tensor_equation(b, inputs, ctx):
     eq = b.operator
-    refs, preds = eq.refs, eq.predicates
-    if len(inputs) != len(refs):
-        raise ctx.error(f"the equation reads {len(refs)} arrays but the box has {len(inputs)} "
-                        "inputs (an Iverson predicate passed as an input mask is not read)")
+    factors, preds = eq.operands, eq.predicates
+    if len(inputs) != len(factors):
+        raise ctx.error(f"the equation reads {len(factors)} arrays (its TensorRefs and Bool "
+                        f"masks) but the box has {len(inputs)} inputs")
     degree = tuple(b.degree)
     missing = [a.label for a in eq.lhs_indices if a not in degree]
     if missing:
@@ -87,7 +91,9 @@ def tensor_equation(b, inputs, ctx):
         if np.ndim(v.values) != len(ctx.batch) + len(sub) - 1:
             raise ctx.error(f"input {k} has {np.ndim(v.values)} dims, expected "
                             f"{len(ctx.batch) + len(sub) - 1}")
-        operands += [v.values, sub]
+        vals = v.values if isinstance(factors[k], TensorRef) else \
+            (np.asarray(v.values) != 0).astype(np.float64)
+        operands += [vals, sub]
         if v.live is not None:
             masks += [v.live, sub]
     spanned = set(deg) if inputs else set()
@@ -106,6 +112,8 @@ def tensor_equation(b, inputs, ctx):
                                                  if d in out_sub else 1 for d in deg))
     live = np.einsum(*masks, [Ellipsis] + deg) if masks else None
     out = _nonlinearity(eq, out, ctx)
+    if is_bool(b.output_weaves[0].datatype):  # pyncd's demotion of a Bool result: a truth
+        out = (np.asarray(out) > 0).astype(np.float64)  # value, the sum is positive
     return [finished(as_kind(np.asarray(out), b.output_weaves[0].datatype), live)]
 
 

@@ -1,10 +1,11 @@
-"""Nullary sources that are not learned: fixed arrays and rotary tables."""
+"""Nullary sources that are not learned: fixed arrays, constants, positions, rotary tables."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import sympy
 
+from ..datatypes import kind
 from .base import Operator, need_weaves
 from .measure import ZERO
 
@@ -58,4 +59,43 @@ class YarnRotary(Rotary):
     glyph = "YaRN RoPE"
 
 
-__all__ = ["FixedArray", "Rotary", "YarnRotary"]
+@dataclass(frozen=True, eq=False)
+class ConstantOp(_Source):
+    """``value`` at every position of the output (pyncd's ``ConstantOp``, older ``Constant``
+    with a ``value``): the unit a fold starts from. The output's target axes, if any, and its
+    degree all hold the same number."""
+
+    value: sympy.Expr = sympy.Integer(0)
+
+    glyph = "constant"
+    family = "source"
+
+    def check(self, site):
+        """No operand, one result; a natural result needs a whole number."""
+        if not site.arity(n_in=0, n_out=1):
+            return
+        v = sympy.sympify(self.value)
+        if (kind(site.b.output_weaves[0].datatype) == "natural" and v.is_number
+                and not (v.is_integer and v >= 0)):
+            site.error("operator-type", f"{site.name}: a natural result cannot hold {v}",
+                       ".value")
+
+
+@dataclass(frozen=True, eq=False)
+class Arrange(_Source):
+    """``out[i] = i`` along the one target axis of the output, a ``Natural`` (pyncd's
+    ``Arrange``): the positions ``0, 1, ..., |x| - 1`` of the axis ``x``."""
+
+    glyph = "arange"
+    family = "source"
+
+    def check(self, site):
+        """No operand; one result with one target axis, of natural datatype."""
+        if site.arity(n_in=0, n_out=1) and site.rank("output", 0, 1, "the arranged axis"):
+            dt = site.b.output_weaves[0].datatype
+            if kind(dt) != "natural":
+                site.error("operator-type", f"{site.name}: the positions are naturals, the "
+                           f"weave says {dt}", ".output_weaves[0]")
+
+
+__all__ = ["Arrange", "ConstantOp", "FixedArray", "Rotary", "YarnRotary"]

@@ -244,12 +244,16 @@ class NpzTensors:
         return tuple(a.shape), str(a.dtype)
 
     def expect(self, names) -> None:
-        pass
+        """Announce the reads of a load: an array is dropped after its last one."""
+        self._left = Counter(names)
 
     def get(self, name):
         import torch
 
-        return torch.from_numpy(self._arrays.pop(name))
+        left = getattr(self, "_left", Counter())
+        left[name] -= 1
+        return torch.from_numpy(self._arrays.pop(name) if left[name] <= 0
+                                else self._arrays[name].copy())
 
     def close(self) -> None:
         self._arrays.clear()

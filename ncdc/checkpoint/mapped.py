@@ -14,19 +14,21 @@ from dataclasses import dataclass
 
 from . import transforms as tf
 from .errors import CheckpointError, listing
-from .mapping import CheckpointMap, Rule, expand, stack_index
+from .mapping import CheckpointMap, Rule, expand, stack_index, tensor_name
 
 
 @dataclass(frozen=True)
 class Entry:
     """One checkpoint tensor's contribution to a key: part ``part`` of a split (else 0), at
-    ``index`` of the stack axis (else None), with its block scale tensor (or None)."""
+    ``index`` of the stack axis (else None), with its block scale tensor (or None) and the
+    tensor it is multiplied by (or None)."""
 
     tensor: str
     rule: Rule
     part: int = 0
     index: int | None = None
     scale: str | None = None
+    factor: str | None = None
 
 
 class MappedSource:
@@ -43,8 +45,10 @@ class MappedSource:
         names = list(files.names())
         matches, scales = self._matches(names)
         problems, unmapped = [], []
+        factors = self._factors(matches, problems)
+        used = set(factors.values())
         for name in names:
-            if name in scales and name not in matches:
+            if (name in scales or name in used) and name not in matches:
                 continue
             if name not in matches:
                 if not cmap.ignored(name):
@@ -52,10 +56,16 @@ class MappedSource:
                 continue
             rule, m, scale = matches[name]
             index, what = None, f"tensor {name!r} ({rule.label})"
+            scheme = cmap.scheme(rule)
+            if scale is None and scheme is not None and scheme.codes == "e2m1":
+                problems.append(f"{what}: FP4 codes need their scale tensor "
+                                f"{tensor_name(scheme.scale, m, what)!r}, which the checkpoint "
+                                "lacks")
             if rule.stack is not None:
                 index = stack_index(m, rule.stack.index, what)
             for part, key in enumerate(rule.keys()):
-                self.plan[expand(key, m, what)].append(Entry(name, rule, part, index, scale))
+                self.plan[expand(key, m, what)].append(
+                    Entry(name, rule, part, index, scale, factors.get(name)))
         for key, entries in self.plan.items():
             if any(e.index is None for e in entries) and len(entries) > 1:
                 problems.append(f"key {key!r} gets {len(entries)} tensors "
@@ -76,6 +86,18 @@ class MappedSource:
         for entries in self.plan.values():
             entries.sort(key=lambda e: (e.index is None, e.index or 0, e.tensor))
 
+    def _factors(self, matches: dict, problems: list[str]) -> dict[str, str]:
+        """tensor -> the tensor its rule multiplies it by, for the rules with ``multiply``;
+        a factor the checkpoint lacks is a problem."""
+        factors = {}
+        for name, (rule, m, _scale) in matches.items():
+            if rule.multiply is not None:
+                what = f"tensor {name!r} ({rule.label}): multiply"
+                factors[name] = other = tensor_name(rule.multiply.tensor, m, what)
+                if other not in self.files:
+                    problems.append(f"{what} names {other!r}, which the checkpoint lacks")
+        return factors
+
     def _matches(self, names: list[str]) -> tuple[dict, set[str]]:
         """(tensor -> (rule, match, its block scale tensor or None) for the tensors a rule
         matches, the names of those scale tensors); a scale counts only when it is present."""
@@ -86,19 +108,15 @@ class MappedSource:
             if hit is None:
                 continue
             rule, m = hit
-            scale = self._scale_name(rule, name)
+            scheme = self.map.scheme(rule)
+            scale = None if scheme is None else \
+                tensor_name(scheme.scale, m, f"tensor {name!r} ({rule.label}): scale")
             if scale is not None and scale in present:
                 scales.add(scale)
             else:
                 scale = None
             matches[name] = (rule, m, scale)
         return matches, scales
-
-    def _scale_name(self, rule: Rule, name: str) -> str | None:
-        template = rule.scale or (self.map.dequantize.scale if self.map.dequantize else None)
-        if template is None:
-            return None
-        return template.replace("${tensor}", name)
 
     # ------------------------------------------------------------------ source protocol
 
@@ -113,8 +131,7 @@ class MappedSource:
         for k in keys:
             for e in self.plan.get(k, ()):
                 raw.append(e.tensor)
-                if e.scale:
-                    raw.append(e.scale)
+                raw.extend(n for n in (e.scale, e.factor) if n)
         self.files.expect(raw)
 
     def close(self) -> None:
@@ -133,20 +150,28 @@ class MappedSource:
         what = f"{key}: tensor {e.tensor!r} ({e.rule.label})"
         t = self.files.get(e.tensor)
         if e.scale is not None:
-            block = self.map.dequantize.block if self.map.dequantize else (128, 128)
-            t = tf.dequantize(t, self.files.get(e.scale), block, self.dtype, what)
+            scheme = self.map.scheme(e.rule)
+            t = tf.dequantize(t, self.files.get(e.scale), scheme.block, self.dtype, what,
+                              codes=scheme.codes)
         if e.rule.split is not None:
             s = e.rule.split
             t = tf.split(t, s.axis, s.sizes, len(s.keys), what)[e.part]
+        if e.factor is not None:
+            index = e.rule.multiply.index
+            t = tf.multiply(t, self.files.get(e.factor), None if index is None
+                            else index[e.part], self.dtype, what)
         if e.rule.permute is not None:
             t = tf.permute(t, e.rule.permute, what)
         if e.rule.dtype is not None:
             t = tf.cast(t, e.rule.dtype)
         return tf.reshape(t, shape, what)
 
-    def pieces(self, key: str, shape):
+    def pieces(self, key: str, shape, part=None):
         """``(index, tensor)`` pairs filling an array of ``shape`` (the interpreter's) for
-        ``key``: one whole piece, or one per stacked tensor (its slice along the stack axis)."""
+        ``key``: one whole piece, or one per stacked tensor (its slice along the stack axis).
+        ``part``: ``(n, lo, hi)``, the slice ``[lo, hi)`` of an expert axis of length ``n``
+        a rank holds; a family stacked along an axis of that length yields (and reads) only
+        the tensors of that slice."""
         entries = self.plan[key]
         stack = entries[0].rule.stack
         if stack is None:
@@ -168,6 +193,8 @@ class MappedSource:
                 + (f"; indices out of range {listing(extra)}" if extra else ""))
         piece_shape = tuple(shape[:axis]) + tuple(shape[axis + 1:])
         for e in entries:
+            if part is not None and part[0] == n and not part[1] <= e.index < part[2]:
+                continue
             yield (slice(None),) * axis + (e.index,), self._value(e, key, piece_shape)
 
     def get(self, key: str, shape):

@@ -31,13 +31,22 @@ import reprlib
 from dataclasses import dataclass, field
 
 from . import saferegex
+from .builtin import BUILTIN, builtin_path
 from .errors import CheckpointError, MapError
 
 CAPTURE = re.compile(r"\$\{(\w+)\}")
 DTYPES = ("float64", "float32", "bfloat16", "float16")
-TOP_KEYS = {"rules", "ignore", "dequantize", "description", "format"}
+TOP_KEYS = {"rules", "ignore", "dequantize", "schemes", "description", "format"}
 RULE_KEYS = {"tensor", "key", "name", "transpose", "permute", "stack", "split", "dtype",
-             "scale"}
+             "scale", "dequantize", "multiply"}
+CODES = ("values", "e2m1")
+"""What a quantised weight's elements are: ``values`` (its own numbers, e.g. E4M3 codes read
+as floats) or ``e2m1`` (FP4 codes packed two to a byte along the last axis, low nibble
+first)."""
+SCHEME_KEYS = {"scale", "block", "codes"}
+NAME_VARS = {"tensor", "stem"}
+"""Template variables every tensor-name template has besides the rule's captures: the whole
+tensor name, and the name without its last dot-separated part."""
 MAX_RULES = 10_000
 """Most rules, and most ignore patterns, a map may have."""
 MAX_DEPTH = 32
@@ -70,6 +79,15 @@ class Split:
 
 
 @dataclass(frozen=True)
+class Multiply:
+    """Multiply a tensor (each part of a split) by another checkpoint tensor ``tensor`` (a
+    name template), indexed along its first axis by ``index[part]`` when given."""
+
+    tensor: str
+    index: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
 class Rule:
     number: int
     tensor: re.Pattern
@@ -80,6 +98,8 @@ class Rule:
     split: Split | None = None
     dtype: str | None = None
     scale: str | None = None
+    dequantize: str | None = None
+    multiply: Multiply | None = None
 
     @property
     def label(self) -> str:
@@ -92,8 +112,12 @@ class Rule:
 
 @dataclass(frozen=True)
 class Dequantize:
+    """A dequantisation scheme: the scale tensor's name template, the elements each scale
+    covers along each axis (of the unpacked weight), and what the weight's elements are."""
+
     scale: str = "${tensor}_scale_inv"
     block: tuple[int, ...] = (128, 128)
+    codes: str = "values"
 
 
 @dataclass(frozen=True)
@@ -104,6 +128,17 @@ class CheckpointMap:
     path: str = ""
     description: str = ""
     problems: tuple[str, ...] = field(default=(), compare=False)
+    schemes: dict = field(default_factory=dict, compare=False)
+
+    def scheme(self, rule: Rule) -> Dequantize | None:
+        """The dequantisation scheme of ``rule``: the one it names, else the map's default
+        (``[dequantize]``, its ``scale`` replaced by the rule's own ``scale`` if given)."""
+        if rule.dequantize is not None:
+            return self.schemes[rule.dequantize]
+        if rule.scale is not None:
+            base = self.dequantize or Dequantize()
+            return Dequantize(rule.scale, base.block, base.codes)
+        return self.dequantize
 
     def match(self, name: str):
         """``(rule, match)`` of the first rule whose regex matches all of ``name``, or None."""
@@ -150,6 +185,22 @@ def expand(template: str, m: re.Match, what: str = "key") -> str:
     return CAPTURE.sub(lambda c: capture(m, c.group(1), what), template)
 
 
+def tensor_name(template: str, m: re.Match, what: str) -> str:
+    """A tensor-name template expanded for the tensor ``m`` matched: ``${tensor}`` is its
+    name, ``${stem}`` its name without the last dot-separated part, ``${capture}`` a capture
+    of the rule's regex."""
+    name = m.string
+
+    def one(c):
+        var = c.group(1)
+        if var == "tensor" and "tensor" not in m.re.groupindex:
+            return name
+        if var == "stem" and "stem" not in m.re.groupindex:
+            return name.rpartition(".")[0] or name
+        return capture(m, var, what)
+    return CAPTURE.sub(one, template)
+
+
 def _depth_ok(doc, limit: int = MAX_DEPTH) -> bool:
     """Whether ``doc`` (parsed JSON/TOML) nests tables and lists at most ``limit`` deep."""
     todo = [(doc, 0)]
@@ -163,9 +214,10 @@ def _depth_ok(doc, limit: int = MAX_DEPTH) -> bool:
 
 
 def load_map(path) -> CheckpointMap:
-    """Read and check a map file (``.toml`` or ``.json``); every problem is reported at once
-    in one :class:`MapError`."""
+    """Read and check a map: a built-in map's name (:data:`BUILTIN`) or a map file
+    (``.toml`` or ``.json``); every problem is reported at once in one :class:`MapError`."""
     path = os.fspath(path)
+    path = builtin_path(path) or path
     try:
         with open(path, "rb") as fh:
             raw = fh.read(16 << 20)
@@ -209,7 +261,7 @@ def _regex(text, what, problems) -> re.Pattern | None:
     return None
 
 
-def _rule(i: int, e, problems: list[str]) -> Rule | None:  # noqa: C901 - one check per field of a rule table
+def _rule(i: int, e, problems: list[str], schemes: dict) -> Rule | None:  # noqa: C901 - one check per field of a rule table
     where = f"rule {i}"
     if not isinstance(e, dict):
         problems.append(f"{where} must be a table (object), not {type(e).__name__}")
@@ -276,10 +328,71 @@ def _rule(i: int, e, problems: list[str]) -> Rule | None:  # noqa: C901 - one ch
     scale = e.get("scale")
     if scale is not None and not isinstance(scale, str):
         problems.append(f"{where}: 'scale' must be a tensor name template")
+    elif scale is not None:
+        _template_vars(scale, groups, pat, f"{where}: scale", problems)
+    scheme = e.get("dequantize")
+    if scheme is not None and (not isinstance(scheme, str) or scheme not in schemes):
+        problems.append(f"{where}: dequantize {show(scheme)} names no scheme of the map's "
+                        f"'schemes' (known: {', '.join(sorted(schemes)) or 'none'})")
+    elif scheme is not None and scale is not None:
+        problems.append(f"{where}: give 'scale' or 'dequantize', not both")
+    elif scheme is not None:
+        _template_vars(schemes[scheme].scale, groups, pat,
+                       f"{where}: scheme {scheme!r} scale", problems)
+    mult = _multiply(e["multiply"], where, groups, pat, split, problems) \
+        if "multiply" in e else None
     if len(problems) > before or pat is None:
         return None
     return Rule(i, pat, key if split is None else None, e.get("name") or "", perm, stack, split,
-                dtype, scale)
+                dtype, scale, scheme, mult)
+
+
+def _template_vars(template: str, groups, pat, what: str, problems: list[str]) -> None:
+    """Every ``${name}`` of a tensor-name template is a capture or a name variable."""
+    for name in CAPTURE.findall(template):
+        if pat is not None and name not in groups and name not in NAME_VARS:
+            problems.append(f"{what} {template!r} uses ${{{name}}}, which is neither a named "
+                            f"capture of the tensor regex nor one of "
+                            f"{', '.join('${' + v + '}' for v in sorted(NAME_VARS))}")
+
+
+def _multiply(m, where: str, groups, pat, split, problems: list[str]) -> Multiply | None:
+    if not isinstance(m, dict) or set(m) - {"tensor", "index"} or \
+            not isinstance(m.get("tensor"), str) or not m["tensor"]:
+        problems.append(f"{where}: 'multiply' is a table with 'tensor' (a tensor name "
+                        "template) and optional 'index'")
+        return None
+    _template_vars(m["tensor"], groups, pat, f"{where}: multiply", problems)
+    index = m.get("index")
+    if index is not None:
+        parts = len(split.keys) if split is not None else 1
+        if type(index) is int:
+            index = [index]
+        index = _int_list(index, f"{where}: multiply 'index'", problems, parts)
+        if index is not None and any(not 0 <= k <= MAX_BLOCK for k in index):
+            problems.append(f"{where}: multiply 'index' entries must be from 0 to {MAX_BLOCK}")
+            index = None
+        if index is None:
+            return None
+    return Multiply(m["tensor"], index)
+
+
+def _scheme(d, what: str, problems: list[str]) -> Dequantize | None:
+    """A dequantisation scheme table (``scale``, ``block``, ``codes``)."""
+    if not isinstance(d, dict) or set(d) - SCHEME_KEYS:
+        problems.append(f"{what} is a table with 'scale', 'block' and 'codes'")
+        return None
+    block = _int_list(d.get("block", [128, 128]), f"{what} 'block'", problems)
+    if block is not None and not all(0 < b <= MAX_BLOCK for b in block):
+        problems.append(f"{what} 'block' sizes must be from 1 to {MAX_BLOCK}")
+    scale = d.get("scale", Dequantize.scale)
+    if not isinstance(scale, str) or not any(f"${{{v}}}" in scale for v in NAME_VARS):
+        problems.append(f"{what} 'scale' must be a template containing ${{tensor}} or "
+                        "${stem}")
+    codes = d.get("codes", "values")
+    if codes not in CODES:
+        problems.append(f"{what} 'codes' {show(codes)} is not one of {', '.join(CODES)}")
+    return Dequantize(scale, block or (128, 128), codes)
 
 
 def parse_map(doc, path: str = "<map>") -> CheckpointMap:
@@ -299,7 +412,16 @@ def parse_map(doc, path: str = "<map>") -> CheckpointMap:
     if len(entries) > MAX_RULES or (isinstance(ign, list) and len(ign) > MAX_RULES):
         raise MapError(f"checkpoint map {path!r}: more than {MAX_RULES} rules or ignore "
                        "patterns")
-    rules = [r for i, e in enumerate(entries, 1) if (r := _rule(i, e, problems)) is not None]
+    schemes: dict[str, Dequantize] = {}
+    raw = doc.get("schemes", {})
+    if not isinstance(raw, dict) or len(raw) > MAX_RULES:
+        problems.append("'schemes' must be a table of named dequantisation schemes")
+        raw = {}
+    for name, d in raw.items():
+        if (sch := _scheme(d, f"scheme {name!r}", problems)) is not None:
+            schemes[name] = sch
+    rules = [r for i, e in enumerate(entries, 1)
+             if (r := _rule(i, e, problems, schemes)) is not None]
     ignore_list = doc.get("ignore", [])
     if not isinstance(ignore_list, list):
         problems.append("'ignore' must be a list of regexes")
@@ -308,24 +430,14 @@ def parse_map(doc, path: str = "<map>") -> CheckpointMap:
               if (p := _regex(t, f"ignore[{j}]", problems)) is not None]
     deq = None
     if "dequantize" in doc:
-        d = doc["dequantize"]
-        if not isinstance(d, dict) or set(d) - {"scale", "block"}:
-            problems.append("'dequantize' is a table with 'scale' and 'block'")
-        else:
-            block = _int_list(d.get("block", [128, 128]), "dequantize 'block'", problems)
-            if block is not None and not all(0 < b <= MAX_BLOCK for b in block):
-                problems.append(f"dequantize 'block' sizes must be from 1 to {MAX_BLOCK}")
-            scale = d.get("scale", Dequantize.scale)
-            if not isinstance(scale, str) or "${tensor}" not in scale:
-                problems.append("dequantize 'scale' must be a template containing ${tensor}")
-            deq = Dequantize(scale, block or (128, 128))
+        deq = _scheme(doc["dequantize"], "dequantize", problems)
     if problems:
         more = f"; ... (and {len(problems) - 20} more)" if len(problems) > 20 else ""
         raise MapError(f"checkpoint map {path!r} has {len(problems)} problem(s): "
                        + "; ".join(problems[:20]) + more)
     return CheckpointMap(tuple(rules), tuple(ignore), deq, path,
-                         str(doc.get("description", "")))
+                         str(doc.get("description", "")), schemes=schemes)
 
 
-__all__ = ["CheckpointMap", "Dequantize", "MapError", "Rule", "Split", "Stack", "capture",
-           "expand", "load_map", "parse_map", "show", "stack_index"]
+__all__ = ["BUILTIN", "CheckpointMap", "builtin_path", "Dequantize", "MapError", "Multiply", "Rule", "Split", "Stack",
+           "capture", "expand", "load_map", "parse_map", "show", "stack_index", "tensor_name"]

@@ -114,12 +114,26 @@ def _check_kind(value, target, key: str, where: str) -> None:
         raise CheckpointError(f"{key}: {where} holds non-integral values for an integer array")
 
 
-def pieces(source, name: str, shape):
+def pieces(source, name: str, shape, part=None):
     """``(index, tensor)`` pieces of ``name`` in ``source``: the source's own (a mapped
-    checkpoint stacks families piece by piece), or the whole tensor at index ``()``."""
+    checkpoint stacks families piece by piece, for an expert-sliced member only the slice
+    ``part`` of :func:`expert_part`), or the whole tensor at index ``()``."""
     if hasattr(source, "pieces"):
-        return source.pieces(name, shape)
+        return source.pieces(name, shape, part) if part is not None else \
+            source.pieces(name, shape)
     return [((), source.get(name))]
+
+
+def expert_part(module, name: str):
+    """``(n, lo, hi)`` of a member a sharded run splits along its expert axis (the
+    generated class's ``EXPERT_DIMS``, the owner's ``experts`` slice), else None."""
+    path, _, attr = name.rpartition(".")
+    owner = module.get_submodule(path) if path else module
+    experts = getattr(owner, "experts", None)
+    if attr not in dict(getattr(type(owner), "EXPERT_DIMS", ())) or not isinstance(experts,
+                                                                                    dict):
+        return None
+    return experts["n"], experts["lo"], experts["hi"]
 
 
 def describe(source, name: str) -> str:
@@ -173,7 +187,8 @@ def materialize(built: Built, source=None, *, key_map: dict | None = None, seed:
                     else torch.empty(whole, dtype=target.dtype)
             writer = writer_for(dest, layouts.get(name), shape, ns)
             src = key_map[key]
-            for index, value in pieces(source, src, shape):
+            part = expert_part(module, name) if sharded else None
+            for index, value in pieces(source, src, shape, part):
                 want = writer.shape_at(index)
                 where = describe(source, src)
                 if tuple(value.shape) != want:

@@ -42,6 +42,10 @@ def add_parser(subparsers) -> None:
                   dest_help="check this block only")
     which.add_argument("--all", action="store_true",
                        help="every block site, not only one per distinct body")
+    which.add_argument("--expansions", action="store_true",
+                       help="instead: each operator expansion a viewer export writes out "
+                            "(auxiliary.expansions) against the operator it defines, the "
+                            "interpreter run on both with the same random inputs")
     add_size_args(p, default_preset="tiny")
     add_reading_arg(p)
     add_memory_arg(p)
@@ -155,6 +159,10 @@ def run(args) -> int:
     from ncdc.interpreter.storage_policy import StoragePolicy
 
     policy = StoragePolicy.parse(args.weights)
+    if args.expansions:
+        from .expansions import run_check
+
+        return run_check(args)
     if args.incremental:
         return run_incremental(args, targets)
     spec = load_spec(args)

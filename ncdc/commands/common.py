@@ -82,9 +82,16 @@ def add_weights_arg(p) -> None:
 
 def add_checkpoint_args(p) -> None:
     """``--map`` and ``--key-prefix``: how the weights' names become the block's keys."""
+    from ncdc.checkpoint.builtin import builtin_help
+
     p.add_argument("--map", metavar="MAP",
-                   help="checkpoint map (.toml or .json) from the checkpoint's tensor names to "
-                        "ncdc's parameter keys")
+                   help="checkpoint map from the checkpoint's tensor names to ncdc's parameter "
+                        "keys: a .toml or .json file, or the name of a built-in map ("
+                        + builtin_help() + ")")
+    p.add_argument("--config", metavar="CONFIG",
+                   help="a Hugging Face config.json of DeepSeek-V4: its sizes and constants "
+                        "bound (over the preset; a field that disagrees with the diagram or "
+                        "with --size/--constant is an error)")
     p.add_argument("--key-prefix", metavar="PREFIX",
                    help="where the block's keys start in the weights (default: found from the "
                         "block's place in the model)")
@@ -137,6 +144,7 @@ PATH_ARGS = {
     "tape": ("in", (".npz",)),
     "save_params": ("out", (".npz", ".safetensors")),
     "out": ("out", (".npz",)),
+    "config": ("in", (".json",)),
 }
 OUTPUT_EXTS = {"compile": (".py",), "graph": (".dot", ".gv", ".graphml"),
                "view": (".html", ".htm", ".svg", ".png")}
@@ -147,16 +155,17 @@ def check_paths(args) -> None:
     files, outputs go to an existing directory and are not directories, and each keeps an
     extension its format allows. A problem is a UsageError (exit 2, one line)."""
     from ncdc.ir.errors import UsageError
+    from ncdc.spec.envelope import split_address
 
     spec = getattr(args, "spec", None)
     if spec is not None:
-        input_path(spec, "SPEC", None)
+        input_path(split_address(spec, os.path.exists)[0], "SPEC", None)
     for name, (direction, exts) in PATH_ARGS.items():
         path = getattr(args, name, None)
         if path == "":
             raise UsageError(f"--{name.replace('_', '-')}: an empty path names no file")
         if name == "params" and path and getattr(args, "map", None):
-            input_path(args.map, "--map", (".toml", ".json"))
+            map_path(args.map)
             if not os.path.exists(path):  # a checkpoint: a file, an index or a directory
                 raise UsageError(f"--params {path!r}: no such file or directory")
             continue
@@ -173,7 +182,7 @@ def check_paths(args) -> None:
 
 
 #: Arguments naming files a command reads, and files it writes.
-INPUT_ARGS = ("spec", "params", "source", "map", "inputs", "tape")
+INPUT_ARGS = ("spec", "params", "source", "map", "inputs", "tape", "config")
 OUTPUT_ARGS = ("output", "out", "save_params")
 
 
@@ -205,6 +214,19 @@ def _ext_ok(path: str, flag: str, exts) -> None:
 
     if exts and os.path.splitext(path)[1].lower() not in exts:
         raise UsageError(f"{flag} {path!r}: the file name must end in {' or '.join(exts)}")
+
+
+def map_path(path) -> None:
+    """``--map``: a built-in map's name, or a readable ``.toml``/``.json`` file."""
+    from ncdc.checkpoint.builtin import BUILTIN, builtin_path
+    from ncdc.ir.errors import UsageError
+
+    if builtin_path(path) is not None:
+        return
+    if not os.fspath(path).lower().endswith((".toml", ".json")):
+        raise UsageError(f"--map {path!r} names no built-in map ({', '.join(BUILTIN)}) and "
+                         "is not a .toml or .json file")
+    input_path(path, "--map", (".toml", ".json"))
 
 
 def input_path(path, flag: str, exts=None) -> None:
@@ -269,8 +291,13 @@ def bind_from_args(spec, args, default_preset: str = "released"):
     """The binding of the command line, gated: the spec is validated under it and its first
     error refuses the command (:func:`gate`)."""
     preset = args.preset or default_preset
-    binding = spec.bind(preset, parse_assignments(args.size, "--size"),
-                        parse_assignments(args.constant, "--constant"))
+    sizes = parse_assignments(args.size, "--size")
+    constants = parse_assignments(args.constant, "--constant")
+    if getattr(args, "config", None):
+        from ncdc.checkpoint.hfconfig import with_config
+
+        sizes, constants = with_config(spec, args.config, preset, sizes, constants)
+    binding = spec.bind(preset, sizes, constants)
     gate(spec, binding)
     return binding
 
@@ -279,16 +306,9 @@ def gate(spec, binding) -> None:
     """Refuse what ``ncdc validate`` rejects: ``eval``, ``compile`` and ``check`` run the very
     validation ``validate`` reports (same binding) and raise its first error as a typed
     SpecError (BindingError for sizes), before any allocation."""
-    from ncdc.ir.errors import BindingError, SpecError
+    from ..api import refuse
 
-    errors = [d for d in spec.validate(binding) if d.severity == "error"]
-    if not errors:
-        return
-    d = errors[0]
-    more = f" (and {len(errors) - 1} more; `ncdc validate` lists them)" if len(errors) > 1 \
-        else ""
-    cls = BindingError if d.code == "size-invalid" else SpecError
-    raise cls(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
+    refuse(spec.validate(binding))
 
 
 def file_problems(args, path, problems) -> None:

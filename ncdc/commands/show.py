@@ -33,6 +33,9 @@ def add_parser(sub) -> None:
                    help="show this many block levels")
     p.add_argument("--all", action="store_true",
                    help="include annotation blocks (casts, elementwise maps)")
+    p.add_argument("--expansions", action="store_true",
+                   help="instead: the operator expansions a viewer export writes out "
+                        "(auxiliary.expansions): operator, formula, description, diagram")
     p.set_defaults(run=run)
 
 
@@ -149,6 +152,10 @@ def block_rows(spec, root, env=None, depth=None, include_all=False) -> list[dict
 def run(args) -> int:
     from ncdc.ir.names import shown_text
 
+    if args.expansions:
+        from .expansions import run_show
+
+        return run_show(args)
     spec = load_spec(args)
     binding = optional_binding(spec, args, "shapes")
     env = binding.env if binding is not None else None

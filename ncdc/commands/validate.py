@@ -105,7 +105,8 @@ def run(args) -> int:
         emit_json({"source": spec.source, "readable": True, "envelope": spec.doc.envelope,
                    "valid": valid, "counts": n, "by_code": counts_by_code(diags),
                    "diagnostics": [d.as_dict() for d in diags],
-                   "salvage": summary.as_dict() if summary.salvaged else None})
+                   "salvage": summary.as_dict() if summary.salvaged or args.salvage
+                   else None})
         return 0 if valid else 1
     print(f"{spec.source} ({spec.doc.envelope})")
     for d in diags:
@@ -113,6 +114,8 @@ def run(args) -> int:
             print(d)
     if summary.salvaged:
         _print_salvage(summary)
+    if summary.salvaged or args.salvage:
+        _print_bodiless(summary)
     hidden = "" if args.verbose or not n["info"] else " (-v lists the info)"
     verdict = "valid" if valid else "INVALID"
     print(f"{verdict}: {n['error']} error(s), {n['warning']} warning(s), {n['info']} info"
@@ -135,3 +138,17 @@ def _print_salvage(s) -> None:
         print(f"  block titles with no body in the data, only tags in the repository "
               f"({len(s.repository_only)}):")
         print("    " + "; ".join(e.title for e in s.repository_only))
+
+
+def _print_bodiless(s) -> None:
+    """The repository's tags no block of the data carries, by block title (spec.summary)."""
+    n = sum(len(g.uids) for g in s.bodiless)
+    if not n:
+        print("  block tags with no body: none (every tag of the repository labels a block)")
+        return
+    past = sum(g.past_cut for g in s.bodiless)
+    where = f", {past} written past the last tag the data uses" if past else ""
+    print(f"  block tags with no body ({n} tags of {len(s.bodiless)} block titles{where}, in "
+          "repository order):")
+    for g in s.bodiless:
+        print(f"    - {g.describe()}")

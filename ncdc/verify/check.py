@@ -93,8 +93,13 @@ def run_generated(g, module, inputs, tape, dtype: str, masks: dict | None = None
     if g.root.uses_tape:
         kwargs["tape"] = {g.slot_keys[uid]: to_torch(np.asarray(v), td)
                           for uid, v in tape.items() if uid in g.slot_keys}
-    with torch.no_grad():
-        out = module(*args, **kwargs)
+    old = torch.get_default_dtype()  # a forward with no real input computes in torch's
+    torch.set_default_dtype(td if td in (torch.float32, torch.float64) else old)  # default
+    try:
+        with torch.no_grad():
+            out = module(*args, **kwargs)
+    finally:
+        torch.set_default_dtype(old)
     if not isinstance(out, tuple):
         out = (out,)
     flat = list(out)

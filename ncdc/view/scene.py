@@ -20,6 +20,12 @@ Rules:
 - ``Rearrangement``, ``Composed`` and ``ProductOfMorphisms`` are pure wiring and make no node.
 - ``Grab``/``Drop`` (and a ``ParaWrap``'s grabs and drops) make tape read/write nodes.
 - A cut (``Truncated``) term makes a *cut* node; its complete parts are drawn.
+- An operator occurrence the file defines by an expansion (``openings``,
+  :mod:`ncdc.view.opened`) carries ``expansion`` (its key, the operator, the formula and
+  description the export writes, and ``error`` where it cannot open); the expansion's diagram
+  is its contents, drawn inside it from its input ports to its output ports as a block's body
+  is, with node ids ``OCCURRENCE>ID`` (``ID`` the node's id in the expansion's own scene) and
+  the expansion's own sizes left symbolic.
 - A wire is labelled with the array it carries (``label``; ``bound`` given an environment),
   its axes as text (``axes``: ``x, m``; ``boundAxes``: ``x=4, m=7168``), and marked ``dead``
   when one of its axes can hold dead positions (affine sparse, top-k sparse or concatenated
@@ -29,13 +35,15 @@ Node ids are the JSON paths of the terms they draw, so they are unique and stabl
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sympy
 
 from ncdc.ir.axes import AffineSparseAxis, ConcatenatedAxis, SparseAxis
 from ncdc.ir.cost import block_costs, with_tokens
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
-from ncdc.ir.morphisms import Block, Broadcasted, Drop, Morphism, Truncated
+from ncdc.ir.morphisms import Block, Broadcasted, CoupledScan, Drop, Morphism, Scan, Truncated
 from ncdc.ir.params import block_segments, param_roles, param_specs, titled_children
 from ncdc.ir.shapes import array_text, size_text
 from ncdc.ir.traverse import Descend, Visitor, traverse
@@ -43,20 +51,15 @@ from ncdc.ir.walk import arity, walk
 
 from .labels import is_math, operator_label, plain_label
 
-# operator kind -> glyph family (what the picture draws for it)
-GLYPHS = {
-    "Einops": "contraction", "Linear": "contraction", "Embedding": "contraction",
-    "TensorEquation": "contraction",
-    "Arithmetic": "elementwise", "Elementwise": "elementwise", "GenericOperator": "elementwise",
-    "Identity": "elementwise", "PairsAsComplex": "elementwise", "Decomplex": "elementwise",
-    "TypeConvert": "cast", "Cast": "cast",
-    "AdditionOp": "fold", "Maximum": "fold", "BitwiseXor": "fold", "Modulo": "fold",
-    "Normalize": "norm", "L1Norm": "norm", "SoftMax": "norm", "WeightedTriangularLower": "norm",
-    "TopK": "topk", "Select": "topk", "IndexSelect": "topk",
-    "FixedArray": "source", "Rotary": "source", "YarnRotary": "source",
-    "View": "view", "CovariantView": "view", "ConcatenateAxes": "view",
-    "DeconcatenateAxes": "view",
-}
+if TYPE_CHECKING:
+    from .opened import Opening
+
+
+def glyph_family(op) -> str:
+    """What the picture draws for an operator: its descriptor's family (``other`` for an
+    object that is no IR operator, or a box drawn as a block)."""
+    family = getattr(type(op), "family", "")
+    return family if family and family != "box" else "other"
 
 
 class _End:
@@ -92,8 +95,9 @@ def _shape_list(obj, env: Env | None) -> list[str]:
 class SceneBuilder:
     """Builds the scene of one root morphism (see the module docstring)."""
 
-    def __init__(self, env: Env | None = None):
+    def __init__(self, env: Env | None = None, openings: dict[str, Opening] | None = None):
         self.env = env
+        self.openings = openings or {}
         self.nodes: dict[str, dict] = {}
         self.edges: dict[str, list[dict]] = {}
         self.tags: dict[str, list[str]] = {}
@@ -181,7 +185,7 @@ class SceneBuilder:
         if name.lower().replace(" ", "") in (kind.lower(), meaning.lower().replace(" ", "")):
             name = ""  # a name that only repeats the kind (``einops``)
         label = name or meaning
-        extra = {"op": kind, "glyph": GLYPHS.get(kind, "other"), "path": path,
+        extra = {"op": kind, "glyph": glyph_family(op), "path": path,
                  "meaning": meaning, "named": bool(name),
                  "latex": op.name.latex if op.name is not None and is_math(op.name.latex)
                  else ""}
@@ -204,7 +208,27 @@ class SceneBuilder:
             self.wire(cont, e, nid, k)
         cod = _safe(lambda: tuple(b.cod), tuple(None for _ in b.output_weaves))
         self.ports(nid, len(inputs), len(cod))
+        if path in self.openings:
+            self.open_expansion(nid, self.openings[path])
         return [_End(nid, j, o) for j, o in enumerate(cod)]
+
+    def open_expansion(self, nid: str, o: Opening) -> None:
+        """Operator node ``nid`` marked with expansion ``o`` and, where its diagram takes and
+        gives as many arrays as the occurrence, holding that diagram's scene."""
+        node = self.nodes[nid]
+        info = {"key": o.key, "operator": o.operator, "formula": o.formula,
+                "description": o.description, "error": o.error}
+        node["expansion"] = info
+        if o.root is None:
+            return
+        sub = build_scene(o.root, None, o.operator, o.inner)
+        kinds = [n["kind"] for n in sub["nodes"].values()]
+        n_in, n_out = kinds.count("input"), kinds.count("output")
+        if (n_in, n_out) != (node["inputs"], node["outputs"]):
+            info["error"] = (f"the expansion takes {n_in} and gives {n_out} arrays; the "
+                             f"occurrence takes {node['inputs']} and gives {node['outputs']}")
+            return
+        _graft(self, nid, sub)
 
     def tape_node(self, path: str, cont: str, slot, mode: str, size) -> str:
         nid = self.add_node(path, cont, "tape", plain_label(slot.label), mode=mode,
@@ -215,6 +239,50 @@ class SceneBuilder:
                                                       "shape": array_text(size)})
         entry["reads" if mode == "read" else "writes"].append(nid)
         return nid
+
+
+def _graft(b: SceneBuilder, nid: str, sub: dict) -> None:
+    """Put scene ``sub`` inside node ``nid`` of ``b``: its root becomes ``nid``, its input
+    ``k`` and output ``j`` nodes become ``nid``'s ports, every other id is prefixed."""
+    root, prefix = sub["root"], nid + ">"
+    ports: dict[str, str] = {}
+    for sid, n in sub["nodes"].items():
+        if n["kind"] in ("input", "output"):
+            ports[sid] = nid
+
+    def rename(i: str) -> str:
+        return nid if i == root else ports.get(i) or prefix + i
+
+    for sid, n in sub["nodes"].items():
+        if sid == root or sid in ports:
+            continue
+        copy = {**n, "id": rename(sid), "parent": rename(n["parent"]),
+                "children": [rename(c) for c in n["children"]]}
+        if copy.get("tag"):
+            copy["tag"] = prefix + copy["tag"]
+        b.nodes[copy["id"]] = copy
+    b.nodes[nid]["children"] = [rename(c) for c in sub["nodes"][root]["children"]
+                                if c not in ports]
+    for cont, es in sub["edges"].items():
+        inside = rename(cont)
+        b.edges[inside] = [{**e, "id": f"{inside}#{i}", "src": rename(e["src"]),
+                            "dst": rename(e["dst"]),
+                            "srcPort": int(e["src"][3:]) if e["src"] in ports else e["srcPort"],
+                            "dstPort": int(e["dst"][4:]) if e["dst"] in ports else e["dstPort"]}
+                           for i, e in enumerate(es)]
+    for uid, ids in sub["tags"].items():
+        b.tags[prefix + uid] = [rename(i) for i in ids]
+    for uid, t in sub["tapes"].items():
+        b.tapes[prefix + uid] = {**t, "reads": [rename(i) for i in t["reads"]],
+                                 "writes": [rename(i) for i in t["writes"]]}
+
+
+def _closing(d: Descend, close) -> Descend:
+    """``d``, with ``close`` applied to the values its chain of continuations ends with."""
+    def then(results):
+        out = d.then(results) if d.then is not None else results
+        return _closing(out, close) if isinstance(out, Descend) else close(out)
+    return Descend(d.items, d.ins, d.title, then)
 
 
 class _Drawing(Visitor):
@@ -295,6 +363,40 @@ class _Drawing(Visitor):
 
     def stride(self, node, ins, scope):
         return []
+
+    def scan(self, node: Scan, ins, scope):
+        """A container titled by the recurrence (pyncd's viewer: ``Scan over l, N=3``) holding
+        ``base`` and one ``step``; its result is the history."""
+        b, cont, path = self.b, self.cont, scope.path
+        title = f"Scan over {node.axis.label}, N={sympy.sstr(node.n)}"
+        nid = b.add_node(path, cont, "block", title, latex="", tag="", rep=None, lifted=[],
+                         path=path, cut=False, formula="",
+                         description="H_0 = base(X); H_{l+1} = step(H_l, U[l]); the result "
+                                     "stacks H_0 ... H_N", color="")
+        for k, e in enumerate(ins):
+            b.wire(cont, e, nid, k)
+
+        def close(results):
+            self.conts.pop()
+            for j, e in enumerate(results):
+                b.wire(nid, e, nid, j)
+            b.ports(nid, len(ins), len(results))
+            try:
+                history = tuple(node.cod)
+            except SpecError:  # ill-typed: validation says where
+                history = tuple(e.obj for e in results)
+            return [_End(nid, j, h) for j, h in enumerate(history)]
+
+        self.conts.append(nid)
+        walk_in = super().coupled_scan if isinstance(node, CoupledScan) else super().scan
+        inner = walk_in(node, [_End(nid, k, e.obj) for k, e in enumerate(ins)], scope)
+        return _closing(inner, close)
+
+    def coupled_scan(self, node, ins, scope):
+        return self.scan(node, ins, scope)
+
+    def scan_steps(self, node, scope) -> int:
+        return 1
 
     def unknown(self, m, ins, scope):
         path, cont = scope.path, self.cont
@@ -390,10 +492,12 @@ def _attach_costs(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
         }
 
 
-def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
+def build_scene(root: Morphism, env: Env | None = None, name: str = "",
+                openings: dict[str, Opening] | None = None) -> dict:
     """The scene of ``root`` (see the module docstring); the root's inputs and outputs are
-    nodes of their own (``in:k``, ``out:j``)."""
-    b = SceneBuilder(env)
+    nodes of their own (``in:k``, ``out:j``); ``openings``: the expansions its operator
+    occurrences open to, by occurrence path."""
+    b = SceneBuilder(env, openings)
     rid = "root"
     b.add_node(rid, None, "root", name or getattr(root, "title", "") or "model", path=root.path)
     dom = _safe(lambda: tuple(root.dom), tuple(None for _ in range(arity(root))))
@@ -422,4 +526,4 @@ def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
     return {"root": rid, "nodes": b.nodes, "edges": b.edges, "tags": b.tags, "tapes": b.tapes}
 
 
-__all__ = ["GLYPHS", "SceneBuilder", "build_scene"]
+__all__ = ["SceneBuilder", "build_scene", "glyph_family"]
