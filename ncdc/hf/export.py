@@ -86,8 +86,9 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
                               f"{', '.join(lacking)}")
     g = built.generated
     root_class = getattr(built.namespace, g.class_name)
-    fields = block_fields(built.namespace, g.class_name, getattr(g, "config_name", None),
-                          {"quant": plan.quant})
+    # the data only the user can supply is in the weights: the module is built to load it
+    fields = block_fields(built.namespace, g.class_name, g.config_name,
+                          {"quant": plan.quant, "stand_in": "load"})
     sizes, keywords = config_fields(fields)
     field_values = values_of(fields, sizes, keywords)
     lm = language_model(plan.morphism, plan.env)
@@ -109,8 +110,7 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
                   vocab_size=lm.vocab if lm is not None else None,
                   fields="\n".join(field_lines(field_values)), sizes_map=repr(sizes),
                   keywords_map=repr(keywords), config_class=repr(fields.config),
-                  config_import=_config_import(fields.config),
-                  build=_build_call(fields.config),
+                  config_name=fields.config,
                   no_split=repr(units))
     auto = {"AutoConfig": "configuration_ncdc.NcdcConfig", "AutoModel": "modeling_ncdc.NcdcModel"}
     if lm is not None:
@@ -161,17 +161,6 @@ def _units(root):
 
 def _sizes(values: dict) -> str:
     return "\n".join(f"| `{n}` | `{json.dumps(v)}` |" for n, v in values.items())
-
-
-def _config_import(config: str | None) -> str:
-    """The modeling file's import of the generated config dataclass (none without one)."""
-    return f"from .ncdc_module import {config} as NcdcRootConfig\n" if config else ""
-
-
-def _build_call(config: str | None) -> str:
-    """How ``build_block`` constructs the root: from the config dataclass, or keywords."""
-    return "NcdcRoot(NcdcRootConfig(**sizes), **keywords)" if config else \
-        "NcdcRoot(**sizes, **keywords)"
 
 
 def _note(lm, mode: str) -> str:

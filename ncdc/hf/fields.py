@@ -1,12 +1,10 @@
-"""The config's fields: the sizes and constants the generated module is built with, and the
-keywords of its root class's constructor (``quant``, ``static_shapes``, ``stand_in``).
-
-A generated file either holds one ``@dataclass`` config (its fields the sizes and constants,
-defaults the values it was generated at) that every module takes as ``config``, or passes the
-sizes as keyword arguments with those defaults (files generated before the dataclass existed).
-:func:`block_fields` reads them from either; :func:`config_fields` names them as config
-attributes. The exported modeling file builds the module from the config in one function
-(``build_block`` in ``templates/modeling_ncdc.py.tmpl``), the counterpart of this one.
+"""The config's fields: the sizes and constants the generated module is built with (the
+fields of the generated file's ``@dataclass`` config, which every module takes as ``config``,
+defaults the values it was generated at), and the keywords of its root class's constructor
+(``quant``, ``static_shapes``, ``stand_in``). :func:`block_fields` reads them;
+:func:`config_fields` names them as config attributes. The exported modeling file builds the
+module from the config in one function (``build_block`` in
+``templates/modeling_ncdc.py.tmpl``), the counterpart of this one.
 """
 from __future__ import annotations
 
@@ -31,20 +29,19 @@ TYPES = {bool: "bool", int: "int", float: "float", str: "str"}
 
 @dataclass
 class BlockFields:
-    """``config``: the generated config dataclass's name (None where the sizes are keywords);
-    ``sizes``: its fields (or the size keywords) and their values; ``keywords``: the other
-    keyword-only constructor arguments and their values."""
+    """``config``: the generated config dataclass's name; ``sizes``: its fields and their
+    values; ``keywords``: the root constructor's keyword-only arguments and their values."""
 
-    config: str | None
+    config: str
     sizes: dict = field(default_factory=dict)
     keywords: dict = field(default_factory=dict)
 
 
-def block_fields(namespace, class_name: str, config_name: str | None,
+def block_fields(namespace, class_name: str, config_name: str,
                  overrides: dict | None = None) -> BlockFields:
     """The fields of the root class ``class_name`` of the generated file ``namespace`` (a
-    module); ``config_name``: its config dataclass, if the file has one; ``overrides`` replace
-    keyword defaults (such as ``quant``)."""
+    module) and of its config dataclass ``config_name``; ``overrides`` replace keyword
+    defaults (such as ``quant``)."""
     root = getattr(namespace, class_name)
     params = inspect.signature(root.__init__).parameters
     keywords = {n: p.default for n, p in params.items()
@@ -53,11 +50,8 @@ def block_fields(namespace, class_name: str, config_name: str | None,
     for name, value in (overrides or {}).items():
         if name in keywords:
             keywords[name] = value
-    cls = getattr(namespace, config_name, None) if config_name and "config" in params else None
-    if cls is None:
-        return BlockFields(None, {}, keywords)
     sizes = {}
-    for f in dataclasses.fields(cls):
+    for f in dataclasses.fields(getattr(namespace, config_name)):
         if f.default is dataclasses.MISSING:
             raise BindingError(f"{f.name}: the generated module's config has no value for it "
                                "(give it with --size)")
