@@ -389,11 +389,11 @@ def test_layer0_automodel_equals_ncdc_module_and_interpreter(layer0):
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] == ["NcdcModel"] and config["ncdc_incremental"] is True
     assert "AutoModelForCausalLM" not in config["auto_map"]
-    # the sizes it was generated at, by the generated module's own names for them
-    by_name = {n: config[a] for a, n in {**config["ncdc_sizes"],
-                                          **config["ncdc_keywords"]}.items()}
-    assert by_name.get("hidden_width", by_name.get("m")) == 64
-    assert by_name.get("window_size", by_name.get("w")) == 8
+    # the sizes it was generated at, under the generated config's own names for them
+    assert config["ncdc_config"] == "SlidingWindowLayerConfig"
+    assert config["hidden_width"] == 64 and config["window_size"] == 8
+    assert config["ncdc_sizes"]["experts"] == "experts" and config["experts"] == 8
+    assert config["ncdc_keywords"] == {"static_shapes": "static_shapes"}
     model = AutoModel.from_pretrained(folder, trust_remote_code=True)
     xs = [torch.from_numpy(x) for x in inputs]
     with torch.no_grad():
