@@ -1,22 +1,29 @@
-"""Fuzz campaign: hostile specs, sizes, names, command lines and weight files against the CLI.
+"""Fuzz campaign: hostile specs, sizes, names, command lines, checkpoint maps and weight files
+against every public entry point: the CLI's commands and the Python API.
 
-Every case is one ``ncdc`` command line run in-process (``ncdc.cli.main``) by a recycled worker
-process, under limits:
+Every case is one ``ncdc`` command line run in-process (``ncdc.cli.main``), or one call of the
+public API (``ncdc.load``, ``Spec.validate/bind/blocks/params``, ``ncdc.interpret`` and a run,
+``ncdc.compile_torch``), by a recycled worker process, under limits:
 
-* CPU: a per-case profiling timer (``ITIMER_PROF``, 2 s) raises inside the case — a *hang*;
+* CPU: a per-case profiling timer (``ITIMER_PROF``, 2 s; 10 s for the bundled spec) raises
+  inside the case — a *hang*;
   a case stuck in C code past 30 s of wall time gets its worker killed — also a hang;
 * memory: ``RLIMIT_AS`` = the worker's footprint after warm-up + 2 GiB — a ``MemoryError``
   (or the CLI's "out of memory" line) is a *run over 2 GB*;
-* anything escaping ``main`` other than ``SystemExit`` is an *untyped exception*, grouped by
-  type and site (innermost ncdc frame); an ``internal-error`` diagnostic counts as one too.
+* anything escaping ``main`` other than ``SystemExit`` (through the API: anything but a
+  ``SpecError``) is an *untyped exception*, grouped by type and site (innermost ncdc frame); a
+  traceback printed is one too.
 
 Cases (derived from the case number alone, so any case can be replayed with ``--case N``):
-mutations of every spec the tests use (hostile numerics in sizes, repetitions, strides and
-indices; hostile names and titles; deleted, emptied, retyped and duplicated fields; truncation),
-hostile ``--size``/``--seed``/``--seeds``/path flags, and hostile ``.npz``/``.safetensors``
-files for ``--params``/``--inputs``/``--tape``.
+mutations of every spec the tests use and of the bundled spec (hostile numerics in sizes,
+repetitions, strides and indices; hostile names and titles; deleted, emptied, retyped and
+duplicated fields; truncation), hostile ``--size``/``--seed``/``--seeds``/path flags, hostile
+``.npz``/``.safetensors`` files for ``--params``/``--inputs``/``--tape``, and (``--maps``)
+hostile checkpoint maps and checkpoints for ``eval``/``run --map`` (``bench/fuzz_maps.py``).
+``--view N`` then opens the ``ncdc view`` pages of N mutated specs in headless Chromium
+(``bench/fuzz_view.py``).
 
-    python bench/fuzz.py                 # 10,000 cases, 2 workers
+    python bench/fuzz.py                 # 10,000 cases + 300 map cases + 50 pages, 2 workers
     python bench/fuzz.py -n 200 -j 1     # a quick run
     python bench/fuzz.py --case 1234 -v  # replay one case, printing its output
 """
@@ -31,6 +38,7 @@ import json
 import multiprocessing as mp
 import os
 import random
+import re
 import resource
 import signal
 import struct
@@ -46,7 +54,14 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # this checkout's ncdc, not an installed one
 SPECS = sorted([*ROOT.glob("tests/data/*.json"), *ROOT.glob("tests/data/pyncd/*.json"),
                 *(ROOT.parent / "shared" / "specs" / "pyncd").glob("*.json")])
+BUNDLED = ROOT / "ncdc" / "data" / "deepseek_v41_flash.json"
+BUNDLED_SHARE = 0.04
+"""The share of spec cases that mutate the bundled spec (1.9 MB) instead of a small one."""
+MAP_SPEC = ROOT / "tests" / "data" / "pyncd" / "transformer.json"
+MAP_BASE = 10**9
+"""Case numbers from here on are map cases (``bench/fuzz_maps.py``)."""
 CPU_LIMIT_S = 2.0
+BUNDLED_CPU_LIMIT_S = 10.0
 WALL_LIMIT_S = 30.0
 MEMORY_LIMIT = 2 << 30
 RECYCLE = 1000
@@ -175,6 +190,39 @@ def mutate(doc, rng: random.Random) -> tuple[object, str]:
     return doc, f"scalar at {p}"
 
 
+_TEXT_SITES = {"integer": re.compile(r'"_value": -?\d+'), "name": re.compile(r'"body": "[^"]*"'),
+               "title": re.compile(r'"title": "[^"]*"'),
+               "mapping": re.compile(r'"mapping": \[[^\]]*\]')}
+
+
+def mutate_text(text: str, rng: random.Random) -> tuple[str, str]:
+    """One hostile edit of a spec's text (the bundled spec is truncated, so not a JSON value):
+    a hostile number, name, title or mapping at one of its sites, a span deleted, or a cut."""
+    kind = rng.choice([*_TEXT_SITES, "delete", "cut"])
+    if kind == "cut":
+        at = rng.randrange(len(text))
+        return text[:at], f"cut at {at}"
+    if kind == "delete":
+        at = rng.randrange(len(text))
+        return text[:at] + text[at + rng.randrange(1, 200):], f"delete at {at}"
+    sites = list(_TEXT_SITES[kind].finditer(text))
+    m = rng.choice(sites)
+    if kind == "integer":
+        value = json.dumps(rng.choice([*HOSTILE_INTS, 10**4000 - 1, 1.5]))
+        new = f'"_value": {value}'
+    elif kind == "mapping":
+        new = f'"mapping": {json.dumps(rng.choice([[-1], [0, 0, 0, 9], [], [2**63], [99]]))}'
+    else:
+        new = f'"{kind if kind == "title" else "body"}": ' + json.dumps(rng.choice(HOSTILE_NAMES))
+    return text[:m.start()] + new + text[m.end():], f"{kind} at offset {m.start()}"
+
+
+def _load_docs(paths) -> dict:
+    """Each spec's document (the bundled spec's text: it is truncated)."""
+    return {Path(p): Path(p).read_text(encoding="utf-8") if Path(p) == BUNDLED
+            else json.loads(Path(p).read_text(encoding="utf-8")) for p in paths}
+
+
 def _get(doc, path):
     cur = doc
     for k in path:
@@ -276,16 +324,72 @@ def weight_file(path: Path, rng: random.Random) -> str:
     return f"{p}|zip bomb"
 
 
+def _eval_flags(rng: random.Random, tmp: Path, kind: float) -> list[str]:
+    """Hostile weight files and output flags of an ``eval`` case."""
+    argv: list[str] = []
+    if kind >= 0.70 and rng.random() < 0.6:
+        flag = rng.choice(["--params", "--inputs", "--tape"])
+        desc = weight_file(tmp / "w", rng)
+        argv += [flag, desc.split("|")[0]]  # the file's name says what it is
+    if rng.random() < 0.2:
+        argv += ["--seed", rng.choice(["-1", "0", "7", str(2**70)])]
+    if rng.random() < 0.2:
+        argv += ["--out", str(tmp / rng.choice(["o.npz", "o.txt", "missing/o.npz", ""]))]
+    if rng.random() < 0.2:
+        argv += ["--save-params", str(tmp / rng.choice(["p.npz", "p.safetensors", "p.pt"]))]
+    if rng.random() < 0.1:
+        argv += ["--strict"]
+    return argv
+
+
+def _flags(cmd: str, rng: random.Random, tmp: Path, doc, kind: float, bundled: bool
+           ) -> list[str]:
+    """The flags of a ``cmd`` case (hostile ones among them)."""
+    argv: list[str] = []
+    if bundled and cmd in ("check", "run"):
+        argv += ["--block", rng.choice(["Sliding Window Layer", "Mixture of Experts"])]
+    if cmd == "view":
+        argv += ["-o", str(tmp / rng.choice(["v.html", "nodir/v.html"]))]
+    if cmd == "run":
+        argv += ["--params", "synthetic"] + _size_flags(rng, _labels(doc))
+        if rng.random() < 0.2:
+            argv += ["--dtype", rng.choice(["float64", "bfloat16"])]
+    if cmd == "graph":
+        argv += ["-o", str(tmp / rng.choice(["g.dot", "g.graphml", "g.txt", "nodir/g.dot"]))]
+    if cmd in ("eval", "compile", "check", "show", "params", "validate"):
+        argv += _size_flags(rng, _labels(doc))
+        if rng.random() < 0.15:
+            argv += ["--preset", rng.choice(["tiny", "released", "medium", "nope"])]
+    if cmd == "eval":
+        argv += _eval_flags(rng, tmp, kind)
+    if cmd == "compile" and rng.random() < 0.5:
+        argv += ["-o", str(tmp / rng.choice(["m.py", "m.txt", "nodir/m.py", "."]))]
+    if cmd == "check":
+        argv += ["--seeds", rng.choice(["0", "1", "-2", "1"])]
+    if rng.random() < 0.05:
+        argv += ["--max-spec-bytes", rng.choice(["0", "-1", "100"])]
+    return argv
+
+
 def make_case(n: int, tmp: Path, docs: dict) -> tuple[list[str], str]:
     """The command line of case ``n`` (files written under ``tmp``) and a description."""
     sys.set_int_max_str_digits(0)  # the harness writes long literals; ncdc must refuse them
+    if n >= MAP_BASE:
+        from bench.fuzz_maps import map_case
+
+        return map_case(n, tmp, MAP_SPEC)
     rng = random.Random(n)
-    spec_path = rng.choice(SPECS)
+    spec_path = BUNDLED if rng.random() < BUNDLED_SHARE else rng.choice(SPECS)
     doc = docs[spec_path]
     kind = rng.random()
     target = tmp / "spec.json"
     what = spec_path.name
-    if kind < 0.70:
+    if isinstance(doc, str):  # the bundled spec, truncated as delivered: text mutations
+        text, how = mutate_text(doc, rng) if kind < 0.70 else (doc, "as delivered")
+        target.write_text(text, encoding="utf-8", errors="surrogatepass")
+        what += f": {how}"
+        doc = {}
+    elif kind < 0.70:
         mutated, how = mutate(doc, rng)
         if rng.random() < 0.3:
             mutated, how2 = mutate(mutated, rng)
@@ -295,35 +399,63 @@ def make_case(n: int, tmp: Path, docs: dict) -> tuple[list[str], str]:
     else:
         target.write_text(json.dumps(doc), encoding="utf-8")
     cmd = rng.choices(["validate", "show", "blocks", "params", "graph", "eval", "compile",
-                       "check"], weights=[20, 12, 6, 12, 5, 25, 12, 3])[0]
-    argv = [cmd, str(target)]
-    if cmd == "graph":
-        argv += ["-o", str(tmp / rng.choice(["g.dot", "g.graphml", "g.txt", "nodir/g.dot"]))]
-    if cmd in ("eval", "compile", "check", "show", "params", "validate"):
-        argv += _size_flags(rng, _labels(doc))
-        if rng.random() < 0.15:
-            argv += ["--preset", rng.choice(["tiny", "released", "medium", "nope"])]
-    if cmd == "eval":
-        if kind >= 0.70 and rng.random() < 0.6:
-            flag = rng.choice(["--params", "--inputs", "--tape"])
-            desc = weight_file(tmp / "w", rng)
-            argv += [flag, desc.split("|")[0]]
-            what += f"; {flag} {desc.split('|')[1]}"
-        if rng.random() < 0.2:
-            argv += ["--seed", rng.choice(["-1", "0", "7", str(2**70)])]
-        if rng.random() < 0.2:
-            argv += ["--out", str(tmp / rng.choice(["o.npz", "o.txt", "missing/o.npz", ""]))]
-        if rng.random() < 0.2:
-            argv += ["--save-params", str(tmp / rng.choice(["p.npz", "p.safetensors", "p.pt"]))]
-        if rng.random() < 0.1:
-            argv += ["--strict"]
-    if cmd == "compile" and rng.random() < 0.5:
-        argv += ["-o", str(tmp / rng.choice(["m.py", "m.txt", "nodir/m.py", "."]))]
-    if cmd == "check":
-        argv += ["--seeds", rng.choice(["0", "1", "-2", "1"])]
-    if rng.random() < 0.05:
-        argv += ["--max-spec-bytes", rng.choice(["0", "-1", "100"])]
+                       "check", "cost", "view", "run", "api"],
+                      weights=[14, 8, 4, 8, 4, 18, 8, 3, 4, 4, 5, 20])[0]
+    if cmd == "api":
+        sizes = _size_flags(rng, _labels(doc))
+        return ["api", rng.choice(API_CALLS), str(target), *sizes], what
+    argv = [cmd, str(target)] + _flags(cmd, rng, tmp, doc, kind, spec_path == BUNDLED)
     return argv, what
+
+
+# --------------------------------------------------------------------------- API cases
+
+API_CALLS = ["load", "validate", "blocks", "params", "interpret", "interpret-block",
+             "compile_torch"]
+
+
+def _api_sizes(flags: list[str]) -> dict:
+    """``--size name=value`` flags as the API's ``sizes`` mapping (ints, else floats)."""
+    out: dict = {}
+    for flag in flags[1::2]:
+        name, _, text = flag.partition("=")
+        try:
+            out[name] = int(text)
+        except ValueError:
+            try:
+                out[name] = float(text)
+            except ValueError:
+                out[name] = text
+    return out
+
+
+def api_case(argv: list[str]) -> None:
+    """One public API call of an ``["api", call, spec, *size flags]`` case; a SpecError is
+    typed (the caller catches it)."""
+    import ncdc
+
+    call, path, sizes = argv[1], argv[2], _api_sizes(argv[3:])
+    spec = ncdc.load(path, salvage=len(path) % 2 == 0)
+    if call == "load":
+        return
+    if call == "validate":
+        spec.validate()
+        spec.validate(spec.bind("tiny", sizes))
+    elif call == "blocks":
+        for site in spec.blocks():
+            spec.label(site)
+        spec.size_names()
+    elif call == "params":
+        spec.params(binding=spec.bind("tiny", sizes), collapse=64)
+    elif call in ("interpret", "interpret-block"):
+        from ncdc.interpreter import random_inputs
+
+        what = spec if call == "interpret" or not spec.blocks() else spec.blocks()[-1].path
+        run = ncdc.interpret(what, spec=spec if isinstance(what, str) else None, sizes=sizes,
+                             stand_in=True)
+        run(*random_inputs(run.morphism, run.env, 0))
+    else:
+        ncdc.compile_torch(spec, sizes=sizes, dtype="float32")
 
 
 # --------------------------------------------------------------------------- running one case
@@ -349,17 +481,27 @@ def _site(tb) -> str:
 
 def run_case(n: int, docs: dict, verbose: bool = False) -> dict:
     from ncdc.cli import main
+    from ncdc.ir.errors import SpecError
 
     with tempfile.TemporaryDirectory(prefix="ncdc-fuzz-") as d:
         tmp = Path(d)
         argv, what = make_case(n, tmp, docs)
         out, err = io.StringIO(), io.StringIO()
-        res = {"case": n, "what": what, "argv": argv, "kind": "ok"}
+        limit = BUNDLED_CPU_LIMIT_S if str(BUNDLED) in argv[:3] or \
+            what.startswith(BUNDLED.name) else CPU_LIMIT_S
+        res = {"case": n, "what": what, "argv": argv, "kind": "ok", "limit": limit}
         t0 = time.process_time()
-        signal.setitimer(signal.ITIMER_PROF, CPU_LIMIT_S)
+        signal.setitimer(signal.ITIMER_PROF, limit)
         try:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                rc = main(argv)
+                if argv[0] == "api":
+                    try:
+                        api_case(argv)
+                        rc = 0
+                    except SpecError:
+                        rc = 1
+                else:
+                    rc = main(argv)
             res["rc"] = rc
         except Hang:
             res["kind"] = "hang"
@@ -386,10 +528,10 @@ def run_case(n: int, docs: dict, verbose: bool = False) -> dict:
             if "out of memory" in text:
                 res["kind"] = "refused-allocation"
                 res["site"] = "MemoryError caught at the CLI boundary"
-            elif "internal-error" in text or "Traceback" in text:
+            elif "Traceback" in text:
                 res["kind"] = "untyped"
-                res["type"] = "internal-error" if "internal-error" in text else "traceback"
-                line = next((ln for ln in text.splitlines() if "internal-error" in ln), "")
+                res["type"] = "traceback"
+                line = next((ln for ln in text.splitlines() if "Error" in ln), "")
                 res["site"] = line[:160]
         if verbose:
             print(" ".join(a[:80] for a in argv), "\n", what[:300], "\n", text[-3000:])
@@ -400,8 +542,7 @@ def run_case(n: int, docs: dict, verbose: bool = False) -> dict:
 
 
 def _worker(conn, docs_paths):
-    docs = {p: json.loads(Path(p).read_text(encoding="utf-8")) for p in docs_paths}
-    docs = {Path(p): v for p, v in docs.items()}
+    docs = _load_docs(docs_paths)
     import numpy  # noqa: F401
     import torch  # noqa: F401
 
@@ -442,7 +583,7 @@ class Slot:
 
 def campaign(cases: list[int], jobs: int) -> list[dict]:
     ctx = mp.get_context("fork")
-    paths = [str(p) for p in SPECS]
+    paths = [str(p) for p in (*SPECS, BUNDLED)]
     slots = [Slot(ctx, paths) for _ in range(jobs)]
     todo = collections.deque(cases)
     results = []
@@ -492,7 +633,8 @@ def campaign(cases: list[int], jobs: int) -> list[dict]:
 
 def report(results: list[dict], took: float) -> int:
     kinds = collections.Counter(r["kind"] for r in results)
-    slow = [r for r in results if r.get("cpu", 0) > CPU_LIMIT_S and r["kind"] == "ok"]
+    slow = [r for r in results if r.get("cpu", 0) > r.get("limit", CPU_LIMIT_S)
+            and r["kind"] == "ok"]
     print(f"cases: {len(results)} in {took:.0f} s "
           f"({len(results) / max(took, 1e-9):.1f}/s)")
     print(f"untyped exceptions: {kinds['untyped']}")
@@ -502,7 +644,8 @@ def report(results: list[dict], took: float) -> int:
         ex = next(r for r in results if r["kind"] == "untyped" and r.get("type") == t
                   and r.get("site") == site)
         print(f"  {c:5d}  {t} at {site}  (e.g. case {ex['case']}: {ex.get('message', '')[:90]!r})")
-    print(f"hangs over {CPU_LIMIT_S:g} s CPU: {kinds['hang'] + len(slow)}")
+    print(f"hangs over {CPU_LIMIT_S:g} s CPU ({BUNDLED_CPU_LIMIT_S:g} s for the bundled spec): "
+          f"{kinds['hang'] + len(slow)}")
     for r in [r for r in results if r["kind"] == "hang"][:10] + slow[:10]:
         print(f"  case {r['case']}: {r.get('site')} {r.get('what', '')[:120]}")
     print(f"runs over {MEMORY_LIMIT >> 30} GB: {kinds['memory']}")
@@ -534,9 +677,24 @@ def report(results: list[dict], took: float) -> int:
     return 1 if bad else 0
 
 
+def view_report(found: dict) -> int:
+    c = found["counts"]
+    print(f"view pages: {sum(c.values())} mutated specs; {c.get('written', 0)} pages written, "
+          f"{c.get('refused', 0)} refused typed; in Chromium: {c.get('page error', 0)} page "
+          f"errors, {c.get('blank', 0)} blank, {c.get('not ready', 0)} never ready; untyped: "
+          f"{c.get('untyped', 0)}")
+    for kind, rows in found["examples"].items():
+        for n, what, detail in rows:
+            print(f"  {kind}: case {n}: {what[:80]} -- {detail}")
+    bad = sum(c.get(k, 0) for k in ("page error", "blank", "not ready", "untyped"))
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-n", "--cases", type=int, default=10_000)
+    ap.add_argument("--maps", type=int, default=300, help="hostile map/checkpoint cases")
+    ap.add_argument("--view", type=int, default=50, help="mutated specs viewed in Chromium")
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--start", type=int, default=0)
     ap.add_argument("--case", type=int, default=None, help="replay one case in this process")
@@ -548,12 +706,27 @@ def main(argv=None) -> int:
         import ncdc.cli  # noqa: F401 - warm imports, as the workers do
 
         signal.signal(signal.SIGPROF, _on_timer)
-        docs = {p: json.loads(p.read_text(encoding="utf-8")) for p in SPECS}
+        docs = _load_docs((*SPECS, BUNDLED))
         print(json.dumps(run_case(args.case, docs, verbose=True), default=str)[:2000])
         return 0
     t0 = time.time()
-    results = campaign(list(range(args.start, args.start + args.cases)), args.jobs)
-    return report(results, time.time() - t0)
+    cases = list(range(args.start, args.start + args.cases)) + \
+        list(range(MAP_BASE + args.start, MAP_BASE + args.start + args.maps))
+    results = campaign(cases, args.jobs)
+    status = report(results, time.time() - t0)
+    maps = [r for r in results if r["case"] >= MAP_BASE]
+    print(f"map/checkpoint cases: {len(maps)}, untyped "
+          f"{sum(r['kind'] == 'untyped' for r in maps)}, hangs "
+          f"{sum(r['kind'] == 'hang' for r in maps)}")
+    if args.view:
+        from bench.fuzz_view import view_campaign
+
+        docs = _load_docs((*SPECS, BUNDLED))
+        with tempfile.TemporaryDirectory(prefix="ncdc-fuzz-view-") as d:
+            found = view_campaign(range(args.start, args.start + args.view), docs,
+                                  [*SPECS, BUNDLED], Path(d))
+        status |= view_report(found)
+    return status
 
 
 if __name__ == "__main__":

@@ -35,13 +35,14 @@ def generate_source(morphism, env, *, quant: str = "exact",
 
 def compile_torch(morphism, env, *, quant: str = "exact",
                   dtype: str = "float64", module_name: str | None = None, stand_in: bool = False,
-                  reading: str = "faithful"):
+                  reading: str = "faithful", size_names: dict | None = None):
     """``(source, module)``: the generated source and an instance of its root class (in
     ``dtype``, constructed with the binding's sizes as defaults; ``stand_in``: seeded stand-ins
     for data only the user can supply, with a warning)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
-    g = generate(morphism, env, quant=quant, module_name=module_name, reading=reading)
+    g = generate(morphism, env, quant=quant, module_name=module_name, reading=reading,
+                 size_names=size_names)
     mod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:

@@ -63,7 +63,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
                      for w, st in zip(wires, joined, strict=False)]
             info = cb.gen.class_for(block, probe, tape_before)
     snake = attribute_name(info.name, block.title)
-    ctor = [f"{cb.gen.sym_name(s)}={cb.init_size_code(s)}" for s in info.ctor_symbols]
+    ctor = ["self.config"] if info.ctor_symbols else []
     if info.needs_quant:
         ctor.append("quant=quant")
         cb.needs.passes_quant = True

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from ncdc.ir.names import plain_title
 
 from .boundary import default_statements
-from .classinfo import INDENT, ClassInfo
+from .classinfo import INDENT, ClassInfo, Sub
 from .classstate import Batch, Interface, Needs
 from .emit import wrap_line
 from .experts import expert_attribute_lines
@@ -20,27 +20,52 @@ BASE = "Module"
 """The base class of every generated class (:func:`base_class_source`)."""
 
 
-def base_class_source(rounds: bool) -> str:
-    """The generated file's base class: an empty ``reset_parameters`` (a class with parameters
-    of its own overrides it) and, where the file rounds (``rounds``), the ``quant`` switch and
-    ``self.held(x, encoding)``: the value as held in its storage format in emulate mode, ``x``
-    itself in exact mode."""
-    doc = ("Base of the blocks below. ``reset_parameters`` sets a block's own parameters "
-           "(none here)")
+INIT_WEIGHTS = '''    def init_weights(self, module=None):
+        """Every parameter and buffer as eager construction sets it (after building on the meta
+        device and ``to_empty``): each submodule's ``reset_parameters``, children first."""
+        module = self if module is None else module
+        for child in module.children():
+            self.init_weights(child)
+        if hasattr(module, "reset_parameters"):
+            module.reset_parameters()
+'''
+"""The base class's ``init_weights``: the eager initialisation, in eager construction's order."""
+
+EXTRA_REPR = '''    def extra_repr(self):
+        """The shapes of the block's own parameters and buffers (submodules print theirs)."""
+        arrays = [*self.named_parameters(recurse=False), *self.named_buffers(recurse=False)]
+        return ", ".join(f"{k}={list(t.shape)}" for k, t in arrays)
+'''
+"""The base class's ``extra_repr`` (what ``print(module)`` shows of each block)."""
+
+
+def base_class_source(rounds: bool, config_name: str) -> str:
+    """The generated file's base class: it keeps the file's config (``config_name``; None
+    means its defaults) as ``self.config``, which every size and constant is read from; an
+    empty ``reset_parameters`` (a class with parameters of its own overrides it); one recursive
+    ``init_weights`` (every submodule's ``reset_parameters``, children first); an
+    ``extra_repr`` giving the shapes of a block's own arrays; and, where the file rounds
+    (``rounds``), the ``quant`` switch and ``self.held(x, encoding)``: the value as held in its
+    storage format in emulate mode, ``x`` itself in exact mode."""
+    doc = (f"Base of the blocks below: ``self.config`` is the {config_name} (None: the "
+           "defaults);\n    ``reset_parameters`` sets a block's own parameters (none here)")
     doc += (';\n    ``quant="emulate"`` rounds every value to its storage format, ``"exact"`` '
             'never rounds."""' if rounds else '."""')
-    lines = [f"class {BASE}(nn.Module):", INDENT + '"""' + doc, ""]
+    lines = [f"class {BASE}(nn.Module):", INDENT + '"""' + doc, "",
+             INDENT + "def __init__(self, config=None" + (', quant="exact"' if rounds else "")
+             + "):",
+             INDENT * 2 + "super().__init__()",
+             INDENT * 2 + f"self.config = {config_name}() if config is None else config"]
     if rounds:
-        lines += [INDENT + 'def __init__(self, quant="exact"):',
-                  INDENT * 2 + "super().__init__()",
-                  INDENT * 2 + 'self.emulate = quant == "emulate"',
+        lines += [INDENT * 2 + 'self.emulate = quant == "emulate"',
                   "",
                   INDENT + "def held(self, x, encoding, channels=None):",
                   INDENT * 2 + '"""``x`` as held in ``encoding`` (MX blocks of ``channels``) '
                   'in emulate mode, else ``x``."""',
-                  INDENT * 2 + "return held(x, encoding, self.emulate, channels)",
-                  ""]
-    lines += [INDENT + "def reset_parameters(self):", INDENT * 2 + "pass"]
+                  INDENT * 2 + "return held(x, encoding, self.emulate, channels)"]
+    lines += ["", INDENT + "def reset_parameters(self):", INDENT * 2 + "pass", ""]
+    lines += INIT_WEIGHTS.splitlines() + [""]
+    lines += EXTRA_REPR.splitlines()
     return "\n".join(lines) + "\n"
 
 
@@ -78,36 +103,47 @@ def class_source(c: ClassParts) -> str:
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
 
 
+def takes_config(info: ClassInfo) -> bool:
+    """A class takes the file's config when it reads a size or constant (the root always)."""
+    return bool(info.ctor_symbols) or info.key == "root"
+
+
 def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     """``__init__`` (allocation, sizes kept for forward) and ``reset_parameters``."""
     params = []
-    for s in info.ctor_symbols:
-        d = gen.default_of(s)
-        params.append(f"{gen.sym_name(s)}={d}" if d is not None else gen.sym_name(s))
     if info.needs_quant:
         params.append(f"quant={gen.quant!r}")
     if info.needs_stand_in:
         params.append("stand_in=False")
     if info.needs_static:
         params.append("static_shapes=False")
-    sig = "self" + (", *, " + ", ".join(params) if params else "")
-    init = [Statement(EXPR, f"super().__init__({'quant' if needs.quant else ''})")]
-    kept = [gen.sym_name(s) for s in sorted(sizes.fwd_symbols, key=gen.sym_name)]
-    if kept:  # the sizes forward reads, in one statement
-        init.append(Statement(ASSIGN, ", ".join(kept), tuple(f"self.{n}" for n in kept)))
+    info.user_data = tuple(dict.fromkeys([*needs.user_data, *(
+        t for m in info.members if isinstance(m, Sub) for t in m.info.user_data)]))
+    config = takes_config(info)
+    sig = "self" + (", config=None" if config else "") + (", *, " + ", ".join(params)
+                                                          if params else "")
+    args = ["config"] if config else []
+    if needs.quant:
+        args.append("quant" if config else "quant=quant")
+    init = [Statement(EXPR, f"super().__init__({', '.join(args)})")]
     if needs.static:
         init.append(Statement(ASSIGN, "static_shapes", ("self.static_shapes",)))
+    if info.user_data and (info.key == "root" or needs.user_data):
+        names = string_literal(", ".join(info.user_data))
+        init.insert(0, Statement(EXPR, f"refuse_missing_data(stand_in, {names})"))
     if needs.user_data:
         init.append(Statement(ASSIGN, "stand_in", ("self.stand_in",)))
         init.append(Statement(EXPR, "self.register_load_state_dict_post_hook(data_loaded)"))
     init += members.init
     if members.reset:
         init.append(Statement(EXPR, "self.reset_parameters()"))
-    lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
+    lines = []
+    if len(init) > 1 or params:  # else the base class's __init__ does it all
+        lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
     if members.reset or needs.user_data:
         reset = list(members.reset)
         if needs.user_data:
-            reset.append(Statement(ASSIGN, "not self.stand_in", ("self.data_missing",)))
+            reset.append(Statement(ASSIGN, "self.stand_in is not True", ("self.data_missing",)))
         lines += [INDENT + "def reset_parameters(self):", *print_body(reset, INDENT * 2), ""]
     return lines
 

@@ -52,6 +52,7 @@ class ClassInfo:
     uses_tape: bool = False
     needs_quant: bool = False
     needs_stand_in: bool = False  # holds user data (codegen/fixed_data.py)
+    user_data: tuple = ()  # titles of the user data it holds, its submodules' included
     needs_static: bool = False  # takes the static_shapes switch (a selection's pairs)
     input_static: tuple = ()
     outputs: list = field(default_factory=list)  # (Array, StaticLive | None, full)

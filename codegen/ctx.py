@@ -63,7 +63,11 @@ class Ctx:
     def param(self, base: str, role: str, shape: list[str], init: str, learned: bool = True,
               dtype: str | None = None) -> str:
         """A parameter or buffer of this operator (see :meth:`codegen.members.Members.add_param`);
-        returns the code reading it."""
+        returns the code reading it. A learned array no gradient reaches
+        (:mod:`codegen.gradients`) is a persistent buffer, unless held in a storage format."""
+        if learned and self.gen.key_of(self.b) in self.gen.no_gradient \
+                and self.cb.members.formats(self.b, role) is None:
+            learned = False
         return self.cb.members.add_param(base, self.b, role, shape, init, learned, dtype)
 
     def table(self, base: str, shape: list[str], value: str) -> str:

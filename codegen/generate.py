@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import inspect
 import itertools
 import sys
 import types
@@ -23,8 +24,10 @@ from ncdc.ir.walk import walk
 from .boundary import input_statics
 from .class_source import base_class_source
 from .classinfo import INDENT, ClassInfo, Param, Sub
+from .config import config_source
 from .decoder import decoder_methods
 from .generator import Generator
+from .gradients import unreached_sites
 from .lower import ClassBuilder
 from .names import class_name as to_class_name
 from .names import comment_text, docstring, string_literal
@@ -194,6 +197,10 @@ class Generated:
     slot_keys: dict[int, str] = dataclasses.field(default_factory=dict)
     stored: dict[str, str] = dataclasses.field(default_factory=dict)
     """PARAM_KEYS names held in a storage format (a StoredWeight) -> the format."""
+    config_name: str = "Config"
+    """The file's config dataclass (every module takes an instance, or None for defaults)."""
+    config_fields: dict = dataclasses.field(default_factory=dict)
+    """Config field name -> the size or constant symbol it holds."""
 
     def load_params(self, module, params) -> None:
         """Copy interpreter-keyed arrays into an instance of this file's root class (with the
@@ -212,12 +219,14 @@ def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
 
 def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
              module_name: str | None = None, source_name: str | None = None,
-             reading: str = "faithful", weights=None) -> Generated:
+             reading: str = "faithful", weights=None,
+             size_names: dict | None = None) -> Generated:
     """Generate the source of a standalone module computing ``morphism`` under ``env``
     (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`; the term is normalized
     first, :func:`ir.pipeline.normalize`, with the ``contraction_view`` fusion; ``weights``:
     a storage policy, ``format_for(key)``, whose weights the module holds in storage formats,
-    :mod:`codegen.storage`)."""
+    :mod:`codegen.storage`; ``size_names``: symbol -> readable name, ``k@L_{q}`` where labels
+    are shared, which names the config's fields)."""
     if quant not in ("exact", "emulate"):
         raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
     if isinstance(morphism, Truncated):
@@ -226,12 +235,16 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     morphism = normalize(morphism, reading=reading, fusion="contraction_view")  # once
     symbols = collect_symbols(morphism)
     specs = param_specs(morphism, env)  # once: each use below reads this list
-    gen = Generator(env, data_symbols(morphism, specs), quant, symbols)
+    gen = Generator(env, data_symbols(morphism, specs), quant, symbols, size_names)
     gen.weight_formats = MemberFormats(specs, weights, gen.key_of)
+    dead = unreached_sites(morphism, [p.site for p in specs])
+    gen.no_gradient = ({gen.key_of(p.site) for p in specs if id(p.site) in dead}
+                       - {gen.key_of(p.site) for p in specs if id(p.site) not in dead})
     title, description, formula = _root_title(morphism, module_name)
 
     def make(excluded):
         name = gen.class_names.fresh(to_class_name(plain_title(title), "Model"), sep="")
+        gen.config_name = gen.class_names.fresh(name + "Config", sep="")
         info = ClassInfo(key="root", name=name)
         builder = ClassBuilder(gen, info, title=title, description=description, formula=formula,
                                excluded=excluded)
@@ -253,8 +266,9 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         gen.prelude.add("storage")
     source = assemble(gen, info, keys, title, source_name)
     check_source(source)
+    fields = {gen.sym_name(s): s for s in info.ctor_symbols}
     return Generated(source, info, keys, name, dict(gen.slot_keys),
-                     {k: f for k, f in formats.items() if f is not None})
+                     {k: f for k, f in formats.items() if f is not None}, gen.config_name, fields)
 
 
 def instance_params(info: ClassInfo, prefix: str = ""):
@@ -320,7 +334,8 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "`load_interpreter_params(module, params)`\nloads weights keyed like ncdc's "
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
-    body_parts = [base_class_source("quant" in gen.prelude)]
+    config = config_source(gen, gen.config_name, root.ctor_symbols, plain_title(title))
+    body_parts = [base_class_source("quant" in gen.prelude, gen.config_name)]
     for info in gen.order:
         body_parts.append(info.source)
     body_parts.append(root.source)
@@ -347,11 +362,12 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
         # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
         tail.append(_pasted("distributed", _prelude("distributed")[1]))
     names = used_preludes(body_parts + tail)
-    body_parts = [_pasted(n, _prelude(n)[1]) for n in PRELUDE_ORDER if n in names] \
+    body_parts = [config] + [_pasted(n, _prelude(n)[1]) for n in PRELUDE_ORDER if n in names] \
         + body_parts + tail
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]
+    imports.append("from dataclasses import dataclass")
     imports.append("")
     imports.append("import torch")
     if "dist" in used:
@@ -414,7 +430,7 @@ LOADER = '''def load_interpreter_params(module, params):
 def check_source(source: str) -> None:
     """The emitted text must parse, and import nothing but torch and the standard library."""
     tree = ast.parse(source)
-    allowed = {"torch", "math", "functools", "warnings"}
+    allowed = {"torch", "math", "functools", "warnings", "dataclasses"}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names = [a.name.split(".")[0] for a in node.names]
@@ -440,11 +456,16 @@ def load_module(source: str, name: str | None = None) -> types.ModuleType:
 
 def instantiate(module: types.ModuleType, class_name: str, dtype: torch.dtype, **kwargs):
     """Construct the root class with ``dtype`` as the default float type (tables computed in
-    the constructor follow it), then move every floating tensor to ``dtype``."""
+    the constructor follow it), then move every floating tensor to ``dtype``. The caller loads
+    what it builds: user data not stood in for (``stand_in`` False or absent, where the class
+    takes it) is constructed as ``stand_in="load"``."""
+    cls = getattr(module, class_name)
+    if not kwargs.get("stand_in") and "stand_in" in inspect.signature(cls).parameters:
+        kwargs["stand_in"] = "load"
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype if dtype in (torch.float32, torch.float64) else old)
     try:
-        obj = getattr(module, class_name)(**kwargs)
+        obj = cls(**kwargs)
     finally:
         torch.set_default_dtype(old)
     return obj.to(dtype)

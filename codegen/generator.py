@@ -20,6 +20,8 @@ from .names import (
     RESERVED_ATTRIBUTES,
     Namer,
     distinct_class_name,
+    field_base,
+    field_names,
     identifier,
 )
 from .wires import Wire
@@ -28,8 +30,10 @@ from .wires import Wire
 class Generator:
     """State shared by every class of one generated file."""
 
-    def __init__(self, env: Env, data_symbols: set, quant: str, all_symbols: list):
+    def __init__(self, env: Env, data_symbols: set, quant: str, all_symbols: list,
+                 size_names: dict | None = None):
         self.env = env
+        self.size_names = dict(size_names or {})  # symbol -> readable name (k@L_{q})
         self.quant = quant
         self.data_symbols = set(data_symbols)
         ref_values = {s: 1 for s in self.data_symbols}
@@ -37,28 +41,23 @@ class Generator:
         self.classes: dict[str, ClassInfo] = {}
         self.order: list[ClassInfo] = []
         self.prelude: set[str] = set()
-        self.symbol_names = self._name_symbols(all_symbols)
+        self.symbol_names = field_names(all_symbols, self.size_names)
         self.class_names = Namer(set(self.symbol_names.values()))
+        self.config_name = "Config"  # the file's config dataclass, named with the root class
         self.sub_titles: dict[str, list[set[str]]] = {}  # title -> sub-block titles per class
         self.slot_keys: dict[int, str] = {}
         self._slot_namer = Namer()
         self._key_cache: dict = {}
         self.weight_formats = lambda site, role: None  # storage formats (codegen/storage.py)
-
-    @staticmethod
-    def _name_symbols(symbols) -> dict:
-        namer = Namer(RESERVED_ATTRIBUTES | FORWARD_LOCALS | CONSTRUCTOR_ARGUMENTS)
-        out = {}
-        for s in sorted(set(symbols), key=lambda s: (identifier(s.label, "size", lower=False),
-                                                     s.uid)):
-            out[s] = namer.fresh(identifier(s.label, "size", lower=False))
-        return out
+        self.no_gradient: set[str] = set()  # keys of parameter sites no gradient reaches
 
     def sym_name(self, sym: FreeNumeric) -> str:
+        """The symbol's config field name: ``config.<name>`` in ``__init__``,
+        ``self.<name>`` in ``forward``."""
         if sym not in self.symbol_names:
             taken = Namer(set(self.symbol_names.values()) | RESERVED_ATTRIBUTES | FORWARD_LOCALS
                           | CONSTRUCTOR_ARGUMENTS | self.class_names.taken)
-            self.symbol_names[sym] = taken.fresh(identifier(sym.label, "size", lower=False))
+            self.symbol_names[sym] = taken.fresh(field_base(sym, self.size_names.get(sym)))
         return self.symbol_names[sym]
 
     def slot_key(self, slot: TapeSlot) -> str:
@@ -133,13 +132,13 @@ class Generator:
         """What building a class can change here (classes made, names taken, preludes)."""
         return (dict(self.classes), list(self.order), set(self.class_names.taken),
                 set(self.prelude), dict(self.symbol_names), dict(self.slot_keys),
-                set(self._slot_namer.taken))
+                set(self._slot_namer.taken), self.config_name)
 
     def restore(self, saved) -> None:
         (self.classes, self.order, self.class_names.taken, self.prelude, self.symbol_names,
-         self.slot_keys, self._slot_namer.taken) = (
+         self.slot_keys, self._slot_namer.taken, self.config_name) = (
             dict(saved[0]), list(saved[1]), set(saved[2]), set(saved[3]), dict(saved[4]),
-            dict(saved[5]), set(saved[6]))
+            dict(saved[5]), set(saved[6]), saved[7])
 
     def _class_key(self, block, statics, tape, pairs_axis=None) -> str:
         h = hashlib.sha256()

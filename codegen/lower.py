@@ -43,7 +43,14 @@ from .emit import FunctionWriter
 from .escapes import NotCompact, escape
 from .experts import expert_facts
 from .members import Members
-from .names import FORWARD_LOCALS, RESERVED_ATTRIBUTES, Namer, comment_text, identifier
+from .names import (
+    FORWARD_LOCALS,
+    RESERVED_ATTRIBUTES,
+    Namer,
+    array_name,
+    comment_text,
+    identifier,
+)
 from .pairs import Selection, is_selection_mask
 from .scan import lower_coupled_scan, lower_scan
 from .sizes import SizeCodes
@@ -108,9 +115,7 @@ class ClassBuilder:
         self.tape = dict(tape)
         arg_names = Namer(set(self.fw.names.taken))
         for _k, (arr, st) in enumerate(zip(dom, statics, strict=False)):
-            base = identifier("_".join(a.label for a in arr.shape), "scalar") if arr.shape \
-                else "scalar"
-            var = arg_names.fresh(base)
+            var = arg_names.fresh(array_name(arr))
             self.fw.names.reserve(var)
             live = None
             if st is not None:
@@ -179,6 +184,8 @@ class ClassBuilder:
         info.needs_static = self.needs.static or self.needs.passes_static
         info.needs_stand_in = bool(self.needs.user_data) or self.needs.passes_stand_in
         info.members = list(self.members.items)
+        info.user_data = tuple(dict.fromkeys([*self.needs.user_data, *(
+            t for m in self.members.items if isinstance(m, Sub) for t in m.info.user_data)]))
         ctor = set(self.sizes.init_symbols) | set(self.sizes.fwd_symbols)
         for m in self.members.items:
             if isinstance(m, Sub):

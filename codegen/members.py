@@ -1,10 +1,10 @@
 """The members of one generated class: parameters, buffers, tables and submodules, with one
 namespace for their attribute names.
 
-``__init__`` only allocates (``torch.empty``), so a module can be built on the meta device;
-every value is set by ``reset_parameters()``, which ``__init__`` calls last (the ``nn.Linear``
-convention): building under ``torch.device("meta")`` and then ``to_empty(device=...)`` plus
-``reset_parameters()`` on every module gives the initialisation eager construction gives.
+``__init__`` allocates (``torch.empty``) and then calls the class's ``reset_parameters()``
+(the ``nn.Linear`` convention), which sets every value; so a module can be built on the meta
+device: after ``to_empty(device=...)`` the root's ``init_weights()`` (the generated base class)
+runs every submodule's ``reset_parameters()`` children first, eager construction's order.
 """
 from __future__ import annotations
 
@@ -104,6 +104,18 @@ class Members:
         if bias:
             self.items.append(Param(f"{attr}.bias", site, "bias",
                                     None if b_fmt is not None else (0, n_out), b_fmt))
+        return f"self.{attr}"
+
+    def add_module(self, base: str, site: Broadcasted, role: str, make: str,
+                   param: str = "weight") -> str | None:
+        """A standard submodule ``make`` (code: ``nn.Embedding(...)``, ``nn.RMSNorm(...)``)
+        holding the operator's ``role`` array as its ``param``; None where that array is held
+        in a storage format (the caller then makes a parameter)."""
+        if self.formats(site, role) is not None:
+            return None
+        attr = self.attrs.fresh(base)
+        self.init.append(Statement(ASSIGN, make, (f"self.{attr}",)))
+        self.items.append(Param(f"{attr}.{param}", site, role))
         return f"self.{attr}"
 
     def add_table(self, base: str, shape: list[str], value: str) -> str:

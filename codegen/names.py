@@ -16,6 +16,8 @@ from importlib import resources
 
 import sympy
 
+from ncdc.ir.axes import is_token_axis
+
 _LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|mathit|operatorname|mathbbm|mathbb|"
                              r"mathcal|tfrac|frac|lvert|rvert|left|right)\b")
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
@@ -29,7 +31,7 @@ RESERVED_ATTRIBUTES = frozenset({
     "call_super_init", "quant", "emulate", "static_shapes", "dtype", "get_submodule", "get_parameter",
     "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
     "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
-    "reset_parameters", "stand_in", "data_missing", "held",
+    "reset_parameters", "stand_in", "data_missing", "held", "config",
 }) | frozenset(name for name in dir(__import__("torch").nn.Module) if not name.startswith("__"))
 
 
@@ -50,8 +52,9 @@ def _prelude_names() -> frozenset:
     return frozenset(out)
 
 
-FILE_GLOBALS = frozenset({"torch", "nn", "F", "math", "functools", "warnings", "PARAM_KEYS",
-                          "PARAM_LAYOUT", "load_interpreter_params", "Module"}) | _prelude_names()
+FILE_GLOBALS = frozenset({"torch", "nn", "F", "math", "functools", "warnings", "dataclass",
+                          "PARAM_KEYS", "PARAM_LAYOUT", "load_interpreter_params",
+                          "Module"}) | _prelude_names()
 """Names every generated file may define or import at module level besides its classes."""
 
 RESERVED_NAMES = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
@@ -61,7 +64,7 @@ RESERVED_NAMES = (frozenset(keyword.kwlist) | frozenset(keyword.softkwlist)
 FORWARD_LOCALS = frozenset({"lead", "tape"})
 """Locals every ``forward`` may define itself."""
 
-CONSTRUCTOR_ARGUMENTS = frozenset({"quant", "stand_in"})
+CONSTRUCTOR_ARGUMENTS = frozenset({"quant", "stand_in", "config", "static_shapes"})
 """Keyword arguments of generated constructors besides the sizes."""
 
 _ABS = re.compile(r"\\lvert(.*?)\\rvert")
@@ -86,6 +89,56 @@ def identifier(text: str, fallback: str = "value", lower: bool = True) -> str:
     if keyword.iskeyword(out) or keyword.issoftkeyword(out) or out in RESERVED_NAMES:
         out += "_"
     return out
+
+
+def field_base(sym, qualified: str | None = None) -> str:
+    """The config field name of a size or constant symbol: its ``code_form`` where the diagram
+    gives one, less a ``_size`` suffix when what is left names it (a compound name or a plural
+    count: ``hidden_width``, ``heads``; a lone singular word keeps it: ``window_size``);
+    otherwise its readable name (``qualified``, such as ``k@L_{q}`` for one of two symbols
+    labelled ``k``, where the qualifier is short, else its label) as an identifier, case kept
+    (``T_1``, ``hat_v``, ``k_L_q``)."""
+    form = sym.code_form
+    if form:
+        rest = form.removesuffix("_size")
+        if rest != form and ("_" in rest or rest.endswith("s")):
+            form = rest
+        return identifier(form, "size")
+    text = sym.label
+    if qualified and "@" in qualified and len(words(qualified.split("@", 1)[1])) <= 3:
+        text = qualified  # a short qualifier (a block title); a long one reads worse than _2
+    return identifier(text, "size", lower=False)
+
+
+def array_name(array) -> str:
+    """A forward argument's name from the roles of its axes: each axis's ``code_form`` (less
+    ``_size`` and ``_width``: ``hidden``, ``streams``, ``latent``), else the code form of its
+    size (the window ``w|x`` is ``window``), else its label, the token
+    axis left out when others follow it (every array has it), a repeated role once:
+    ``[x, n, m]`` -> ``streams_hidden``, ``[x]`` -> ``tokens``, ``[n, n]`` -> ``streams``."""
+    if not array.shape:
+        return "scalar"
+    parts: list[str] = []
+    for axis in array.shape:
+        if is_token_axis(axis) and len(array.shape) > 1:
+            continue
+        form = axis.name.code_form if axis.name is not None else None
+        if not form and isinstance(axis.size, sympy.Symbol):  # a window w|x: its size's role
+            form = getattr(axis.size, "code_form", None)
+        word = (identifier(form.removesuffix("_size").removesuffix("_width"), "axis") if form
+                else identifier(axis.label, "axis"))
+        if word not in parts:
+            parts.append(word)
+    return identifier("_".join(parts) or "tokens", "array")
+
+
+def field_names(symbols, qualified: dict | None = None) -> dict:
+    """Each symbol -> its config field name (:func:`field_base`), distinct, never a name a
+    generated class already uses; ``qualified``: symbol -> readable name."""
+    qualified = qualified or {}
+    namer = Namer(RESERVED_ATTRIBUTES | FORWARD_LOCALS | CONSTRUCTOR_ARGUMENTS)
+    bases = {s: field_base(s, qualified.get(s)) for s in set(symbols)}
+    return {s: namer.fresh(bases[s]) for s in sorted(bases, key=lambda s: (bases[s], s.uid))}
 
 
 def class_name(title: str, fallback: str = "Block") -> str:

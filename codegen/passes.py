@@ -196,6 +196,34 @@ def return_directly(body: list[Statement]) -> list[Statement]:
                                   headings=prev.headings, depth=ret.depth)]
 
 
+def _unsuffixed(name: str) -> str | None:
+    """``x`` for a namer's ``x_2``, ``x_3``..., else None."""
+    base, sep, k = name.rpartition("_")
+    if sep and base and k.isdigit() and not k.startswith("0") and int(k) >= 2:
+        return base
+    return None
+
+
+def reuse_names(body: list[Statement]) -> list[Statement]:
+    """A value named ``x_2`` (``x`` already taken) takes the name ``x`` when ``x`` is bound
+    earlier at the body's own depth and read nowhere after the new binding (the new value
+    replaces a dead one: ``normed = torch.where(live, normed, 0)``)."""
+    out = list(body)
+    for i, s in enumerate(out):
+        if s.kind != ASSIGN or s.depth != 0 or len(s.targets) != 1:
+            continue
+        name, base = s.targets[0], _unsuffixed(s.targets[0])
+        if base is None:
+            continue
+        if _binds(out, name) != 1 or not any(t.depth == 0 and t.binds_only(base)
+                                              for t in out[:i]):
+            continue
+        if occurrences(out[i + 1:], base):
+            continue
+        _rename_from(out, i, name, base)
+    return out
+
+
 def simplify(body: list[Statement], indent: int) -> list[Statement]:
     """Every pass, in order."""
-    return return_directly(fold_casts(fold_masks(drop_unused(body), indent)))
+    return reuse_names(return_directly(fold_casts(fold_masks(drop_unused(body), indent))))

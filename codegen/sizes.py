@@ -1,6 +1,6 @@
-"""Code for sizes inside one generated class: in ``forward`` a size is ``self.<name>`` (a
-constructor argument kept on the instance) or, when the data fixes it (the token count), a local
-read off an input's shape; in ``__init__`` it is the constructor argument itself."""
+"""Code for sizes inside one generated class: a size or constant is the config's field,
+``self.config.<name>`` (the base class keeps the config), or, in ``forward``, when the data
+fixes it (the token count), a local read off an input's shape."""
 from __future__ import annotations
 
 import sympy
@@ -29,14 +29,14 @@ class SizeCodes:
             self.data_used.add(sym)
             return name
         self.fwd_symbols.add(sym)
-        return f"self.{name}"
+        return f"self.config.{name}"
 
     def init_symbol(self, sym: FreeNumeric) -> str:
         if sym in self.gen.data_symbols:
             raise SpecError(f"the size {sym.label} is fixed by the data (token count) but a "
                             "parameter shape or repetition count depends on it")
         self.init_symbols.add(sym)
-        return self.gen.sym_name(sym)
+        return f"self.config.{self.gen.sym_name(sym)}"
 
     def axis(self, axis) -> str:
         """Code for an axis length: read off an input that has the axis when the length is

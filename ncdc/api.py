@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Mapping
 from importlib import resources
 
-from ncdc.ir.errors import BindingError, Diagnostic
+from ncdc.ir.errors import BindingError, Diagnostic, SpecError
 from ncdc.ir.morphisms import Block, Morphism
 from ncdc.ir.params import ParamSpec, param_specs
 from ncdc.ir.walk import Site, blocks, walk
@@ -24,6 +24,7 @@ from ncdc.spec.loader import Document, load_path
 from ncdc.spec.validate import Checker, validate
 
 from .naming import find, labels
+from .preflight import require
 from .sizenames import check_keys, qualified_names, resolve
 
 BUNDLED_NAME = "deepseek_v41_flash.json"
@@ -184,22 +185,64 @@ def _target(what, spec: Spec | None):
     return what, spec
 
 
-def _env(morphism, spec, env, preset, sizes, constants):
-    """The env of ``morphism``, gated (:func:`_size_gate`)."""
+def _binding(morphism, spec, env, preset, sizes, constants) -> Binding:
+    """The binding of ``morphism``: ``env`` as given, else bound over its spec's symbols (or
+    its own free symbols when it belongs to no loaded spec)."""
     if env is not None:
         if sizes or constants or preset is not None:
             raise ValueError("give either env or preset/sizes/constants, not both")
-        binding = Binding(env)
-    else:
-        scope = _scope(morphism, spec)
-        if scope is not None:
-            binding = _bind(*scope, preset or DEFAULT_PRESET, sizes, constants)
-        else:
-            from ncdc.interpreter.symbols import free_numerics
+        return Binding(env)
+    scope = _scope(morphism, spec)
+    if scope is not None:
+        return _bind(*scope, preset or DEFAULT_PRESET, sizes, constants)
+    from ncdc.interpreter.symbols import free_numerics
 
-            binding = bind(free_numerics(morphism), preset or DEFAULT_PRESET, sizes, constants)
+    return bind(free_numerics(morphism), preset or DEFAULT_PRESET, sizes, constants)
+
+
+def refuse(diagnostics) -> None:
+    """Raise the first error among ``diagnostics`` as the command line does: a
+    :class:`~ir.errors.BindingError` for ``size-invalid``, else a
+    :class:`~ir.errors.SpecError`, worded ``refused: <code>: <message>`` with a count of the
+    others."""
+    errors = [d for d in diagnostics if d.severity == "error"]
+    if not errors:
+        return
+    d = errors[0]
+    more = f" (and {len(errors) - 1} more; `ncdc validate` lists them)" \
+        if len(errors) > 1 else ""
+    cls = BindingError if d.code == "size-invalid" else SpecError
+    raise cls(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
+
+
+def _validate(morphism, owner: Spec | None, binding: Binding) -> list[Diagnostic]:
+    """What ``ncdc validate`` reports under ``binding`` for what will run: the whole document
+    when ``morphism`` is its spec's data (its repository's records included), else
+    ``morphism`` itself, so a valid block of a spec with a problem elsewhere runs and a block
+    with a problem of its own is refused."""
+    if owner is not None and morphism is owner.data:
+        return owner.validate(binding)
+    return validate(morphism, binding)
+
+
+def _held(dtype: str) -> str | None:
+    """The weight format a module in torch ``dtype`` holds its learned arrays in (None:
+    float64, as the estimate's default)."""
+    return {"float64": None, "float32": "float32"}.get(dtype, "bfloat16")
+
+
+def _gate(morphism, owner: Spec | None, binding: Binding, *, command: str,
+          max_memory: str | int | None, held: str | None, unsafe: bool) -> None:
+    """The checks every entry point runs before allocating: the size gate
+    (:func:`_size_gate`, always), then, unless ``unsafe``, the validation the command line
+    runs (:func:`refuse` of :func:`_validate`) and the memory preflight
+    (:mod:`ncdc.preflight`, a :class:`~ncdc.preflight.MemoryBudgetError` when the estimate
+    exceeds ``max_memory`` or the memory available)."""
     _size_gate(morphism, binding)
-    return binding.env
+    if unsafe:
+        return
+    refuse(_validate(morphism, owner, binding))
+    require(morphism, binding.env, command=command, max_memory=max_memory, held=held)
 
 
 def _size_gate(morphism, binding: Binding) -> None:
@@ -211,44 +254,55 @@ def _size_gate(morphism, binding: Binding) -> None:
     try:
         sites = list(all_sites(morphism))
     except RecursionError:
-        return                          # a term too deep: the interpreter reports it, typed
+        return                          # a term too deep: validation reports it, typed
     check_sizes(ck, sites, binding)
-    errors = [d for d in ck.out if d.severity == "error"]
-    if errors:
-        d = errors[0]
-        more = f" (and {len(errors) - 1} more; `ncdc validate` lists them)" \
-            if len(errors) > 1 else ""
-        raise BindingError(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
+    refuse(ck.out)
 
 
 def interpret(what, env=None, *, spec: Spec | None = None, preset: str | None = None,
               sizes: Mapping[str, object] | None = None,
-              constants: Mapping[str, object] | None = None, **kwargs):
+              constants: Mapping[str, object] | None = None,
+              max_memory: str | int | None = None, unsafe_skip_checks: bool = False,
+              **kwargs):
     """The reference numpy interpreter, ready to run: ``run = interpret(...)``, then
     ``run(*inputs)`` gives the outputs as numpy arrays.
 
     ``what``: a :class:`Spec` (its whole model), a block of a loaded spec, or a block name with
     ``spec=``. Sizes: ``env``, or ``preset`` (default ``tiny``) plus ``sizes``/``constants``,
-    bound over the whole spec exactly as ``ncdc eval`` does. Other keywords (``params``,
-    ``quant``, ``tape``, ``stand_in``, ``seed``) go to ``ncdc.interpreter.interpret``."""
+    bound over the whole spec exactly as ``ncdc eval`` does. The gate of ``ncdc eval`` runs
+    first: what ``ncdc validate`` reports as an error under that binding, in what will run (a
+    spec's whole document; a block by itself), is refused with the same typed error, and a run the memory estimate says would exceed ``max_memory`` (e.g.
+    ``"2GiB"``) or the memory available is refused with a ``MemoryBudgetError``.
+    ``unsafe_skip_checks=True`` skips validation and the estimate (the size gate still runs):
+    the interpreter then meets whatever the spec holds. Other keywords (``params``, ``quant``,
+    ``tape``, ``stand_in``, ``seed``) go to ``ncdc.interpreter.interpret``."""
     from ncdc.interpreter import interpret as _interpret
 
     morphism, owner = _target(what, spec)
-    return _interpret(morphism, _env(morphism, owner, env, preset, sizes, constants), **kwargs)
+    binding = _binding(morphism, owner, env, preset, sizes, constants)
+    _gate(morphism, owner, binding, command="interpret", max_memory=max_memory, held=None,
+          unsafe=unsafe_skip_checks)
+    return _interpret(morphism, binding.env, **kwargs)
 
 
 def compile_torch(what, env=None, *, spec: Spec | None = None, preset: str | None = None,
                   sizes: Mapping[str, object] | None = None,
                   constants: Mapping[str, object] | None = None, quant: str = "exact",
-                  dtype: str = "float64", module_name: str | None = None):
+                  dtype: str = "float64", module_name: str | None = None,
+                  max_memory: str | int | None = None, unsafe_skip_checks: bool = False):
     """``(source, module)``: standalone PyTorch source for a spec or block, and an instance of
-    its root ``nn.Module`` (in ``dtype``). Targets and sizes as for :func:`interpret`."""
+    its root ``nn.Module`` (in ``dtype``). Targets, sizes and the gate as for
+    :func:`interpret`; the memory estimate counts the module's parameters at ``dtype``'s
+    width and the activations of one forward pass."""
     from ncdc.codegen import compile_torch as _compile
 
     morphism, owner = _target(what, spec)
-    return _compile(morphism, _env(morphism, owner, env, preset, sizes, constants),
-                    quant=quant, dtype=dtype, module_name=module_name)
+    binding = _binding(morphism, owner, env, preset, sizes, constants)
+    _gate(morphism, owner, binding, command="compile_torch", max_memory=max_memory,
+          held=_held(dtype), unsafe=unsafe_skip_checks)
+    return _compile(morphism, binding.env, quant=quant, dtype=dtype, module_name=module_name,
+                    size_names=owner.size_names() if owner is not None else None)
 
 
 __all__ = ["DEFAULT_PRESET", "PRESETS", "Binding", "Block", "Diagnostic", "Spec",
-           "bundled_spec_path", "compile_torch", "interpret", "load", "spec_of"]
+           "bundled_spec_path", "compile_torch", "interpret", "load", "refuse", "spec_of"]

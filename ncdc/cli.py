@@ -17,7 +17,7 @@ from ncdc import __version__
 from .commands.common import emit_json, report_error
 
 COMMANDS = ("validate", "show", "blocks", "params", "cost", "graph", "view", "eval", "compile", "check",
-            "run")
+            "run", "export")
 
 START = """\
 start with:

@@ -1,8 +1,9 @@
 """Generated modules on several local processes: a launcher and the sharded forward.
 
 :func:`launch` runs a function on ``nproc`` spawned processes, each in a process group (gloo on
-CPU, NCCL when every rank has a GPU) on a free local port, within a time limit: on a failure or
-the deadline every rank is killed, and the group is always destroyed in a rank that returns.
+CPU, NCCL when every rank has a GPU) on a free local port, within a time limit and under a
+heartbeat: on a failure, a stopped rank or the deadline every rank is killed and the rank that
+went wrong first is named; the group is always destroyed in a rank that returns.
 :func:`sharded_run` is the rank's work for ``ncdc run --nproc N`` and the tests: the generated
 source is executed, its root class built on the meta device, sharded with the file's own
 ``shard`` (experts by ``shard_experts``, dense parameters by FSDP2), allocated, and each rank
@@ -19,9 +20,11 @@ import dataclasses
 import multiprocessing
 import os
 import pickle
+import signal
 import socket
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import types
@@ -40,8 +43,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+HEARTBEAT_S = 0.5
+"""Seconds between a rank's heartbeats (a thread of its own, so a rank busy in torch beats)."""
+
+STALL_S = 60.0
+"""Default seconds without a heartbeat after which a rank counts as stopped or hung."""
+
+
+def _beat(beats, rank: int) -> None:
+    while True:
+        beats[rank] = time.monotonic()
+        time.sleep(HEARTBEAT_S)
+
+
 def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
-               out: str, timeout: float, threads: int) -> None:
+               out: str, timeout: float, threads: int, beats=None) -> None:
+    if beats is not None:
+        threading.Thread(target=_beat, args=(beats, rank), daemon=True).start()
     import torch.distributed as dist
 
     result: dict = {}
@@ -75,14 +93,59 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
 
 
+@dataclasses.dataclass
+class _Watch:
+    """What the launcher saw first go wrong: a rank that exited with a failure (``exitcode``),
+    a rank whose heartbeat stopped (``stalled``), or the deadline."""
+
+    rank: int | None = None
+    exitcode: int | None = None
+    stalled: float | None = None
+    timed_out: bool = False
+
+
+def _watch(procs, beats, deadline: float, stall: float) -> _Watch:
+    """Poll ``procs`` until all exit, one fails, one's heartbeat is ``stall`` seconds old (a
+    rank that has not beaten yet is bounded by the deadline only) or the deadline passes."""
+    while any(p.is_alive() for p in procs):
+        now = time.monotonic()
+        failed = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+        if failed:  # a rank killed by a signal is the cause of the others' failures
+            r, code = min(failed, key=lambda rc: (rc[1] >= 0, rc[0]))
+            return _Watch(rank=r, exitcode=code)
+        for r, p in enumerate(procs):
+            if p.is_alive() and beats[r] and now - beats[r] > stall:
+                return _Watch(rank=r, stalled=now - beats[r])
+        if now > deadline:
+            return _Watch(timed_out=True)
+        time.sleep(0.05)
+    failed = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+    if failed:
+        r, code = min(failed, key=lambda rc: (rc[1] >= 0, rc[0]))
+        return _Watch(rank=r, exitcode=code)
+    return _Watch()
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
 def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = None,
-           threads: int | None = None) -> list:
+           threads: int | None = None, stall: float | None = None) -> list:
     """``[fn(rank, nproc, *args) for every rank]``, each run in its own spawned process inside
     an initialised default process group, with ``threads`` torch threads (default: the cores
     shared out, at least one). ``fn`` and ``args`` must pickle (``fn`` a module-level
-    function). Raises DistributedError naming the first failing rank and its error in one line
-    (its traceback in ``rank_traceback``) if a rank fails, and DistributedTimeout (a
-    TimeoutError; every rank killed) past ``timeout`` seconds."""
+    function).
+
+    Every rank beats (:data:`HEARTBEAT_S`); the launcher kills every rank as soon as one
+    fails, one's heartbeat is ``stall`` seconds old (default ``min(timeout,`` :data:`STALL_S`
+    ``)``: a stopped or hung process) or ``timeout`` seconds have passed, and names the rank
+    that went wrong first: DistributedError with its error in one line (its traceback in
+    ``rank_traceback``) or the signal that killed it; DistributedTimeout (a TimeoutError) for
+    a stalled rank or the deadline."""
     import torch
 
     if nproc < 1:
@@ -92,23 +155,22 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
             else "gloo"
     if threads is None:
         threads = max(1, (os.cpu_count() or 1) // nproc)
+    stall = min(timeout, STALL_S) if stall is None else stall
     ctx = multiprocessing.get_context("spawn")
+    beats = ctx.Array("d", nproc, lock=False)
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="ncdc-ranks-") as tmp:
         outs = [os.path.join(tmp, f"rank{r}.pkl") for r in range(nproc)]
         procs = [ctx.Process(target=_rank_main, daemon=True,
                              args=(fn, r, nproc, port, backend, args, outs[r], timeout,
-                                   threads))
+                                   threads, beats))
                  for r in range(nproc)]
         deadline = time.monotonic() + timeout
+        seen = _Watch(timed_out=True)
         try:
             for p in procs:
                 p.start()
-            while any(p.is_alive() for p in procs):
-                failed = [p for p in procs if p.exitcode not in (None, 0)]
-                if failed or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
+            seen = _watch(procs, beats, deadline, stall)
         finally:
             for p in procs:
                 if p.is_alive():
@@ -117,23 +179,40 @@ def launch(fn, nproc: int, *args, timeout: float = 120.0, backend: str | None = 
                 if p.pid is not None:
                     p.join(5)
         results = []
-        for r, path in enumerate(outs):
-            if not Path(path).exists():
-                results.append({"error": f"rank {r} ended without a result "
-                                         f"(exit code {procs[r].exitcode})"})
-                continue
-            with open(path, "rb") as f:
-                results.append(pickle.load(f))
-    errors = [(r, res) for r, res in enumerate(results) if "error" in res]
-    if errors:
-        r, first = next(((r, e) for r, e in errors if "message" in e), errors[0])
-        if time.monotonic() > deadline and "message" not in first:
-            raise DistributedTimeout(f"{nproc} ranks did not finish within {timeout:g} s "
-                                     "(every rank stopped)")
-        raise DistributedError(f"rank {r} of {nproc} failed: "
-                               f"{first.get('message', first['error'])}", rank=r,
-                               rank_traceback=first["error"])
+        for path in outs:
+            if Path(path).exists():
+                with open(path, "rb") as f:
+                    results.append(pickle.load(f))
+            else:
+                results.append(None)
+    _raise_for(seen, results, nproc, timeout)
     return [res["value"] for res in results]
+
+
+def _raise_for(seen: _Watch, results: list, nproc: int, timeout: float) -> None:
+    """The launcher's error for what it saw (nothing when every rank returned a value)."""
+    if seen.stalled is not None:
+        raise DistributedTimeout(f"rank {seen.rank} of {nproc} stopped responding: no "
+                                 f"heartbeat for {seen.stalled:.0f} s (stopped or hung); "
+                                 "every rank was stopped", rank=seen.rank)
+    if seen.rank is not None:
+        r, res = seen.rank, results[seen.rank]
+        if res is not None and "error" in res:
+            raise DistributedError(f"rank {r} of {nproc} failed: "
+                                   f"{res.get('message', res['error'])}", rank=r,
+                                   rank_traceback=res["error"])
+        how = f"was killed by {_signal_name(seen.exitcode)}" if (seen.exitcode or 0) < 0 \
+            else f"ended with exit code {seen.exitcode} and no result"
+        raise DistributedError(f"rank {r} of {nproc} {how}; every rank was stopped", rank=r)
+    if seen.timed_out:
+        running = [r for r, res in enumerate(results) if res is None]
+        raise DistributedTimeout(f"{nproc} ranks did not finish within {timeout:g} s "
+                                 f"(still running: rank {', '.join(map(str, running))}); "
+                                 "every rank was stopped")
+    for r, res in enumerate(results):
+        if res is None or "error" in res:
+            raise DistributedError(f"rank {r} of {nproc} ended without a result", rank=r,
+                                   rank_traceback=(res or {}).get("error", ""))
 
 
 def sharded_run(rank: int, world: int, job: dict) -> dict:
@@ -308,11 +387,16 @@ def _splits(plan) -> bool:
     return bool(xs) and min(x.ndim - len(a.shape) for x, a in zip(xs, plan.morphism.dom, strict=False)) >= 1
 
 
-def run_sharded(plan, timeout: float = 3600.0):
-    """``ncdc run --nproc N``: ``plan`` on ``plan.nproc`` local ranks; rank 0's result."""
+RUN_TIMEOUT_S = 600.0
+"""Default time limit of ``ncdc run --nproc`` (``--timeout``)."""
+
+
+def run_sharded(plan, timeout: float = RUN_TIMEOUT_S, stall: float | None = None):
+    """``ncdc run --nproc N``: ``plan`` on ``plan.nproc`` local ranks; rank 0's result.
+    ``timeout`` and ``stall`` as for :func:`launch`."""
     if plan.model_specs is not None:  # a closure: evaluate it here, hand the ranks a list
         plan = dataclasses.replace(plan, model_specs=_Given(plan.model_specs()))
-    return launch(_rank_of_plan, plan.nproc, plan, timeout=timeout)[0]
+    return launch(_rank_of_plan, plan.nproc, plan, timeout=timeout, stall=stall)[0]
 
 
 class _Given:
@@ -330,4 +414,5 @@ def sharded_runs(rank: int, world: int, jobs: list) -> list:
     return [sharded_run(rank, world, job) for job in jobs]
 
 
-__all__ = ["free_port", "launch", "run_sharded", "sharded_run", "sharded_runs"]
+__all__ = ["HEARTBEAT_S", "RUN_TIMEOUT_S", "STALL_S", "free_port", "launch", "run_sharded",
+           "sharded_run", "sharded_runs"]

@@ -215,13 +215,14 @@ def check_budget(est: Estimate | None, *, command: str, max_memory: int | None =
 
 
 def require(morphism, env: Env, *, command: str, max_memory: str | int | None = None,
-            torch_bytes: int | None = None) -> Estimate | None:
-    """Estimate and check in one call (the entry point commands use). Set the environment
-    variable ``NCDC_NO_PREFLIGHT=1`` to skip the check of available memory (``--max-memory``
-    still applies)."""
+            torch_bytes: int | None = None, held=None) -> Estimate | None:
+    """Estimate (:func:`estimate`, ``torch_bytes`` and ``held`` as there) and check in one call
+    (the entry point commands and the API use). Set the environment variable
+    ``NCDC_NO_PREFLIGHT=1`` to skip the check of available memory (``max_memory`` still
+    applies)."""
     if isinstance(max_memory, str):
         max_memory = parse_size(max_memory)
-    est = estimate(morphism, env, torch_bytes=torch_bytes)
+    est = estimate(morphism, env, torch_bytes=torch_bytes, held=held)
     avail = None
     if os.environ.get("NCDC_NO_PREFLIGHT") == "1":
         avail = (2**63, "NCDC_NO_PREFLIGHT=1")

@@ -102,22 +102,30 @@ def _build_and_materialize(plan: RankPlan, policy):
     from ncdc.checkpoint.keys import resolve
     from ncdc.checkpoint.module import build_meta, materialize
 
+    from .synthetic import SyntheticSource
+
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
                        dtype=plan.dtype, stand_in=plan.stand_in or plan.source == SYNTHETIC,
                        weights=policy if policy.rules else None)
     if plan.nproc > 1:
         shard_built(built)
     t1 = time.perf_counter()
-    source = open_source(plan)
+    synthetic = plan.source == SYNTHETIC
+    source = SyntheticSource(built.specs, plan.env, plan.seed) if synthetic \
+        else open_source(plan)
     try:
         key_map, prefix = {}, ""
-        if source is not None:
+        if synthetic:
+            key_map = {k: k for k in source.names()}
+        elif source is not None:
             specs = list(built.specs.values())
             key_map, prefix = resolve(specs, source.names(), plan.model_specs,
                                       plan.key_prefix)
         report = materialize(built, source, key_map=key_map, seed=plan.seed,
-                             synthetic=source is None, policy=policy if policy.rules else None,
+                             synthetic=synthetic, policy=policy if policy.rules else None,
                              prefix=prefix)
+        if synthetic:  # drawn, not loaded
+            report.loaded, report.loaded_bytes = 0, 0
     finally:
         if source is not None:
             source.close()

@@ -35,14 +35,26 @@ def _key(text: str) -> str:
 
 
 def resolve(keys, names: dict[FreeNumeric, str]) -> dict:
-    """``keys`` (name -> value) with qualified names replaced by ``id:<uid>``, which
-    ``spec.bindings.bind`` understands; other keys pass unchanged."""
+    """``keys`` (name -> value) with qualified names and generated config field names
+    (``hat_v``, ``k_L_q``: :func:`ncdc.codegen.names.field_names`) replaced by ``id:<uid>``,
+    which ``spec.bindings.bind`` understands; other keys pass unchanged."""
     by_name = {_key(n): s for s, n in names.items() if "@" in n}
+    fields: dict | None = None
     out = {}
     for k, v in (keys or {}).items():
         sym = by_name.get(_key(k)) if "@" in k else None
+        if sym is None and not match(names, k):
+            fields = _fields(names) if fields is None else fields
+            sym = fields.get(k.strip())
         out[f"id:{sym.uid}" if sym is not None else k] = v
     return out
+
+
+def _fields(names: dict[FreeNumeric, str]) -> dict[str, FreeNumeric]:
+    """Config field name -> symbol, as generated files name them."""
+    from ncdc.codegen.names import field_names  # torch: only for a key nothing else names
+
+    return {f: s for s, f in field_names(names, names).items()}
 
 
 def check_keys(symbols, names: dict[FreeNumeric, str], keys, origin: str) -> None:

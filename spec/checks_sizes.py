@@ -6,7 +6,8 @@ symbols bound later (``--size k=-1``, a name exponent ``m^{99…9}``). Whatever 
 (code ``size-invalid``) naming the symbol(s), where their values come from, and what they
 would shape:
 
-* an axis size is an integer, ``0 <= n <= 2**63 - 1`` (zero is an empty axis);
+* an axis size is an integer, ``1 <= n <= 2**63 - 1``: an empty axis (size 0) is refused, so
+  no backend meets an array without elements (a mean or an initialisation bound over none);
 * every array (operands, results, tape slots, parameters) has at most ``2**63 - 1`` elements;
 * a block repetition is an integer, ``1 <= r <=`` :data:`~ir.params.MAX_REPETITION`
   (parameters are kept per iteration, so ncdc unrolls repetitions; beyond that bound it would
@@ -84,8 +85,10 @@ class _Gate:
             self.error(("axis", a.uid), f"the size of axis {a.label}: {exc.message}; "
                        f"{self.origin(a.size)}; it shapes {shapes}", path, titles, (a.label,))
             return None
-        if n is not None and n < 0:
-            self.error(("axis", a.uid), f"the size of axis {a.label} is {n}, below zero; "
+        if n is not None and n < 1:
+            why = "below zero" if n < 0 else "an empty axis (every axis holds at least one " \
+                "element)"
+            self.error(("axis", a.uid), f"the size of axis {a.label} is {n}, {why}; "
                        f"{self.origin(a.size)}; it shapes {shapes}", path, titles, (a.label,))
             return None
         self.axis_sizes[a.uid] = n
@@ -175,8 +178,8 @@ class _Gate:
     def params(self, node: Broadcasted, path, titles) -> None:
         try:
             roles = param_roles(node)
-        except (SpecError, IndexError, AttributeError, TypeError):
-            return  # reported by the operator checks
+        except SpecError:
+            return  # an ill-formed operator: its own check reports it
         for role, shape, labels, _dt, _learned in roles:
             what = f"the {role} of {type(node.operator).__name__} [{', '.join(labels)}]"
             sizes = []

@@ -71,7 +71,8 @@ def name_field(b, obj, path, field="name"):
 
 def uid_field(b, obj, path):
     val = b.field(obj, "uid", path)
-    if not (isinstance(val, tuple) and len(val) == 2):
+    if not (isinstance(val, tuple) and len(val) == 2
+            and (val[1] is None or isinstance(val[1], Name))):
         raise SpecDecodeError(f"field 'uid' of {obj.get('__type__')} should be a UID", path,
                               node_type=obj.get("__type__"), field_name="uid")
     return val

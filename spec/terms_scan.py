@@ -10,6 +10,7 @@ from __future__ import annotations
 from ncdc.ir.axes import Axis
 from ncdc.ir.errors import SpecDecodeError
 from ncdc.ir.morphisms import CoupledScan, Scan
+from ncdc.ir.numeric import TooLarge, bounded
 
 from .builder import decoder
 from .terms_morphisms import morphism_field, morphisms_field
@@ -21,6 +22,11 @@ def scan(b, obj, path):
     n_states = b.raw(obj, "n_states", path, int, 1)
     axis = b.check(b.field(obj, "axis", path), Axis, obj, "axis", path)
     steps = numeric(b, obj, "N", path)
+    try:
+        bounded(steps)  # the history axis has N + 1 positions: N must be a number ncdc can add
+    except TooLarge as exc:
+        raise SpecDecodeError(f"the step count N is too large ({exc})", f"{path}.N",
+                              node_type="Scan", field_name="N") from None
     if n_states != 1:
         return _coupled(b, obj, path, n_states, steps, axis)
     if isinstance(obj.get("step"), list) or isinstance(obj.get("base"), list):

@@ -242,7 +242,8 @@ def code_reference(b, obj, path):
 @decoder("BlockAesthetics")
 def block_aesthetics(b, obj, path):
     refs = b.field(obj, "references", path, None) or ()
-    if not isinstance(refs, tuple) or not all(isinstance(r, CodeReference) for r in refs):
+    if not isinstance(refs, (tuple, list)) or not all(isinstance(r, CodeReference)
+                                                       for r in refs):
         raise SpecDecodeError("references must be CodeReferences", f"{path}.references",
                               node_type="BlockAesthetics", field_name="references")
     drawing = b.field(obj, "drawing", path, None)

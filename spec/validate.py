@@ -51,15 +51,19 @@ code                        severity  meaning
                                       :mod:`spec.checks_sizes`
 ``stride-out-of-range``     warning   (with a binding) see :mod:`spec.checks_binding`
 ``unbound-symbol``          warning   (with a binding) a size ``data`` uses has no value
-``constants-defaulted``     warning   (with a binding) constants only the constants file binds
                                       (info: only the repository uses it)
+``constants-defaulted``     warning   (with a binding) constants only the constants file binds
+``name-invalid``            error     a name, title or label holding a lone surrogate (no
+                                      character; see :mod:`spec.checks_names`)
 ``type-error``              error     any other typing failure (``SpecTypeError``)
 ``too-deep``                error     nesting beyond Python's recursion limit
-``internal-error``          error     a bug in ncdc's checks (never expected)
 ==========================  ========  ======================================================
- Validation never raises: a typing
-exception (``SpecTypeError``) becomes a ``type-error`` diagnostic, nesting too deep for Python a
-``too-deep`` one, and anything else an ``internal-error`` one (a bug in ncdc, never expected).
+
+Validation raises nothing for a spec the loader accepted: a typing exception
+(``SpecTypeError``, or any other ``SpecError`` a term raises) becomes a ``type-error``
+diagnostic and nesting too deep for Python a ``too-deep`` one. Every other condition is checked
+before it could fail (each check states what it needs of its site), so no exception of another
+type is caught: one escaping is a bug in ncdc.
 Joins next to a truncated term are skipped. Output order is the traversal order (pre-order),
 so it is deterministic.
 """
@@ -67,6 +71,8 @@ from __future__ import annotations
 
 import gc
 
+from ncdc.ir.arrays import Array
+from ncdc.ir.axes import Axis
 from ncdc.ir.errors import Diagnostic, SpecError, SpecTypeError, TruncatedError
 from ncdc.ir.morphisms import (
     Block,
@@ -86,6 +92,7 @@ from ncdc.ir.walk import by_kind
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
+from .checks_names import check_names
 from .checks_scan import check_coupled_scan, check_scan
 from .checks_sites import all_sites, held_index_maps
 from .checks_sizes import check_sizes
@@ -112,6 +119,7 @@ class Checker:
         self.env = binding.env if binding is not None else None
         self.out: list[Diagnostic] = []
         self._typing_failed: set[int] = set()
+        self._malformed: set[int] = set()
 
     def add(self, severity: str, code: str, message: str, path: str = "", titles=(),
             axes=()) -> None:
@@ -145,9 +153,10 @@ class Checker:
 
     def typed(self, node: Morphism, attr: str):
         """``node.dom`` / ``node.cod``, or None when it cannot be computed (cut off, ill-typed:
-        reported where the problem is)."""
+        reported where the problem is) or holds an array whose shape has an entry that is not
+        an axis (a ``type-error`` here, once per term: no comparison of shapes applies)."""
         try:
-            return tuple(getattr(node, attr))
+            objs = tuple(getattr(node, attr))
         except TruncatedError:
             return None
         except SpecTypeError:
@@ -157,6 +166,16 @@ class Checker:
             return None
         except SpecError:
             return None
+        bad = next((o for o in objs if isinstance(o, Array)
+                    and not all(isinstance(a, Axis) for a in o.shape)), None)
+        if bad is None:
+            return objs
+        if id(node) not in self._malformed:
+            self._malformed.add(id(node))
+            kinds = sorted({type(a).__name__ for a in bad.shape if not isinstance(a, Axis)})
+            self.error("type-error", f"its {attr} holds an array whose shape has entries that "
+                       f"are not axes ({', '.join(kinds)})", getattr(node, "path", ""))
+        return None
 
 
 def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:
@@ -171,9 +190,6 @@ def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:
         ck.error("type-error", exc.message, exc.json_path or path, exc.titles or titles)
     except RecursionError:
         ck.error("too-deep", "terms nested too deeply to check", path, titles)
-    except Exception as exc:  # noqa: BLE001 - validation never raises; report the bug instead
-        ck.error("internal-error", f"{type(exc).__name__}: {exc} (a bug in ncdc's checks)",
-                 path, titles)
 
 
 def _plain(check):
@@ -250,6 +266,7 @@ def _validate(doc, binding) -> list[Diagnostic]:
             writes.update(_written_maps(s.node, s.path))
         _check_site(ck, s, cuts, writes)
     _run(ck, check_tape, root, path=getattr(root, "path", ""))
+    _run(ck, check_names, doc, sites, path=getattr(root, "path", ""))
     _run(ck, check_sizes, sites, binding, path=getattr(root, "path", ""))
     if binding is not None:
         _run(ck, check_unbound, sites, list(binding.unbound))

@@ -78,7 +78,7 @@ def test_rotary_table_is_computed_once_when_compiled(bundled, title):
     g = codegen.generate(bundled.block(title), env)
     module = codegen.instantiate(codegen.load_module(g.source), g.class_name, torch.float32)
     heads, tokens = 8, 40
-    c, t = module.c, module.t
+    c, t = module.config.latent_width, module.config.t
     x = torch.randn(heads, tokens, c, generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         want = module(x)
@@ -89,7 +89,7 @@ def test_rotary_table_is_computed_once_when_compiled(bundled, title):
         assert extents and max(extents) <= tokens * t, (fn, extents)
     # the eager values, from the description: pairs (v[2i], v[2i+1]) turned by the angle
     # position * beta_0^(-i/t) (backwards for the inverse), the first c - 2t channels kept
-    theta = float(module.beta_0) ** (-np.arange(t, dtype=np.float64) / t)
+    theta = float(module.config.beta_0) ** (-np.arange(t, dtype=np.float64) / t)
     angle = np.arange(tokens, dtype=np.float64)[:, None] * theta
     cos, sin = np.cos(angle).astype(np.float32), np.sin(angle).astype(np.float32)
     if title.startswith("Inverse"):

@@ -88,7 +88,7 @@ def test_medium_moe_multiplies_only_the_routed_experts(bundled):
     g, module = _instance(moe, env, dtype="float32")
     routed_class = g.source[g.source.index("class RoutedExperts"):
                             g.source.index("class SharedExpert")]
-    assert "pairwise_matmul(m_rows, self.w_g, 1, k_e_pairs)" in routed_class
+    assert "pairwise_matmul(hidden_rows, self.w_g, 1, k_e_pairs)" in routed_class
     assert "tensordot" not in routed_class and "einsum" not in routed_class
     m, e, f = module.routed_experts.w_g.shape
     k = env.size(moe.body.content[1].content[0].content[0].cod[0].shape[0].activity)

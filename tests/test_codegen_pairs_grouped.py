@@ -75,7 +75,7 @@ def test_routed_experts_against_numpy(bundled, dtype, static):
     unrouted expert 0 holds NaN weights and static rows with fewer live experts than k hold a
     dead pair at slot 0: neither reaches the output."""
     mod, module = _module(bundled, dtype, static)
-    e, k = module.routed_experts.w_g.shape[1], module.k
+    e, k = module.routed_experts.w_g.shape[1], module.config.k
     tokens, m = 30, module.routed_experts.w_g.shape[0]
     with torch.no_grad():
         for name in ("w_g", "w_u", "w_d"):
@@ -114,7 +114,7 @@ def test_products_neither_sort_nor_permute(bundled, static):
     with torch.no_grad():
         _, live = module.expert_gate(x)
         router = _count(lambda: module.expert_gate(x), names)
-        pairs = _count(lambda: mod.live_pairs(live, (16,), module.k, static), names)
+        pairs = _count(lambda: mod.live_pairs(live, (16,), module.config.k, static), names)
         forward = _count(lambda: module(x), names)
     assert router["aten::sort"] >= 1 and pairs["aten::sort"] == (2 if static else 0)
     assert forward["aten::sort"] == router["aten::sort"] + pairs["aten::sort"]
@@ -129,7 +129,7 @@ def test_sparse_products_visit_only_busy_slots(bundled, tokens, grouped):
     k of e slots busy) its three products are one matrix product per busy slot, not one per
     slot as ``torch._grouped_mm`` runs them; with most slots busy it is the grouped kernel."""
     mod, module = _module(bundled, "float32", False)
-    e, k = module.routed_experts.e, module.k
+    e, k = module.config.experts, module.config.k
     _, live = _routing(tokens, e, k, seed=1)
     pairs = mod.live_pairs(torch.from_numpy(live), (tokens,), k, False)
     busy = sum(map(bool, pairs[2]))

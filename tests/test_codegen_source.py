@@ -106,8 +106,8 @@ def test_reads_like_code(prefix_source, bundled, tiny):
     alone = generate_source(bundled.block("Routed Experts"), tiny)
     assert "torch.einsum('...kf,fkm->...km', product, self.w_d)" in alone
     assert "pairwise_matmul(product, self.w_d, 1, k_e_pairs)" in prefix_source
-    assert "k_e_pairs = live_pairs(expert_gate_live, lead, self.k, self.static_shapes)" \
-        in prefix_source
+    assert ("k_e_pairs = live_pairs(expert_gate_live, lead, self.config.k, self.static_shapes)"
+            in prefix_source)
 
 
 def _digest_in_subprocess(seed: str) -> str:
@@ -185,11 +185,13 @@ def test_hostile_text_only_in_escaped_literals(mk, load_doc, tmp_path):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) \
                 else [node.module]
-            assert all(n.split(".")[0] in {"torch", "math", "functools"} for n in names)
+            assert all(n.split(".")[0] in {"torch", "math", "functools", "dataclasses"}
+                       for n in names)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             assert node.func.attr != "system"
     cls = next(n for n in tree.body if isinstance(n, ast.ClassDef)
-               and n.name not in ("Linear", "Module"))  # skip the prelude's and the base
+               and n.name not in ("Linear", "Module")
+               and not n.name.endswith("Config"))  # skip the config, the prelude's, the base
     doc = ast.get_docstring(cls, clean=False)
     assert 'os.system("echo pwned")' in doc and "\u2603\U0001F600" in doc
     assert _ruff(tmp_path, source).returncode == 0
@@ -247,7 +249,8 @@ HANDWRITTEN = Path(__file__).resolve().parents[1] / "bench" / "handwritten_layer
 def code_lines(source: str, classes_only: bool = False) -> int:
     """Lines holding code: neither blank, nor comment-only, nor part of a docstring (a string
     statement); with ``classes_only``, only lines of top-level classes other than the pasted
-    ``nn.Linear`` subclass (the base class the generated classes share counts)."""
+    ``nn.Linear`` subclass and the config dataclass (the sizes, as the hand-written file's
+    module constants; the base class the generated classes share counts)."""
     tree = ast.parse(source)
     skip = set()
     for node in ast.walk(tree):
@@ -259,7 +262,8 @@ def code_lines(source: str, classes_only: bool = False) -> int:
         keep = set()
         for node in tree.body:
             if isinstance(node, ast.ClassDef) and not any(
-                    ast.unparse(b) == "nn.Linear" for b in node.bases):
+                    ast.unparse(b) == "nn.Linear" for b in node.bases) and not any(
+                    ast.unparse(d) == "dataclass" for d in node.decorator_list):
                 keep.update(range(node.lineno, node.end_lineno + 1))
     lines = set()
     ignored = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT,
@@ -296,22 +300,26 @@ def test_code_lines_counts_code_only():
 
 
 def test_layer0_reads_like_the_handwritten_one(bundled):
-    """The generated layer-0 classes take at most twice the code lines of the hand-written layer
-    0 (docstrings and comments not counted), with one line per operation: every emulate-mode
-    rounding is a ``self.held(...)`` call, never an ``if`` block (exact code has none)."""
+    """The generated layer-0 file against the hand-written layer 0 (code lines: docstrings and
+    comments not counted), model classes and whole file, with one line per operation: every
+    emulate-mode rounding is a ``self.held(...)`` call, never an ``if`` block (exact code has
+    none)."""
     source = generate_source(bundled.block("Sliding Window Layer"), bundled.bind("tiny").env)
     emulated = generate_source(bundled.block("Sliding Window Layer"), bundled.bind("tiny").env,
                                quant="emulate")
     ours = code_lines(source, classes_only=True)
+    whole = code_lines(source)
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
-    # goal: 2x, not met; measured 2.18x (375 / 172 lines): one class per block (18 vs 4), each
-    # with its constructor, size attributes and forwarded sizes, plus the overflow-free sink
-    # softmax (4 lines), the decoder's window read, the expert-parallel tables and the rotary
-    # on real parts (re and im on lines of their own, 8 lines; the hand-written one multiplies
-    # complex numbers) and the Attention Core's call over chunks of tokens (a comment and a
-    # wrapped call); this bound guards against growth past today's count
-    assert ours <= round(2.18 * hand), (ours, hand, round(ours / hand, 2))
+    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 317
+    # class lines (1.84x; 375 before the config, names by role and the standard modules) and
+    # 985 file lines (5.7x; the pairs runtime gained its static form while tracing): one class per block (18 vs 4), the rotary on real parts twice,
+    # the base class's init_weights and extra_repr; in the file the pasted runtime: pairs
+    # (~200, the routed experts' sparse form), sharding (~150), affine reads (~100),
+    # decoding (~50), the interpreter-keyed loader and its tables (~90). These bounds guard
+    # against growth past today's counts.
+    assert ours <= 318, (ours, hand, round(ours / hand, 2))
+    assert whole <= 985, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 

@@ -113,7 +113,7 @@ def test_sliding_window_attention_never_copies_its_window(bundled):
         peaks[w] = peak_forward_bytes(module, [x])
     copy = tokens * big * c * 8
     assert peaks[big] - peaks[small] < copy / 2, (peaks, copy)
-    swa = g.source[g.source.index("class SlidingWindowAttention"):]
+    swa = g.source[g.source.index("class SlidingWindowAttention("):]
     assert "flip=False" in swa and ".flip(" not in swa
 
 

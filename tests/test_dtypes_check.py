@@ -168,7 +168,7 @@ def test_rotary_runs_in_every_dtype_and_returns_it(bundled, tiny_env, dtype):
     u = UNIT_ROUNDOFF[str(dtype).removeprefix("torch.")]
     assert np.max(np.abs(got - want)) <= 8 * u * np.max(np.abs(want))
     # complex values held as real parts in float32 at least (codegen/complex_parts.py)
-    assert "table_dtype = torch.promote_types(x_c.dtype, torch.float32)" in g.source
+    assert "table_dtype = torch.promote_types(latent.dtype, torch.float32)" in g.source
     assert "register_buffer(\"theta\"" not in g.source
 
 

@@ -129,7 +129,7 @@ def test_state_is_bounded():
         for t in range(2, 40):
             _, state = prep.module.step(x[t:t + 1], state=state)
             sizes.append(tuple(state["win"].shape))
-    w = prep.module.w
+    w = prep.module.config.window_size
     assert len(sizes) == 38 and set(sizes) == {(w - 1, x.shape[1])}  # fixed from the start
     assert int(state["tokens"]) == 40
 

@@ -1,7 +1,8 @@
 """Nodes of the whole DeepSeek-V4.1-Flash export, transcribed by hand into
 ``tests/data/full_export/`` (its README says from where): the ``YarnRotary`` table, its
-definition as a diagram (``Arrange`` and formulas on naturals), and the 129,280-way
-``SoftMax`` of the output probabilities. Each decodes, validates, runs in both backends and
+definition as a diagram (``Arrange`` and formulas on naturals), the 129,280-way
+``SoftMax`` of the output probabilities, and the ``SoftMax`` of a ratio-2 compressor (over the
+two tokens of each entry), alone and with the ``Einops`` that pools the values by it. Each decodes, validates, runs in both backends and
 matches numpy written from the node's own parameters."""
 from __future__ import annotations
 
@@ -42,7 +43,8 @@ def _errors(spec):
 
 
 @pytest.mark.parametrize("name", ["yarn_rotary.json", "yarn_rotary_expansion.json",
-                                  "output_softmax.json"])
+                                  "output_softmax.json", "compressor_softmax.json",
+                                  "compressor_pooling.json"])
 def test_the_transcribed_nodes_decode_and_validate(name):
     assert _errors(_spec(name)) == []
 
@@ -124,7 +126,9 @@ def test_the_output_softmax_at_the_released_vocabulary_by_shape():
 
 @pytest.mark.parametrize("name,sizes", [("yarn_rotary.json", {"x": 5}),
                                         ("yarn_rotary_expansion.json", {"b": 4}),
-                                        ("output_softmax.json", {"x": 3, "v": 17})])
+                                        ("output_softmax.json", {"x": 3, "v": 17}),
+                                        ("compressor_softmax.json", {"b": 3, "c": 8}),
+                                        ("compressor_pooling.json", {"b": 3, "c": 8})])
 def test_the_check_tool_agrees(name, sizes):
     """``ncdc check``'s comparison: the generated module against the interpreter, float64; a
     table with no real input is computed in the dtype the check runs at."""
@@ -134,3 +138,77 @@ def test_the_check_tool_agrees(name, sizes):
     res = check_morphism(spec.data, env, name=name)
     assert res.ok, res.problem
     assert res.max_rel <= 1e-12
+
+
+COMPRESSOR_AXES = {"b": 774326000, "a": 679050082, "c": 1056277277}  # entries, ratio, channels
+
+
+def _pair_weights(z):
+    """The softmax of two scores ``z[..., 0], z[..., 1]`` written as logistic functions of
+    their difference: ``w0 = 1 / (1 + e^(z1 - z0))``, ``w1 = 1 / (1 + e^(z0 - z1))``."""
+    d = z[..., 1] - z[..., 0]
+    return np.stack([1.0 / (1.0 + np.exp(d)), 1.0 / (1.0 + np.exp(-d))], axis=-1)
+
+
+def test_the_compressor_softmax_keeps_its_fields():
+    spec = _spec("compressor_softmax.json")
+    assert spec.data.title == "Compressor" and "softmax over the two tokens" in (
+        spec.data.tag.description)
+    (b,) = [s.node for s in ncdc.ir.walk(spec.data) if isinstance(s.node, ncdc.ir.Broadcasted)]
+    assert type(b.operator) is ops.SoftMax and b.operator.contracted is False
+    assert [a.uid for a in b.degree] == [COMPRESSOR_AXES["b"], COMPRESSOR_AXES["c"]]
+    assert [a.uid for a in b.dom[0].shape] == [COMPRESSOR_AXES[k] for k in "bca"]
+    assert str(b.dom[0].datatype) == str(b.cod[0].datatype)
+    env = spec.bind("released", sizes={"b": 5}).env  # a and c: the sizes the export names
+    sizes = {k: env.size(spec.doc.axes[u].size) for k, u in COMPRESSOR_AXES.items()}
+    assert sizes == {"b": 5, "a": 2, "c": 512}
+
+
+def test_the_compressor_softmax_weighs_the_two_tokens_of_each_entry():
+    spec = _spec("compressor_softmax.json")
+    env = spec.bind("released", sizes={"b": 4, "c": 6}).env
+    z = np.random.default_rng(29).standard_normal((4, 6, 2)) * 12
+    want = _pair_weights(z)
+    got = ncdc.interpret(spec.data, env=env)(z)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(got.sum(axis=-1), 1.0, rtol=1e-15)
+    _, module = compile_torch(spec.data, env=env)
+    out = module(torch.as_tensor(z)).numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-300)
+    # the wires are FP32: emulated, the weights are the float32 numbers nearest the exact ones
+    emulated = ncdc.interpret(spec.data, env=env, quant="emulate")(z)[0]
+    np.testing.assert_allclose(emulated, want.astype(np.float32), rtol=2e-7, atol=0)
+    assert np.abs(emulated - want).max() > 0  # the rounding happened
+
+
+def test_the_compressor_softmax_at_the_released_width_by_shape():
+    spec = _spec("compressor_softmax.json")
+    env = spec.bind("released", sizes={"b": 8}).env
+    _, module = compile_torch(spec.data, env=env)
+    out = module(torch.empty(8, 512, 2, device="meta"))
+    assert out.device.type == "meta" and tuple(out.shape) == (8, 512, 2)
+
+
+def test_the_compressor_pools_each_entry_as_the_gate_weighted_sum_of_its_two_tokens():
+    """The SoftMax and the ``Einops`` after it (signature ``[[0], [0]]``: multiply, sum over
+    the ratio axis): entry ``e`` of channel ``c`` is ``w0·v[e, c, 0] + w1·v[e, c, 1]``."""
+    spec = _spec("compressor_pooling.json")
+    ein = [s.node.operator for s in ncdc.ir.walk(spec.data)
+           if isinstance(s.node, ncdc.ir.Broadcasted) and type(s.node.operator) is ops.Einops]
+    assert len(ein) == 1
+    env = spec.bind("released", sizes={"b": 5, "c": 3}).env
+    rng = np.random.default_rng(31)
+    v, z = rng.standard_normal((5, 3, 2)), rng.standard_normal((5, 3, 2)) * 4
+    w = _pair_weights(z)
+    want = np.empty((5, 3))
+    for e in range(5):
+        for c in range(3):
+            want[e, c] = w[e, c, 0] * v[e, c, 0] + w[e, c, 1] * v[e, c, 1]
+    got = ncdc.interpret(spec.data, env=env)(v, z)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-15)
+    _, module = compile_torch(spec.data, env=env)
+    out = module(torch.as_tensor(v), torch.as_tensor(z)).numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-15)
+    # a convex combination: each entry lies between its two tokens' values
+    lo, hi = v.min(axis=-1), v.max(axis=-1)
+    assert np.all(got >= lo - 1e-15) and np.all(got <= hi + 1e-15)

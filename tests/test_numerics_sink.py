@@ -91,7 +91,7 @@ def _generated(generated, xs, live, dtype):
     g, mod = generated
     module = instantiate(mod, g.class_name, torch.float32).to(DTYPES[dtype])
     args = [torch.from_numpy(round_to(x, dtype)).to(DTYPES[dtype]) for x in xs]
-    kw = {} if live is None else {"x_w_x_c_live": torch.from_numpy(live)}
+    kw = {} if live is None else {"window_latent_live": torch.from_numpy(live)}
     with torch.no_grad():
         out = module(*args, **kw)
     values, out_live = out if isinstance(out, tuple) else (out, None)

@@ -163,8 +163,9 @@ def test_stored_linear_bias_keeps_its_output_axes(bundled):
     g = generate(bundled.block("Mixing Coefficients"), env,
                  weights=StoragePolicy.parse(["mxfp4"]))
     flat = " ".join(re.sub(r"\(\s+", "(", g.source).split())
-    assert ("self.h_2 = StoredLinear(n * m, n * n, weight_format='mxfp4', "
-            "bias_format='mxfp4', bias_shape=(n, n))") in flat
+    n, m = "self.config.streams", "self.config.hidden_width"
+    assert (f"self.h_2 = StoredLinear({n} * {m}, {n} * {n}, weight_format='mxfp4', "
+            f"bias_format='mxfp4', bias_shape=({n}, {n}))") in flat
     module = instantiate(load_module(g.source), g.class_name, torch.float32)
     assert tuple(module.h_2.bias.scales.shape) == (4, 1)   # 4 runs of 4: one scale each
     assert tuple(module.h_0.bias.scales.shape) == (1, 1)

@@ -65,10 +65,20 @@ def consecutive_primes(count, total, bound):
     return torch.tensor(window, dtype=torch.long)
 
 
+def refuse_missing_data(stand_in, names):
+    """Construction without the data the spec leaves to the user is refused: the caller either
+    loads it (`stand_in="load"`) or wants seeded stand-ins (`stand_in=True`)."""
+    if stand_in is not True and stand_in != "load":
+        raise ValueError(f"{names}: data the spec leaves to the user (neither learned nor defined "
+                         "by the diagram). Construct with stand_in='load' and load it "
+                         "(load_state_dict or load_interpreter_params), or with stand_in=True "
+                         "for seeded stand-ins")
+
+
 def fill_user_data(tensor, bound, name, stand_in, odd=False):
-    """Data the spec leaves to the user: zeros until loaded, or (with `stand_in`) seeded
+    """Data the spec leaves to the user: zeros until loaded, or (`stand_in=True`) seeded
     stand-ins drawn below `bound` (odd ones for hash multipliers), with a warning."""
-    if not stand_in:
+    if stand_in is not True:
         return tensor.zero_()
     warnings.warn(f"{name}: seeded stand-in values, not the model's data", stacklevel=2)
     gen = torch.Generator().manual_seed(0)
@@ -82,7 +92,7 @@ def fill_user_data(tensor, bound, name, stand_in, odd=False):
 def require_data(module, names):
     """Refuse to run on user data that was neither loaded nor stood in for."""
     if module.data_missing:
-        raise ValueError(f"{names}: data the spec leaves to the user; load it "
+        raise ValueError(f"{names}: data the spec leaves to the user, not loaded yet; load it "
                          "(load_interpreter_params or load_state_dict) or construct the module "
                          "with stand_in=True")
 

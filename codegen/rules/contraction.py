@@ -231,15 +231,20 @@ def embedding(ctx):
                                              for lab in out_labels]
     base = (identifier(ctx.op.label, "embedding") if ctx.op.label else "embedding") + "_table"
     out_kind = kind(b.output_weaves[0].datatype)
+    module = None
     if out_kind == "natural":
         table = user_data(ctx, base, "table", shape, b.output_weaves[0].datatype,
                           plain_title(ctx.op.label or base))
+    elif len(shape) == 2 and (module := ctx.cb.members.add_module(
+            base[:-6], b, "table", f"nn.Embedding({shape[0]}, {shape[1]})")):
+        table = None  # an nn.Embedding: the spec's table and initialisation
     else:
         table = ctx.param(base, "table", shape, normal)
         table = ctx.cb.members.stored.get(table, table)  # stored: only the rows looked up
     o = ctx.ops[0]
     labels = o.labels + out_labels
-    var = ctx.bind(f"{base[:-6]}_rows", f"{table}[{o.expr}]", labels)
+    lookup = f"{module}({o.expr})" if table is None else f"{table}[{o.expr}]"
+    var = ctx.bind(f"{base[:-6]}_rows", lookup, labels)
     if o.live is None:
         return [OpResult(var, labels)]
     live = align_code(o.live, o.labels, labels)

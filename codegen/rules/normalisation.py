@@ -54,6 +54,10 @@ def normalize(ctx):
     entries."""
     op = ctx.op
     o, keep, tl, labels, src, live, dim, out = _target(ctx, "Normalize")
+    if live is None and labels[-len(tl):] == tl:
+        norm = _rms_norm_module(ctx, tl, src)
+        if norm is not None:
+            return [OpResult(ctx.bind("normed", f"{norm}({src})", out), out)]
     if op.epsilon is None:
         eps = repr(LEGACY_RMS_EPSILON)
     elif _integral(op.epsilon):
@@ -102,6 +106,29 @@ def normalize(ctx):
         code = f"{code} + {shift}"
     var = ctx.bind("normed", code, out)
     return _out_live(ctx, o, keep, tl, labels, live, var, out, fold=True)
+
+
+def _rms_norm_module(ctx, tl, src: str) -> str | None:
+    """An ``nn.RMSNorm`` submodule (its ``weight`` the gain) for an RMSNorm with a gain, no
+    shift, a constant epsilon, over trailing dims: ``F.rms_norm`` with the same arguments;
+    None otherwise."""
+    op = ctx.op
+    if op.centred or not op.gain or op.bias:
+        return None
+    e = sympy.sympify(op.epsilon) if op.epsilon is not None else None
+    if e is None:
+        eps = repr(LEGACY_RMS_EPSILON)
+    elif e.is_Rational:
+        eps = repr(float(e))
+    elif isinstance(e, sympy.Symbol):
+        eps = ctx.init_symbol(e)
+    else:
+        return None
+    dims = [ctx.init_size(ctx.axis(lab).size) for lab in tl]
+    shape = dims[0] if len(dims) == 1 else "(" + ", ".join(dims) + ")"
+    stem = src.removesuffix("_out") if src.isidentifier() else "rms"
+    return ctx.cb.members.add_module(f"{stem}_norm", ctx.b, "gain",
+                                     f"nn.RMSNorm({shape}, eps={eps})")
 
 
 def _integral(expr) -> bool:

@@ -306,16 +306,9 @@ def gate(spec, binding) -> None:
     """Refuse what ``ncdc validate`` rejects: ``eval``, ``compile`` and ``check`` run the very
     validation ``validate`` reports (same binding) and raise its first error as a typed
     SpecError (BindingError for sizes), before any allocation."""
-    from ncdc.ir.errors import BindingError, SpecError
+    from ..api import refuse
 
-    errors = [d for d in spec.validate(binding) if d.severity == "error"]
-    if not errors:
-        return
-    d = errors[0]
-    more = f" (and {len(errors) - 1} more; `ncdc validate` lists them)" if len(errors) > 1 \
-        else ""
-    cls = BindingError if d.code == "size-invalid" else SpecError
-    raise cls(f"refused: {d.code}: {d.message}{more}", d.json_path, d.titles)
+    refuse(spec.validate(binding))
 
 
 def file_problems(args, path, problems) -> None:

@@ -56,7 +56,8 @@ def run(args) -> int:
     g = codegen.generate(morphism, binding.env, quant=args.quant,
                          module_name=None if args.block else stem,
                          source_name=os.path.basename(spec.source), reading=args.reading,
-                         weights=policy if policy.rules else None)
+                         weights=policy if policy.rules else None,
+                         size_names=spec.size_names())
     took = time.perf_counter() - t0
     if args.output:
         from .output import write_text

@@ -72,6 +72,8 @@ def _value(expr, env):
         return sympy.sstr(sympy.N(sympy.expand(val), 6))
     if val.is_Integer:
         return int(val)
+    if val.is_real is not True:     # a complex or undecidable size (a hostile spec): as text
+        return sympy.sstr(val)
     return float(val)
 
 
@@ -148,8 +150,8 @@ def _si(v, unit: str = "") -> str:
     if isinstance(v, str):
         try:
             terms = sympy.Add.make_args(sympy.sympify(v))
-        except (sympy.SympifyError, TypeError, ValueError):
-            terms = ()
+        except (sympy.SympifyError, TypeError, ValueError, AttributeError):
+            terms = ()  # a formula sympy cannot read back (names such as x.y): shown as text
         if terms:
             lead = max(terms, key=lambda t: (_degree(t), abs(float(t.as_coeff_Mul()[0]))))
             coeff, rest = lead.as_coeff_Mul()

@@ -74,6 +74,12 @@ def add_parser(subparsers) -> None:
                         "inputs' leading batch dim "
                         "(if they have one) split over the ranks; rank 0 reports and writes the "
                         "outputs (default: 1)")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="SECONDS",
+                   help="with --nproc: stop every rank and fail when the run takes longer "
+                        "(default: 600); a rank that stops responding (no heartbeat for "
+                        "min(SECONDS, 60) s: stopped or hung) fails it sooner")
+    p.add_argument("--force-nproc", action="store_true",
+                   help="allow --nproc beyond the machine's CPU count")
     p.add_argument("--debug", action="store_true",
                    help="with --nproc: when a rank fails, print its traceback before the "
                         "one-line error")
@@ -183,6 +189,23 @@ def _strict(args, meta, morphism, env, model_specs) -> None:
                                               + ", ".join(repr(k) for k in extra[:5])])
 
 
+def _check_processes(args) -> None:
+    """``--nproc`` from 1 to the CPU count (beyond it only with ``--force-nproc``) and a
+    positive, finite ``--timeout``."""
+    import math
+
+    from ncdc.ir.errors import UsageError
+
+    if args.nproc < 1:
+        raise UsageError(f"--nproc {args.nproc}: at least one process")
+    cpus = os.cpu_count() or 1
+    if args.nproc > cpus and not args.force_nproc:
+        raise UsageError(f"--nproc {args.nproc}: more processes than this machine's {cpus} "
+                         "CPU(s); add --force-nproc to run them anyway")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        raise UsageError(f"--timeout {args.timeout:g}: a positive number of seconds")
+
+
 def _mib(n: int) -> str:
     return f"{n / 2**20:,.1f} MiB"
 
@@ -206,8 +229,7 @@ def run(args) -> int:
 
         return param_specs(spec.model(), env)
 
-    if args.nproc < 1:
-        raise UsageError(f"--nproc {args.nproc}: at least one process")
+    _check_processes(args)
     if args.nproc > 1 and args.save_params:
         raise UsageError("--save-params writes the weights of a one-process run: drop --nproc "
                          "(or --save-params); the file then serves --nproc N --params FILE")
@@ -224,7 +246,7 @@ def run(args) -> int:
         from ncdc.distributed import run_sharded
         from ncdc.ir.errors import DistributedError
         try:
-            res = run_sharded(plan)
+            res = run_sharded(plan, timeout=args.timeout)
         except DistributedError as exc:
             if args.debug and exc.rank_traceback:
                 print(f"rank {exc.rank}'s traceback:\n{exc.rank_traceback}", file=sys.stderr)

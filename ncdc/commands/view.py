@@ -18,9 +18,10 @@ page (works offline), or a picture (.svg, .png; drawn by a headless Chromium).
 Blocks are boxes in their fill colour that open and close (the page starts at --depth levels
 open), repeated and lifted blocks are stacked boxes with ×N, operators are labelled by what they
 compute, wires carry their axes (with sizes when a preset or sizes are given), tape reads and
-writes are named ports. The page zooms (wheel), pans (drag), fits (f), opens levels (0-9), saves
-the picture (SVG), and its side panel shows the selected block's description, formula,
-parameters, JSON path and other occurrences."""
+writes are named ports; an operator the file defines by an expansion (auxiliary.expansions) is a
+dashed box whose + opens the expansion's diagram inside it. The page zooms (wheel), pans (drag),
+fits (f), opens levels (0-9), saves the picture (SVG), and its side panel shows the selected
+block's description, formula, parameters, JSON path and other occurrences."""
 
 
 def add_parser(sub) -> None:
@@ -38,6 +39,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     from ncdc.ir.errors import SpecError, UsageError
+    from ncdc.view.opened import openings
     from ncdc.view.page import render_page
     from ncdc.view.scene import build_scene
 
@@ -53,7 +55,8 @@ def run(args) -> int:
     binding = optional_binding(spec, args, "wire labels")
     root = spec.site(args.block).node if args.block else spec.data
     name = getattr(root, "title", "") if args.block else os.path.basename(spec.source)
-    scene = build_scene(root, binding.env if binding is not None else None, name)
+    scene = build_scene(root, binding.env if binding is not None else None, name,
+                        openings(spec.doc))
     bound = (f"sizes: {args.preset or 'released'}" if binding is not None
              else "sizes: symbolic")
     page = render_page(scene, name, bound, depth=args.depth, export=ext in (".svg", ".png"))
@@ -68,10 +71,12 @@ def run(args) -> int:
             write_text(args.output, text, "--output")
     except OSError as exc:
         raise SpecError(f"cannot write {args.output}: {exc.strerror}") from None
-    blocks = sum(1 for n in scene["nodes"].values() if n["kind"] == "block")
-    info = {"output": args.output, "bytes": os.path.getsize(args.output), "blocks": blocks,
-            "boxes": len(scene["nodes"]) - 1,
-            "wires": sum(len(v) for v in scene["edges"].values())}
+    # the diagram's own boxes and wires: not those of the expansions drawn inside operators
+    inside = {i for i, n in scene["nodes"].items() if ">" in i or "expansion" in n}
+    own = [n for i, n in scene["nodes"].items() if ">" not in i]
+    info = {"output": args.output, "bytes": os.path.getsize(args.output),
+            "blocks": sum(1 for n in own if n["kind"] == "block"), "boxes": len(own) - 1,
+            "wires": sum(len(v) for k, v in scene["edges"].items() if k not in inside)}
     if args.json:
         emit_json(info)
     else:

@@ -25,8 +25,10 @@ def _script(code: str) -> str:
 
 
 def needs_math(scene: dict) -> bool:
-    """Whether any box of the scene has a LaTeX title or a formula the panel typesets."""
-    return any(n.get("latex") or n.get("formula") for n in scene["nodes"].values())
+    """Whether any box of the scene has a LaTeX title or a formula the panel typesets (its
+    own or its expansion's)."""
+    return any(n.get("latex") or n.get("formula") or n.get("expansion", {}).get("formula")
+               for n in scene["nodes"].values())
 
 
 TOOLS = (

@@ -20,6 +20,12 @@ Rules:
 - ``Rearrangement``, ``Composed`` and ``ProductOfMorphisms`` are pure wiring and make no node.
 - ``Grab``/``Drop`` (and a ``ParaWrap``'s grabs and drops) make tape read/write nodes.
 - A cut (``Truncated``) term makes a *cut* node; its complete parts are drawn.
+- An operator occurrence the file defines by an expansion (``openings``,
+  :mod:`ncdc.view.opened`) carries ``expansion`` (its key, the operator, the formula and
+  description the export writes, and ``error`` where it cannot open); the expansion's diagram
+  is its contents, drawn inside it from its input ports to its output ports as a block's body
+  is, with node ids ``OCCURRENCE>ID`` (``ID`` the node's id in the expansion's own scene) and
+  the expansion's own sizes left symbolic.
 - A wire is labelled with the array it carries (``label``; ``bound`` given an environment),
   its axes as text (``axes``: ``x, m``; ``boundAxes``: ``x=4, m=7168``), and marked ``dead``
   when one of its axes can hold dead positions (affine sparse, top-k sparse or concatenated
@@ -28,6 +34,8 @@ Rules:
 Node ids are the JSON paths of the terms they draw, so they are unique and stable.
 """
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 import sympy
 
@@ -42,6 +50,9 @@ from ncdc.ir.traverse import Descend, Visitor, traverse
 from ncdc.ir.walk import arity, walk
 
 from .labels import is_math, operator_label, plain_label
+
+if TYPE_CHECKING:
+    from .opened import Opening
 
 
 def glyph_family(op) -> str:
@@ -84,8 +95,9 @@ def _shape_list(obj, env: Env | None) -> list[str]:
 class SceneBuilder:
     """Builds the scene of one root morphism (see the module docstring)."""
 
-    def __init__(self, env: Env | None = None):
+    def __init__(self, env: Env | None = None, openings: dict[str, Opening] | None = None):
         self.env = env
+        self.openings = openings or {}
         self.nodes: dict[str, dict] = {}
         self.edges: dict[str, list[dict]] = {}
         self.tags: dict[str, list[str]] = {}
@@ -196,7 +208,27 @@ class SceneBuilder:
             self.wire(cont, e, nid, k)
         cod = _safe(lambda: tuple(b.cod), tuple(None for _ in b.output_weaves))
         self.ports(nid, len(inputs), len(cod))
+        if path in self.openings:
+            self.open_expansion(nid, self.openings[path])
         return [_End(nid, j, o) for j, o in enumerate(cod)]
+
+    def open_expansion(self, nid: str, o: Opening) -> None:
+        """Operator node ``nid`` marked with expansion ``o`` and, where its diagram takes and
+        gives as many arrays as the occurrence, holding that diagram's scene."""
+        node = self.nodes[nid]
+        info = {"key": o.key, "operator": o.operator, "formula": o.formula,
+                "description": o.description, "error": o.error}
+        node["expansion"] = info
+        if o.root is None:
+            return
+        sub = build_scene(o.root, None, o.operator, o.inner)
+        kinds = [n["kind"] for n in sub["nodes"].values()]
+        n_in, n_out = kinds.count("input"), kinds.count("output")
+        if (n_in, n_out) != (node["inputs"], node["outputs"]):
+            info["error"] = (f"the expansion takes {n_in} and gives {n_out} arrays; the "
+                             f"occurrence takes {node['inputs']} and gives {node['outputs']}")
+            return
+        _graft(self, nid, sub)
 
     def tape_node(self, path: str, cont: str, slot, mode: str, size) -> str:
         nid = self.add_node(path, cont, "tape", plain_label(slot.label), mode=mode,
@@ -207,6 +239,42 @@ class SceneBuilder:
                                                       "shape": array_text(size)})
         entry["reads" if mode == "read" else "writes"].append(nid)
         return nid
+
+
+def _graft(b: SceneBuilder, nid: str, sub: dict) -> None:
+    """Put scene ``sub`` inside node ``nid`` of ``b``: its root becomes ``nid``, its input
+    ``k`` and output ``j`` nodes become ``nid``'s ports, every other id is prefixed."""
+    root, prefix = sub["root"], nid + ">"
+    ports: dict[str, str] = {}
+    for sid, n in sub["nodes"].items():
+        if n["kind"] in ("input", "output"):
+            ports[sid] = nid
+
+    def rename(i: str) -> str:
+        return nid if i == root else ports.get(i) or prefix + i
+
+    for sid, n in sub["nodes"].items():
+        if sid == root or sid in ports:
+            continue
+        copy = {**n, "id": rename(sid), "parent": rename(n["parent"]),
+                "children": [rename(c) for c in n["children"]]}
+        if copy.get("tag"):
+            copy["tag"] = prefix + copy["tag"]
+        b.nodes[copy["id"]] = copy
+    b.nodes[nid]["children"] = [rename(c) for c in sub["nodes"][root]["children"]
+                                if c not in ports]
+    for cont, es in sub["edges"].items():
+        inside = rename(cont)
+        b.edges[inside] = [{**e, "id": f"{inside}#{i}", "src": rename(e["src"]),
+                            "dst": rename(e["dst"]),
+                            "srcPort": int(e["src"][3:]) if e["src"] in ports else e["srcPort"],
+                            "dstPort": int(e["dst"][4:]) if e["dst"] in ports else e["dstPort"]}
+                           for i, e in enumerate(es)]
+    for uid, ids in sub["tags"].items():
+        b.tags[prefix + uid] = [rename(i) for i in ids]
+    for uid, t in sub["tapes"].items():
+        b.tapes[prefix + uid] = {**t, "reads": [rename(i) for i in t["reads"]],
+                                 "writes": [rename(i) for i in t["writes"]]}
 
 
 def _closing(d: Descend, close) -> Descend:
@@ -424,10 +492,12 @@ def _attach_costs(scene_nodes: dict, root: Morphism, env: Env | None) -> None:
         }
 
 
-def build_scene(root: Morphism, env: Env | None = None, name: str = "") -> dict:
+def build_scene(root: Morphism, env: Env | None = None, name: str = "",
+                openings: dict[str, Opening] | None = None) -> dict:
     """The scene of ``root`` (see the module docstring); the root's inputs and outputs are
-    nodes of their own (``in:k``, ``out:j``)."""
-    b = SceneBuilder(env)
+    nodes of their own (``in:k``, ``out:j``); ``openings``: the expansions its operator
+    occurrences open to, by occurrence path."""
+    b = SceneBuilder(env, openings)
     rid = "root"
     b.add_node(rid, None, "root", name or getattr(root, "title", "") or "model", path=root.path)
     dom = _safe(lambda: tuple(root.dom), tuple(None for _ in range(arity(root))))

@@ -82,7 +82,7 @@
     }
     if (n.kind === "operator") {
       const sub = subtitle(n);
-      const w = Math.max(textWidth(n.label, 12), sub ? textWidth(sub, 10) : 0) + 18;
+      const w = Math.max(textWidth(n.label, 12), sub ? textWidth(sub, 10) : 0) + 18 + (n.children.length ? 18 : 0);
       return [Math.max(w, 30), Math.max(sub ? 34 : 24, ports * 12 + 6)];
     }
     const toggle = n.children.length ? 18 : 0;
@@ -113,7 +113,7 @@
     const index = new Map(kids.map((c, i) => [c, i]));
     const size = new Map();
     for (const c of kids) {
-      if (nodes[c].kind === "block" && expanded.has(c)) {
+      if (expanded.has(c)) {
         let lv = levelCache.get(c);
         if (!lv) { lv = layoutLevel(c, 1.6); levelCache.set(c, lv); }
         size.set(c, [lv.width, lv.height, lv]);
@@ -313,7 +313,7 @@
   }
   const COLOR = /^#[0-9a-fA-F]{3,8}$/;
   function drawBox(n, x, y, w, h, open, depth, parent) {
-    const g = el("g", { class: `node ${n.kind}${open ? " open" : ""}`, "data-id": n.id,
+    const g = el("g", { class: `node ${n.kind}${open ? " open" : ""}${n.expansion ? " expansion" : ""}`, "data-id": n.id,
       "data-kind": n.kind, "data-depth": depth }, parent);
     if (n.glyph) g.classList.add(`glyph-${n.glyph}`);
     if (n.path) g.setAttribute("data-path", n.path);
@@ -328,8 +328,8 @@
     const rect = el("rect", { x, y: y + st, width: w - st, height: h - st, rx, class: "shape" }, g);
     if (fill) rect.style.fill = fill;
     const bx = x, by = y + st, bw = w - st;
-    const hasToggle = n.kind === "block" && n.children.length > 0;
-    if (n.kind === "block") {
+    const hasToggle = n.children.length > 0;
+    if (n.kind === "block" || open) {
       const tx = open ? bx + (hasToggle ? 22 : 8) : bx + (hasToggle ? 18 : 0) / 2 + bw / 2 - (n.rep ? (textWidth(`\u00d7${n.rep}`, 12, true) + 8) / 2 : 0);
       const t = el("text", { x: tx, y: by + (open ? 19 : (subtitle(n) ? 18 : (h - st) / 2 + 5)), class: "title", "text-anchor": open ? "start" : "middle" }, g);
       setText(t, keyLabel(n.id));
@@ -351,11 +351,16 @@
       }
     } else {
       const sub = n.kind === "operator" ? subtitle(n) : "";
-      const t = el("text", { x: x + w / 2, y: y + (sub ? 15 : h / 2 + 4), class: "title", "text-anchor": "middle" }, g);
+      const cx = x + w / 2 + (hasToggle ? 9 : 0);
+      const t = el("text", { x: cx, y: y + (sub ? 15 : h / 2 + 4), class: "title", "text-anchor": "middle" }, g);
       setText(t, n.kind === "tape" ? (n.mode === "read" ? `\u25b8 ${n.label}` : `${n.label} \u25b8`) : n.label);
       if (sub) {
-        const s = el("text", { x: x + w / 2, y: y + 28, class: "sub", "text-anchor": "middle" }, g);
+        const s = el("text", { x: cx, y: y + 28, class: "sub", "text-anchor": "middle" }, g);
         s.textContent = sub;
+      }
+      if (hasToggle) {  // an operator that opens to its expansion's diagram
+        el("rect", { x: x + 4, y: y + h / 2 - 7, width: 14, height: 14, rx: 3, class: "toggle-box toggle" }, g);
+        el("text", { x: x + 11, y: y + h / 2 + 4.5, class: "toggle", "text-anchor": "middle" }, g).textContent = "+";
       }
     }
     return g;
@@ -566,7 +571,10 @@
     } else apply();
     return ms;
   }
-  function opensAt(id) { return nodes[id] && nodes[id].kind === "block" && nodes[id].children.length; }
+  // blocks and operators with an expansion open; the levels (0-9, expand all) open blocks of
+  // the diagram itself, an expansion only where it is asked for
+  function opensAt(id) { return nodes[id] && (nodes[id].kind === "block" || nodes[id].expansion) && nodes[id].children.length; }
+  function levelled(id) { return opensAt(id) && nodes[id].kind === "block" && !ancestors(id).some((a) => nodes[a].expansion); }
   function expand(id) {
     if (!opensAt(id) || expanded.has(id)) return Promise.resolve(0);
     for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
@@ -588,13 +596,13 @@
     openDepth = Math.max(0, d);
     expanded.clear();
     levelCache.clear();
-    for (const id in nodes) if (opensAt(id) && depthOf(id) <= openDepth) expanded.add(id);
+    for (const id in nodes) if (levelled(id) && depthOf(id) <= openDepth) expanded.add(id);
     relayout();
     fit();
     document.getElementById("depth").textContent = String(openDepth);
     return Promise.resolve(stats.lastLayoutMs);
   }
-  const maxDepth = Object.keys(nodes).reduce((m, id) => (opensAt(id) ? Math.max(m, depthOf(id)) : m), 0);
+  const maxDepth = Object.keys(nodes).reduce((m, id) => (levelled(id) ? Math.max(m, depthOf(id)) : m), 0);
   function reveal(id) {
     for (const a of ancestors(id)) if (!expanded.has(a)) { expanded.add(a); invalidate(a); }
     selected = id;
@@ -616,7 +624,7 @@
     if (!g) return;
     const id = g.getAttribute("data-id");
     select(id);
-    if (ev.target.classList.contains("toggle") || ev.detail === 2) toggle(id);
+    if (ev.target.classList.contains("toggle") || ev.detail === 2) { toggle(id); showDetails(id); }
   });
   svg.addEventListener("dblclick", (ev) => ev.preventDefault());
 
@@ -752,9 +760,15 @@
     if (n.format) row(dl, "format", n.format);
     if (n.function) row(dl, "function", n.function);
     if (n.formula) row(dl, "formula", math(n.formula, true));
+    const x = n.expansion;
+    if (x) {
+      row(dl, "expansion", `${x.key}: ${x.error || (expanded.has(id) ? "open" : "click + to open")}`);
+      if (x.formula) row(dl, "defined as", math(x.formula, true));
+    }
     box.appendChild(dl);
-    if (n.description) {
-      const p = document.createElement("p"); p.className = "description"; p.textContent = n.description; box.appendChild(p);
+    for (const text of [n.description, x && x.description]) {
+      if (!text) continue;
+      const p = document.createElement("p"); p.className = "description"; p.textContent = text; box.appendChild(p);
     }
     const keys = n.kind === "operator" ? (n.keys || []) : descendants(id).flatMap((d) => nodes[d].keys || []);
     if (keys.length) {
@@ -806,7 +820,7 @@
   showTapes();
   showDetails(null);
   const t0 = performance.now();
-  for (const id in nodes) if (opensAt(id) && depthOf(id) <= (meta.depth || 0)) expanded.add(id);
+  for (const id in nodes) if (levelled(id) && depthOf(id) <= (meta.depth || 0)) expanded.add(id);
   openDepth = meta.depth || 0;
   document.getElementById("depth").textContent = String(openDepth);
   relayout();
