@@ -17,7 +17,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _bad(text) -> str | None:
     """The first lone surrogate of ``text``, as ``U+XXXX``, or None."""
-    if not isinstance(text, str):
+    if not isinstance(text, str) or text.isascii():  # (most are: no search)
         return None
     m = _SURROGATE.search(text)
     return None if m is None else f"U+{ord(m.group()):04X}"
