@@ -210,6 +210,39 @@ def test_huge_repetition_is_symbolic_and_fast(tmp_path, transformer_json, transf
     assert flops == env6.subs(one.flops) + (rep - 1) * per_layer_flops
 
 
+def _power(base, exponent):
+    return {"__type__": "Power", "base": {"__type__": "Integer", "_value": base},
+            "exponent": {"__type__": "Integer", "_value": exponent}}
+
+
+@pytest.mark.parametrize("rep, refused", [(_power(10, 300), False),
+                                          (_power(10**300, 10**30), True)])
+def test_a_repetition_too_large_to_evaluate_is_refused_fast(tmp_path, transformer_json, capsys,
+                                                           rep, refused):
+    """A repetition (10**300)**(10**30) (campaign case 2448) has ~2e30 bits: multiplying the
+    body's cost by it once expanded it without bound. It is refused (typed, in milliseconds);
+    10**300 is counted exactly."""
+    doc = _with_repetition(transformer_json, 6)
+    for rec in doc["uid_repository"].values():
+        if rec.get("__type__") == "BlockTag" and rec["repetition"].get("_value") == 6:
+            rec["repetition"] = rep
+    path = tmp_path / "rep.json"
+    path.write_text(json.dumps(doc))
+    t0 = time.process_time()
+    rc = main(["cost", str(path), "--json"])
+    assert time.process_time() - t0 < 2.0
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    if refused:
+        assert rc == 1
+        assert json.loads(out.out)["error"]["type"] == "BindingError"
+        assert "too large to count" in out.out
+    else:
+        assert rc == 0
+        one = json.loads(out.out)
+        assert one  # a report, with the exact count inside (checked by the symbolic test)
+
+
 def test_huge_sizes_stay_exact(spec):
     env = spec.bind("released", {"b": 2**62, "e": 2**40}).env
     c = cost(spec.data)
