@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import sympy
@@ -363,3 +364,29 @@ def test_cli_cost_weight_policy_total(capsys):
     tables = sum(n * d + n * (d // 32) for n, d in ((129280, 5120), (384006168, 256)))
     rest = 112_879_311_088 - 3 * bank - 129280 * 5120 - 384006168 * 256
     assert got == routed + tables + 2 * rest
+
+
+def test_a_size_too_large_to_print_is_refused_fast_without_a_digit_limit(tmp_path, capsys):
+    """A size 3**(10**6) (campaign cases 12934, 13288): the refusal's message does not print the
+    1.6-million-bit literal, so it stays fast even where Python's 4300-digit limit is lifted."""
+    import sys
+
+    path = Path(__file__).parent / "data" / "pyncd" / "tl_causal_mask.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    rec = doc["uid_repository"]["1911784258"]
+    assert "_size" in rec
+    rec["_size"] = {"__type__": "Power", "base": {"__type__": "Integer", "_value": 3},
+                    "exponent": {"__type__": "Integer", "_value": 10**6}}
+    target = tmp_path / "spec.json"
+    target.write_text(json.dumps(doc), encoding="utf-8")
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        t0 = time.process_time()
+        rc = main(["cost", str(target)])
+        took = time.process_time() - t0
+    finally:
+        sys.set_int_max_str_digits(old)
+    err = capsys.readouterr().err
+    assert rc == 1 and "too large" in err and "Traceback" not in err
+    assert took < 2.0
