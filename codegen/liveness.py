@@ -53,8 +53,14 @@ def parts(live: StaticLive | None, ndim: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def align(arr: np.ndarray, src: list, dst: list, shape_of=None) -> np.ndarray:
-    """numpy twin of :func:`codegen.emit.align_code` (labels of the array's dims)."""
+    """numpy twin of :func:`codegen.emit.align_code` (labels of the array's dims); as there,
+    every label of ``src`` must be in ``dst`` (numpy's transpose would only say "axes don't
+    match array")."""
     cur = list(src)
+    extra = [lab for lab in cur if lab not in dst]
+    if extra or arr.ndim != len(cur):
+        raise AssertionError(f"align: labels {extra} would be dropped" if extra else
+                             f"align: {arr.ndim} dims labelled {cur}")
     a = arr
     while True:
         dup = next((lab for i, lab in enumerate(cur) if lab in cur[i + 1:]), None)

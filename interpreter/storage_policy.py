@@ -30,7 +30,6 @@ import json
 import tomllib
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 
 from ncdc.ir.datatypes import kind
@@ -40,8 +39,16 @@ from ncdc.ir.weight_formats import format_name, weight_lead
 
 from .params import Params, build_params
 
-ELEMENT = {"mxfp8": (ml_dtypes.float8_e4m3fn, 448.0), "mxfp4": (ml_dtypes.float4_e2m1fn, 6.0)}
 GROUP = 32
+
+
+def element(fmt: str):
+    """The element dtype of an MX format and its largest finite value (``ml_dtypes``, imported
+    on first use: it costs about a second)."""
+    import ml_dtypes
+
+    return {"mxfp8": (ml_dtypes.float8_e4m3fn, 448.0),
+            "mxfp4": (ml_dtypes.float4_e2m1fn, 6.0)}[fmt]
 
 
 @dataclass(frozen=True)
@@ -160,13 +167,15 @@ def mx_scales(groups: np.ndarray, top: float) -> np.ndarray:
 
 def encode(x, fmt: str, lead: int = 0) -> Stored:
     """``x`` (real) held in weight format ``fmt``."""
+    import ml_dtypes
+
     fmt = format_name(fmt)
     x = np.asarray(x, dtype=np.float64)
     if fmt == "float32":
         return Stored(fmt, x.shape, lead, x.astype(np.float32))
     if fmt == "bfloat16":
         return Stored(fmt, x.shape, lead, x.astype(ml_dtypes.bfloat16))
-    elem, top = ELEMENT[fmt]
+    elem, top = element(fmt)
     r = _runs(x, lead)
     rows, run = r.shape
     pad = -run % GROUP
@@ -181,6 +190,8 @@ def encode(x, fmt: str, lead: int = 0) -> Stored:
 
 def decode(st: Stored) -> np.ndarray:
     """The float64 values a stored array denotes."""
+    import ml_dtypes
+
     if st.scales is None:
         return st.codes.astype(np.float64)
     rows, run = _layout(st.shape, st.lead)

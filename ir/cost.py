@@ -38,8 +38,10 @@ import sympy
 from .axes import Axis, is_token_axis
 from .cost_rules import bank_axes, flops, formula_ops, is_contraction, iterated, prod, work
 from .datatypes import Datatype, kind
+from .errors import BindingError
 from .incremental import classify_reindexing
 from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan, Truncated
+from .numeric import TooLarge, bounded
 from .operators import BlockOperator, Linear, ParaBlockOperator
 from .params import param_roles
 from .weight_formats import (
@@ -256,6 +258,19 @@ def _cost(node: Morphism, memo: dict[int, Cost]) -> Cost:
     return memo[id(node)]
 
 
+def count(expr, what: str) -> sympy.Expr:
+    """A repetition or step count as the cost multiplies by it: its literal parts evaluated
+    (within :data:`ir.numeric.MAX_BITS` bits), its symbols kept. A count whose evaluation would
+    exceed that (``(10**300)**(10**30)``) raises :class:`~ir.errors.BindingError`: multiplying
+    by it unevaluated would make sympy expand it without bound."""
+    try:
+        return bounded(expr)
+    except TooLarge as exc:
+        why = str(exc)
+        why = why if len(why) <= 120 else why[:60] + " … " + why[-50:]
+        raise BindingError(f"the {what[:120]} is too large to count: {why}") from None
+
+
 def _combine(m: Morphism, kids: list[Cost]) -> Cost:
     total = Cost()
     for k in kids:
@@ -263,14 +278,16 @@ def _combine(m: Morphism, kids: list[Cost]) -> Cost:
     if isinstance(m, Truncated):
         return replace(total, partial=True)
     if isinstance(m, Scan):  # base once, the step n times on the same weights
-        return kids[0] + iterated(kids[1], m.n)
+        return kids[0] + iterated(kids[1], count(m.n, "step count of a Scan"))
     if isinstance(m, CoupledScan):  # every base once, every step n times
         nb = len(m.bases)
-        return sum(kids[:nb], Cost()) + iterated(sum(kids[nb:], Cost()), m.n)
+        return sum(kids[:nb], Cost()) + iterated(sum(kids[nb:], Cost()),
+                                                 count(m.n, "step count of a CoupledScan"))
     if isinstance(m, Block):
         named = tuple(replace(p, titles=(m.title,) + p.titles) for p in total.params)
         state = tuple(replace(s, titles=(m.title,) + s.titles) for s in total.state)
-        return replace(total, params=named, state=state).repeated(m.tag.repetition)
+        r = count(m.tag.repetition, f"repetition of block {m.title!r}")
+        return replace(total, params=named, state=state).repeated(r)
     if isinstance(m, Broadcasted):
         if isinstance(m.operator, (BlockOperator, ParaBlockOperator)):
             return total.lifted(m.degree)  # its outputs are its body's, lifted

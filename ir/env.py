@@ -147,8 +147,13 @@ def _digits(n: int) -> str:
 
 
 def _text(expr) -> str:
-    """An expression as short text for messages."""
+    """An expression as short text for messages; one holding an integer literal past
+    :data:`~ir.numeric.MAX_BITS` bits is not printed (printing it costs time quadratic in its
+    digits wherever Python's digit limit is lifted)."""
     try:
+        ints = sympy.sympify(expr).atoms(sympy.Integer)
+        if any(abs(int(a)).bit_length() > MAX_BITS for a in ints):
+            return "(an expression too large to print)"
         t = sympy.sstr(expr)
     except (ValueError, RecursionError):
         return "(an expression too large to print)"

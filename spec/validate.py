@@ -55,6 +55,9 @@ code                        severity  meaning
 ``constants-defaulted``     warning   (with a binding) constants only the constants file binds
 ``name-invalid``            error     a name, title or label holding a lone surrogate (no
                                       character; see :mod:`spec.checks_names`)
+``constant-invalid``        error     an Iverson literal outside int64, a formula constant
+                                      float64 cannot hold (complex, beyond 1.8e308); see
+                                      :mod:`spec.checks_constants`
 ``type-error``              error     any other typing failure (``SpecTypeError``)
 ``too-deep``                error     nesting beyond Python's recursion limit
 ==========================  ========  ======================================================
@@ -92,6 +95,7 @@ from ncdc.ir.walk import by_kind
 
 from .checks_binding import check_stride_rows, check_unbound
 from .checks_broadcast import check_broadcasted
+from .checks_constants import check_constants
 from .checks_names import check_names
 from .checks_scan import check_coupled_scan, check_scan
 from .checks_sites import all_sites, held_index_maps
@@ -268,6 +272,7 @@ def _validate(doc, binding) -> list[Diagnostic]:
     _run(ck, check_tape, root, path=getattr(root, "path", ""))
     _run(ck, check_names, doc, sites, path=getattr(root, "path", ""))
     _run(ck, check_sizes, sites, binding, path=getattr(root, "path", ""))
+    _run(ck, check_constants, sites, path=getattr(root, "path", ""))
     if binding is not None:
         _run(ck, check_unbound, sites, list(binding.unbound))
         _run(ck, check_defaulted_constants, sites, binding)

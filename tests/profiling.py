@@ -1,5 +1,5 @@
 """Peak memory of a forward, measured one way for the tests and `bench/codegen.py`."""
-import torch
+from tests.lazy import torch
 
 
 def peak_forward_bytes(module, args) -> int:

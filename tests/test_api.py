@@ -8,11 +8,11 @@ import json
 import numpy as np
 import pytest
 import sympy
-import torch
 
 import ncdc
 from ncdc.cli import main
 from tests.conftest import TRANSFORMER
+from tests.lazy import torch
 
 
 def test_every_public_name_resolves():

@@ -7,7 +7,8 @@ import pathlib
 import re
 
 import pytest
-import torch
+
+from tests.lazy import torch
 
 BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench" / "released.py"
 

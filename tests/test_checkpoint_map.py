@@ -9,11 +9,11 @@ import json
 import math
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
 
 from ncdc.cli import main
+from tests.lazy import ml_dtypes
 
 ROOT = Path(__file__).resolve().parents[1]
 MAP = ROOT / "examples" / "checkpoint_maps" / "deepseek_v3_layer0.toml"

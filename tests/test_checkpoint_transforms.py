@@ -8,16 +8,15 @@ import math
 import subprocess
 import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
-import torch
 
 from ncdc.checkpoint.builtin import BUILTIN, builtin_path
 from ncdc.checkpoint.errors import CheckpointError, MapError
 from ncdc.checkpoint.mapped import MappedSource
 from ncdc.checkpoint.mapping import load_map, parse_map
 from ncdc.checkpoint.transforms import dequantize
+from tests.lazy import ml_dtypes, torch
 
 
 class DictFiles:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc.checkpoint.writers import StoredWriter, TensorWriter
 from ncdc.interpreter.storage_policy import encode
+from tests.lazy import torch
 
 
 def encode_runs(runs, fmt):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import pytest
 import sympy
@@ -210,6 +211,39 @@ def test_huge_repetition_is_symbolic_and_fast(tmp_path, transformer_json, transf
     assert flops == env6.subs(one.flops) + (rep - 1) * per_layer_flops
 
 
+def _power(base, exponent):
+    return {"__type__": "Power", "base": {"__type__": "Integer", "_value": base},
+            "exponent": {"__type__": "Integer", "_value": exponent}}
+
+
+@pytest.mark.parametrize("rep, refused", [(_power(10, 300), False),
+                                          (_power(10**300, 10**30), True)])
+def test_a_repetition_too_large_to_evaluate_is_refused_fast(tmp_path, transformer_json, capsys,
+                                                           rep, refused):
+    """A repetition (10**300)**(10**30) (campaign case 2448) has ~2e30 bits: multiplying the
+    body's cost by it once expanded it without bound. It is refused (typed, in milliseconds);
+    10**300 is counted exactly."""
+    doc = _with_repetition(transformer_json, 6)
+    for rec in doc["uid_repository"].values():
+        if rec.get("__type__") == "BlockTag" and rec["repetition"].get("_value") == 6:
+            rec["repetition"] = rep
+    path = tmp_path / "rep.json"
+    path.write_text(json.dumps(doc))
+    t0 = time.process_time()
+    rc = main(["cost", str(path), "--json"])
+    assert time.process_time() - t0 < 2.0
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err
+    if refused:
+        assert rc == 1
+        assert json.loads(out.out)["error"]["type"] == "BindingError"
+        assert "too large to count" in out.out
+    else:
+        assert rc == 0
+        one = json.loads(out.out)
+        assert one  # a report, with the exact count inside (checked by the symbolic test)
+
+
 def test_huge_sizes_stay_exact(spec):
     env = spec.bind("released", {"b": 2**62, "e": 2**40}).env
     c = cost(spec.data)
@@ -330,3 +364,29 @@ def test_cli_cost_weight_policy_total(capsys):
     tables = sum(n * d + n * (d // 32) for n, d in ((129280, 5120), (384006168, 256)))
     rest = 112_879_311_088 - 3 * bank - 129280 * 5120 - 384006168 * 256
     assert got == routed + tables + 2 * rest
+
+
+def test_a_size_too_large_to_print_is_refused_fast_without_a_digit_limit(tmp_path, capsys):
+    """A size 3**(10**6) (campaign cases 12934, 13288): the refusal's message does not print the
+    1.6-million-bit literal, so it stays fast even where Python's 4300-digit limit is lifted."""
+    import sys
+
+    path = Path(__file__).parent / "data" / "pyncd" / "tl_causal_mask.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    rec = doc["uid_repository"]["1911784258"]
+    assert "_size" in rec
+    rec["_size"] = {"__type__": "Power", "base": {"__type__": "Integer", "_value": 3},
+                    "exponent": {"__type__": "Integer", "_value": 10**6}}
+    target = tmp_path / "spec.json"
+    target.write_text(json.dumps(doc), encoding="utf-8")
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(0)
+    try:
+        t0 = time.process_time()
+        rc = main(["cost", str(target)])
+        took = time.process_time() - t0
+    finally:
+        sys.set_int_max_str_digits(old)
+    err = capsys.readouterr().err
+    assert rc == 1 and "too large" in err and "Traceback" not in err
+    assert took < 2.0

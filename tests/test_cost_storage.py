@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 
-import ml_dtypes
 import numpy as np
 import pytest
 import sympy
@@ -24,6 +23,7 @@ from ncdc.interpreter.storage_policy import (
 from ncdc.ir.cost import weight_bytes
 from ncdc.ir.errors import SpecError
 from ncdc.ir.params import param_specs
+from tests.lazy import ml_dtypes
 
 
 def rng_array(shape, seed=0, scale=3.0):

@@ -15,7 +15,6 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.codegen import compile_torch, load_interpreter_params
@@ -25,6 +24,7 @@ from ncdc.distributed import launch, sharded_runs
 from ncdc.interpreter.inputs import random_inputs
 from ncdc.rank import batch_bounds
 from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
+from tests.lazy import torch
 
 pytestmark = GLOO
 

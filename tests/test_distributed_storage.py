@@ -16,7 +16,6 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.cli import main
@@ -27,6 +26,7 @@ from ncdc.interpreter.inputs import random_inputs
 from ncdc.interpreter.storage_policy import StoragePolicy
 from ncdc.ir.errors import DistributedError
 from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
+from tests.lazy import torch
 
 pytestmark = GLOO
 

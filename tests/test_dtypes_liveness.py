@@ -7,13 +7,13 @@ import inspect
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.codegen.boundary import can_be_dead, mask_names
 from ncdc.verify.check import ModuleCache, check_morphism
 from ncdc.verify.recorded import record_block_inputs
+from tests.lazy import torch
 
 CACHE = ModuleCache()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +15,7 @@ from ncdc.codegen.fingerprint import structural_key
 from ncdc.naming import named_blocks
 from ncdc.verify.decoder_check import TOLERANCE, decode_and_compare, prepare
 from tests.conftest import loaded
+from tests.lazy import torch
 
 SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,

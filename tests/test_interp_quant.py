@@ -3,7 +3,6 @@ emulate mode rounds at every TypeConvert (bit-exact against ml_dtypes) and the r
 operations whose output weave is a quantised real."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -11,6 +10,7 @@ from ncdc import interpreter
 from ncdc.ir import Linear, TypeConvert
 from ncdc.ir.env import Env
 from ncdc.ir.names import Name
+from tests.lazy import ml_dtypes
 from tests.oracles.common import bf16, e4m3
 from tests.oracles.ir_build import MXFP8, C, Q, R, axis, bc, nat, rearr, weave
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.codegen import compile_torch
 from ncdc.ir.operators.tensorlogic import BOOL, TensorEquation
+from tests.lazy import torch
 
 BOOL_JSON = {"__type__": "Bool"}
 

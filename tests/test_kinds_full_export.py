@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.codegen import compile_torch
 from ncdc.ir import operators as ops
 from ncdc.verify.check import check_morphism
 from tests.conftest import DATA
+from tests.lazy import torch
 
 HERE = DATA / "full_export"
 YARN = {"id:212388305": 160000, "id:1008931453": 16, "id:955513790": 15, "id:1257742509": 25}

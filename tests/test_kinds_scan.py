@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.codegen import compile_torch
@@ -13,6 +12,7 @@ from ncdc.ir.cost import cost
 from ncdc.ir.incremental import analyse
 from ncdc.ir.morphisms import CoupledScan, Scan
 from tests.conftest import DATA, SpecMaker
+from tests.lazy import torch
 
 
 def _affine_scan(mk, n=4, b_size=3, wrap=True, axis_name="l"):

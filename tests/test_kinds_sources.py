@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.codegen import compile_torch
 from ncdc.ir import operators as ops
 from ncdc.ir.cost_rules import flops
+from tests.lazy import torch
 
 
 def _name(body, sub=None):

@@ -8,7 +8,6 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
@@ -17,6 +16,7 @@ from ncdc.ir.pipeline import normalize
 from ncdc.ir.rewrites import softmax_pair
 from ncdc.verify.check import ModuleCache, check_morphism
 from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to
+from tests.lazy import torch
 
 CACHE = ModuleCache()
 

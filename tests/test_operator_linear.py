@@ -4,11 +4,11 @@ axes in input order, then the output's), checked against hand-written numpy."""
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 import ncdc
 from ncdc.codegen import compile_torch, load_interpreter_params
 from ncdc.ir.params import param_specs
+from tests.lazy import torch
 
 
 def _two_input_linear(mk, bias=True):

@@ -7,7 +7,6 @@ import itertools
 
 import numpy as np
 import sympy
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -25,6 +24,7 @@ from ncdc.ir.operators.tensorlogic import (
     distinct,
     iverson_axes,
 )
+from tests.lazy import torch
 
 AXES = tuple(RawAxis(uid, Name(n), sympy.Integer(s)) for uid, n, s in
              ((1, "a", 3), (2, "b", 4), (3, "c", 2)))

@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.cli import main
@@ -18,6 +17,7 @@ from ncdc.ir.operators.tensorlogic import TensorEquation
 from ncdc.spec.loader import load_text
 from ncdc.spec.validate import validate
 from tests.conftest import DATA, PYNCD
+from tests.lazy import torch
 
 EXPORTS = sorted(PYNCD.glob("*.json"))
 PROGRAM = DATA / "tensorlogic_program.json"

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc.cli import main
 from ncdc.codegen import compile_torch, load_interpreter_params
 from ncdc.ir.readings import apply_reading
 from tests.conftest import TRANSFORMER
+from tests.lazy import torch
 
 SECOND_ADD_NORM = "data.content[1].body.content[1]"  # x -> Norm(x + FeedForward(x))
 

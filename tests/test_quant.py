@@ -5,13 +5,12 @@ import ast
 import math
 from pathlib import Path
 
-import ml_dtypes
 import numpy as np
 import pytest
-import torch
 
 from ncdc.codegen.prelude import quant as tq
 from ncdc.interpreter import quant as nq
+from tests.lazy import ml_dtypes, torch
 
 PRELUDE = Path(__file__).resolve().parents[1] / "codegen" / "prelude" / "quant.py"
 

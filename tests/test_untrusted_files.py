@@ -12,7 +12,6 @@ import zipfile
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc.checkpoint.errors import CheckpointError, MapError
 from ncdc.checkpoint.files import Shard, header_of
@@ -22,6 +21,7 @@ from ncdc.checkpoint.transforms import dequantize
 from ncdc.interpreter.weights import load_params, read_npz, read_safetensors
 from ncdc.ir.errors import EvaluationError, SpecError
 from tests.conftest import TRANSFORMER
+from tests.lazy import torch
 from tests.test_hostile_files import _one_line_error, _run
 
 FAST = 2.0  # seconds: every hostile case ends within this

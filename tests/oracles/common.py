@@ -1,8 +1,9 @@
 """Shared helpers of the oracles and their tests."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
+
+from tests.lazy import ml_dtypes
 
 
 def sigmoid(x):
