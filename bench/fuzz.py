@@ -364,6 +364,9 @@ def _flags(cmd: str, rng: random.Random, tmp: Path, doc, kind: float, bundled: b
         argv += _eval_flags(rng, tmp, kind)
     if cmd == "compile" and rng.random() < 0.5:
         argv += ["-o", str(tmp / rng.choice(["m.py", "m.txt", "nodir/m.py", "."]))]
+    if cmd == "export":
+        argv += ["--hf", str(tmp / rng.choice(["hf", "nodir/hf", "."]))]
+        argv += _size_flags(rng, _labels(doc))
     if cmd == "check":
         argv += ["--seeds", rng.choice(["0", "1", "-2", "1"])]
     if rng.random() < 0.05:
@@ -401,6 +404,8 @@ def make_case(n: int, tmp: Path, docs: dict) -> tuple[list[str], str]:
     cmd = rng.choices(["validate", "show", "blocks", "params", "graph", "eval", "compile",
                        "check", "cost", "view", "run", "api"],
                       weights=[14, 8, 4, 8, 4, 18, 8, 3, 4, 4, 5, 20])[0]
+    if cmd == "compile" and rng.random() < 0.25:  # a quarter of the code-generation cases
+        cmd = "export"
     if cmd == "api":
         sizes = _size_flags(rng, _labels(doc))
         return ["api", rng.choice(API_CALLS), str(target), *sizes], what

@@ -254,7 +254,7 @@ def main(argv=None) -> int:
     print(f"  peak RSS {human(peak_rss())} vs stored weights {human(stored)} and the "
           f"preflight's {human(peak)}")
     if args.check:
-        k = model.single_pass_mhc_moe.mixture_of_experts.k
+        k = model.config.k
         att = ph.run("check attention half", check_attention, spec, env, model, g, seen_att)
         print(f"    Single-Pass mHC vs interpreter (float64): max rel {att:.2e}")
         moe = ph.run("check MoE per token", check_moe, spec, args.preset, sizes, model, g,

@@ -91,13 +91,16 @@ class Interpreted:
             raise SpecError("cannot interpret a truncated term; interpreter.prefix() gives the "
                             "complete leading part of a truncated composition", morphism.path)
         with deep_recursion(morphism):
+            # the evaluator runs the term with the interpreter's own fusion; callers (the code
+            # generator, the check tools) see the normalized term without it
+            plain = normalize(morphism, reading=reading, fusion=None)
             morphism = normalize(morphism, reading=reading,
                                  fusion="bank_diagonal" if fuse else None)
             self.table = ParamTable(morphism, env)
             self.tape_needs = tape_needs(morphism)
             self.tape_slots = tape_slots(morphism)
             self._dom, self._cod = tuple(morphism.dom), tuple(morphism.cod)
-        self.morphism, self.env, self.quant, self.reading = morphism, env, quant, reading
+        self.morphism, self.env, self.quant, self.reading = plain, env, quant, reading
         self.params = build_params(self.table.specs, env, params, seed, stand_in)
         self.stand_ins: list[str] = list(self.params.stand_ins)
         self.default_tape = dict(tape or {})
