@@ -233,8 +233,7 @@ class ClassBuilder:
         self.tape_write(m.tape, flips.plain(self.fw, wires[0]))
         return []
 
-    @staticmethod
-    def _truncated(m: Truncated, wires: list[Wire]) -> list[Wire]:
+    def _truncated(self, m: Truncated, wires: list[Wire]) -> list[Wire]:
         raise TruncatedError(f"the {m.expected or 'term'} was cut off ({m.reason}); "
                              "compile a complete block or the salvaged prefix", m.path)
 
@@ -277,7 +276,7 @@ __all__ = ["ClassBuilder", "ClassInfo", "Param", "Sub", "TapeEntry"]
 
 _LOWERING = {
     Rearrangement: ClassBuilder._rearrange,
-    ContractionView: lambda cl, m, wires: lower_contraction_view(cl, m, wires),
+    ContractionView: lower_contraction_view,
     Composed: ClassBuilder._composed,
     ProductOfMorphisms: ClassBuilder._product,
     Block: lambda cl, m, wires: cl._noted(cl.lower_block(m, wires)),
@@ -285,9 +284,9 @@ _LOWERING = {
     ParaWrap: lambda cl, m, wires: cl.lower_parawrap(m, [flips.plain(cl.fw, w) for w in wires]),
     Grab: lambda cl, m, wires: [cl.tape_read(m.tape, m.size)],
     Drop: ClassBuilder._drop,
-    Scan: lambda cl, m, wires: lower_scan(cl, m, wires),
-    CoupledScan: lambda cl, m, wires: lower_coupled_scan(cl, m, wires),
-    Truncated: lambda cl, m, wires: ClassBuilder._truncated(m, wires),
+    Scan: lower_scan,
+    CoupledScan: lower_coupled_scan,
+    Truncated: ClassBuilder._truncated,
 }
 """Morphism kind -> ``rule(lowering, m, wires) -> wires`` (a Fused node's own entry before
 the Composed one it derives from, :func:`ir.walk.by_kind`)."""

@@ -270,3 +270,13 @@ def pytest_runtest_makereport(item, call):
         report.outcome = "failed"
         report.longrepr = (f"CI is set, so this browser test may not skip: {reason}. "
                            "Install Chromium (apt-get install chromium) and playwright.")
+
+
+@pytest.fixture(scope="session")
+def page_path(tmp_path_factory):
+    """The bundled spec's view page, as ``ncdc view -o model.html`` writes it."""
+    from ncdc.cli import main
+
+    out = tmp_path_factory.mktemp("view") / "model.html"
+    assert main(["view", "-o", str(out)]) == 0
+    return out

@@ -57,13 +57,6 @@ def all_terms(root: Morphism):
 
 
 @pytest.fixture(scope="module")
-def page_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("view") / "model.html"
-    assert main(["view", "-o", str(out)]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
 def scene(bundled):
     from ncdc.view.scene import build_scene
 

@@ -34,13 +34,6 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium instal
 
 
 @pytest.fixture(scope="module")
-def page_path(tmp_path_factory):
-    out = tmp_path_factory.mktemp("view") / "model.html"
-    assert main(["view", "-o", str(out)]) == 0
-    return out
-
-
-@pytest.fixture(scope="module")
 def transformer_page(tmp_path_factory, transformer):
     out = tmp_path_factory.mktemp("view") / "transformer.html"
     assert main(["view", str(Path(transformer.source)), "-o", str(out)]) == 0

@@ -341,19 +341,8 @@ class _Drawing(Visitor):
             nid = b.add_node(path, cont, "block", "(cut block)", latex="", tag="",
                              rep=None, lifted=[], path=path, cut=True,
                              description=t.reason, formula="", color="")
-            for k, e in enumerate(ins):
-                b.wire(cont, e, nid, k)
-
-            def close(results):
-                self.conts.pop()
-                for j, e in enumerate(results):
-                    b.wire(nid, e, nid, j)
-                b.ports(nid, len(ins), len(results))
-                return [_End(nid, j, e.obj) for j, e in enumerate(results)]
-
-            self.conts.append(nid)
-            return Descend(((".body", body),), [_End(nid, k, e.obj) for k, e in enumerate(ins)],
-                           then=close)
+            inside, close = self._enter(nid, ins)
+            return Descend(((".body", body),), inside, then=close)
         nid = b.add_node(path, cont, "cut", f"cut: {t.expected or 'term'}", path=path,
                          description=t.reason)
         b.ports(nid, len(ins), 0)
@@ -364,6 +353,25 @@ class _Drawing(Visitor):
     def stride(self, node, ins, scope):
         return []
 
+    def _enter(self, nid: str, ins, carried=None):
+        """Wire ``ins`` into the container ``nid`` and enter it: the ends inside it, and the
+        function that leaves it with the body's results (wired out to its ports; the arrays
+        the outputs carry are ``carried(results)``, by default the results' own)."""
+        b = self.b
+        for k, e in enumerate(ins):
+            b.wire(self.cont, e, nid, k)
+
+        def close(results):
+            self.conts.pop()
+            for j, e in enumerate(results):
+                b.wire(nid, e, nid, j)
+            b.ports(nid, len(ins), len(results))
+            objs = carried(results) if carried else [e.obj for e in results]
+            return [_End(nid, j, obj) for j, obj in enumerate(objs)]
+
+        self.conts.append(nid)
+        return [_End(nid, k, e.obj) for k, e in enumerate(ins)], close
+
     def scan(self, node: Scan, ins, scope):
         """A container titled by the recurrence (pyncd's viewer: ``Scan over l, N=3``) holding
         ``base`` and one ``step``; its result is the history."""
@@ -373,24 +381,16 @@ class _Drawing(Visitor):
                          path=path, cut=False, formula="",
                          description="H_0 = base(X); H_{l+1} = step(H_l, U[l]); the result "
                                      "stacks H_0 ... H_N", color="")
-        for k, e in enumerate(ins):
-            b.wire(cont, e, nid, k)
 
-        def close(results):
-            self.conts.pop()
-            for j, e in enumerate(results):
-                b.wire(nid, e, nid, j)
-            b.ports(nid, len(ins), len(results))
+        def history(results):
             try:
-                history = tuple(node.cod)
+                return tuple(node.cod)
             except SpecError:  # ill-typed: validation says where
-                history = tuple(e.obj for e in results)
-            return [_End(nid, j, h) for j, h in enumerate(history)]
+                return tuple(e.obj for e in results)
 
-        self.conts.append(nid)
+        inside, close = self._enter(nid, ins, history)
         walk_in = super().coupled_scan if isinstance(node, CoupledScan) else super().scan
-        inner = walk_in(node, [_End(nid, k, e.obj) for k, e in enumerate(ins)], scope)
-        return _closing(inner, close)
+        return _closing(walk_in(node, inside, scope), close)
 
     def coupled_scan(self, node, ins, scope):
         return self.scan(node, ins, scope)
