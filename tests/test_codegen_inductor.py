@@ -4,9 +4,8 @@ padded source instead of a copy per window. Both are read off the C++ that ``tor
 writes (``run_and_get_code``); the compiled values are checked against eager and numpy."""
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -103,13 +102,8 @@ def test_rotary_table_is_computed_once_when_compiled(bundled, title):
 
 
 def _views_prelude():
-    path = importlib.util.find_spec("ncdc.codegen").submodule_search_locations[0] + \
-        "/prelude/views.py"
-    spec = importlib.util.spec_from_file_location("views_prelude_inductor", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dynamo imports the module of a function it traces
-    spec.loader.exec_module(mod)
-    return mod
+    """The pasted views prelude, as the package's own module (one module object per file)."""
+    return importlib.import_module("ncdc.codegen.prelude.views")
 
 
 @pytest.mark.slow
