@@ -64,7 +64,10 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             info = cb.gen.class_for(block, probe, tape_before)
     snake = attribute_name(info.name, block.title)
     ctor = ["self.config"] if info.ctor_symbols else []
-    if info.needs_quant:
+    if info.method:  # holds nothing of its own: a method of the base class, no submodule
+        cb.methods.append(info)
+        cb.needs.quant = cb.needs.quant or info.needs_quant
+    elif info.needs_quant:
         ctor.append("quant=quant")
         cb.needs.passes_quant = True
     if info.needs_stand_in:
@@ -107,11 +110,17 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     if sel is not None:
         shapes += f" at the live pairs of {comment_text(sel.axis.label, 20)}"
     if reps > 1:
-        attr = cb.members.add_sub(snake + "s" if not snake.endswith("s") else snake, info,
-                                  make, reps, cb.init_size_code(block.tag.repetition))
-        loop_var = cb.fw.names.fresh("block")
-        cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
-                      "iteration")
+        if info.method:
+            callee, loop_var, over = f"self.{info.method}", "_", \
+                f"range({cb.size_code(block.tag.repetition)})"
+            cb.fw.comment(f"{comment_text(block.title)}, {reps} times")
+        else:
+            attr = cb.members.add_sub(snake + "s" if not snake.endswith("s") else snake, info,
+                                      make, reps, cb.init_size_code(block.tag.repetition))
+            callee = loop_var = cb.fw.names.fresh("block")
+            over = f"self.{attr}"
+            cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
+                          "iteration")
         for w, var, st in zip(wires, outs, info.input_static, strict=False):
             cb.fw.assign(var.var, w.var)
             if st is not None:
@@ -123,18 +132,18 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             if w.live is not None:
                 loop_args.append(w.live)
         call = ", ".join(loop_args + kwargs)
-        with cb.fw.nested(FOR, f"self.{attr}", loop_var):
-            cb.fw.assign(tuple(names), f"{loop_var}({call})", shapes)
+        with cb.fw.nested(FOR, over, loop_var):
+            cb.fw.assign(tuple(names), f"{callee}({call})", shapes)
     else:
-        attr = cb.members.add_sub(snake, info, make)
+        callee = f"self.{info.method or cb.members.add_sub(snake, info, make)}"
         target = tuple(names) if names else ("_",)
         chunk = chunks.plan(cb, block, wires, info) if names and sel is None else None
         if chunk is not None:
-            chunks.call_line(cb, chunk, block, f"self.{attr}", wires, info, target, shapes)
+            chunks.call_line(cb, chunk, block, callee, wires, info, target, shapes)
         elif names:
-            cb.fw.assign(target, f"self.{attr}({call_args})", shapes)
+            cb.fw.assign(target, f"{callee}({call_args})", shapes)
         else:
-            cb.fw.call(f"self.{attr}({call_args})")
+            cb.fw.call(f"{callee}({call_args})")
     cb.tape.update(info.tape_after)
     if cb.batch.source is None:
         for w in outs:

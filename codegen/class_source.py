@@ -39,14 +39,16 @@ EXTRA_REPR = '''    def extra_repr(self):
 """The base class's ``extra_repr`` (what ``print(module)`` shows of each block)."""
 
 
-def base_class_source(rounds: bool, config_name: str) -> str:
+def base_class_source(rounds: bool, config_name: str, methods: tuple = ()) -> str:
     """The generated file's base class: it keeps the file's config (``config_name``; None
     means its defaults) as ``self.config``, which every size and constant is read from; an
     empty ``reset_parameters`` (a class with parameters of its own overrides it); one recursive
     ``init_weights`` (every submodule's ``reset_parameters``, children first); an
-    ``extra_repr`` giving the shapes of a block's own arrays; and, where the file rounds
+    ``extra_repr`` giving the shapes of a block's own arrays; where the file rounds
     (``rounds``), the ``quant`` switch and ``self.held(x, encoding)``: the value as held in its
-    storage format in emulate mode, ``x`` itself in exact mode."""
+    storage format in emulate mode, ``x`` itself in exact mode; and ``methods``, the source of
+    every block holding nothing of its own (:func:`method_source`), which any block calls as
+    ``self.<name>(...)``."""
     doc = (f"Base of the blocks below: ``self.config`` is the {config_name} (None: the "
            "defaults);\n    ``reset_parameters`` sets a block's own parameters (none here)")
     doc += (';\n    ``quant="emulate"`` rounds every value to its storage format, ``"exact"`` '
@@ -66,6 +68,8 @@ def base_class_source(rounds: bool, config_name: str) -> str:
     lines += ["", INDENT + "def reset_parameters(self):", INDENT * 2 + "pass", ""]
     lines += INIT_WEIGHTS.splitlines() + [""]
     lines += EXTRA_REPR.splitlines()
+    for method in methods:
+        lines += [""] + method.rstrip("\n").splitlines()
     return "\n".join(lines) + "\n"
 
 
@@ -90,7 +94,10 @@ class ClassParts:
 
 def class_source(c: ClassParts) -> str:
     """The class's source: docstring, class attributes, ``__init__``, ``reset_parameters``
-    and ``forward``, every line wrapped."""
+    and ``forward``, every line wrapped; for a block holding nothing of its own
+    (``info.method``), the base class's method of that name instead (:func:`method_source`)."""
+    if c.info.method:
+        return method_source(c)
     lines = [f"class {c.info.name}({BASE}):"]
     doc = doc_text(c.iface, c.info.outputs)
     lit = docstring(doc, INDENT)
@@ -101,6 +108,17 @@ def class_source(c: ClassParts) -> str:
     lines.extend(init_lines(c.gen, c.info, c.needs, c.sizes, c.members))
     lines.extend(forward_lines(c))
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"
+
+
+def method_source(c: ClassParts) -> str:
+    """A block with no parameters, buffers or submodules as a method of the base class,
+    ``self.<info.method>(...)``: its docstring, then ``forward``'s body under that name (it reads
+    the caller's ``self.config`` and ``self.held``)."""
+    doc = doc_text(c.iface, c.info.outputs)
+    lit = docstring(doc, INDENT * 2)
+    check_docstring(lit, INDENT * 2, doc)
+    head, *body = forward_lines(c, c.info.method)
+    return "\n".join(w for ln in [head, INDENT * 2 + lit, *body] for w in wrap_line(ln)) + "\n"
 
 
 def takes_config(info: ClassInfo) -> bool:
@@ -148,8 +166,8 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     return lines
 
 
-def forward_lines(c: ClassParts) -> list[str]:
-    """``forward``: its signature, then the prologue, the lowered statements and the return,
+def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
+    """``forward`` (or the method ``name``): its signature, then the prologue, the lowered statements and the return,
     simplified (:func:`codegen.passes.simplify`) and printed."""
     gen, iface = c.gen, c.iface
     args = ["self"]
@@ -175,7 +193,7 @@ def forward_lines(c: ClassParts) -> list[str]:
     body += c.forward
     body.append(Statement(RETURN, ", ".join(c.ret) if c.ret else "()"))
     indent = INDENT * 2
-    return [INDENT + f"def forward({sig}):"] + print_body(simplify(body, len(indent)), indent,
+    return [INDENT + f"def {name}({sig}):"] + print_body(simplify(body, len(indent)), indent,
                                                           INDENT)
 
 

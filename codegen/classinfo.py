@@ -60,6 +60,7 @@ class ClassInfo:
     members: list = field(default_factory=list)
     pairs_outputs: tuple = ()  # per output: returned as a pairs array (pairs mode)
     experts: tuple | None = None  # pairs mode: (EXPERT_DIMS, INPUT_RANKS) (codegen/experts.py)
+    method: str | None = None  # a block with no state of its own: this method of the base class
 
 
 def shape_text(array: Array) -> str:

@@ -9,6 +9,7 @@ from ncdc.ir.morphisms import Broadcasted
 
 from . import dtypes, liveness
 from .emit import align_code, atom, einsum_letters
+from .matmul import matmul_code
 from .names import comment_text, identifier
 from .operands import Operand
 from .wires import Wire
@@ -232,7 +233,11 @@ class Ctx:
     # -- einsum --------------------------------------------------------------------------------
     def einsum(self, terms: list[tuple], out: list) -> str:
         """``torch.einsum`` code over labelled terms ``(code, labels[, batched])``; leading
-        (batch) dims of batched terms broadcast via ``...``."""
+        (batch) dims of batched terms broadcast via ``...``; one batched matrix product is
+        ``torch.matmul`` (:mod:`codegen.matmul`)."""
+        product = matmul_code(terms, out)
+        if product is not None:
+            return product
         order = [lab for t in terms for lab in t[1]] + list(out)
         letters = einsum_letters(order, lambda lab: self.axis(lab).label)
         ins = ",".join(("..." if (len(t) < 3 or t[2]) else "")

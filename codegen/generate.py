@@ -335,9 +335,9 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
            "reference interpreter (see PARAM_KEYS).\n")
     parts.append(docstring(doc, ""))
     config = config_source(gen, gen.config_name, root.ctor_symbols, plain_title(title))
-    body_parts = [base_class_source("quant" in gen.prelude, gen.config_name)]
-    for info in gen.order:
-        body_parts.append(info.source)
+    body_parts = [base_class_source("quant" in gen.prelude, gen.config_name,
+                                    tuple(i.source for i in gen.order if i.method))]
+    body_parts += [info.source for info in gen.order if not info.method]
     body_parts.append(root.source)
     keys_lines = ["PARAM_KEYS = {"]
     for k, v in keys.items():

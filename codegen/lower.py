@@ -50,6 +50,7 @@ from .names import (
     array_name,
     comment_text,
     identifier,
+    snake_case,
 )
 from .pairs import Selection, is_selection_mask
 from .scan import lower_coupled_scan, lower_scan
@@ -78,6 +79,7 @@ class ClassBuilder:
         self.fw = FunctionWriter(INDENT * 2, reserved)
         self.tape: dict[int, TapeEntry] = {}
         self.real_parts = False  # complex values held as real parts (codegen/complex_parts.py)
+        self.methods: list[ClassInfo] = []  # blocks called here as base-class methods
 
     # -- sizes (codegen/sizes.py) -----------------------------------------------------------
     def axis_size(self, axis) -> str:
@@ -190,13 +192,28 @@ class ClassBuilder:
         for m in self.members.items:
             if isinstance(m, Sub):
                 ctor |= set(m.info.ctor_symbols)
+        for m in self.methods:
+            ctor |= set(m.ctor_symbols)
         info.ctor_symbols = sorted(ctor, key=lambda s: gen.sym_name(s))
+        if self.stateless():
+            info.method = snake_case(info.name)
         derivable = self.sizes.derivations()
         info.kw_symbols = sorted((s for s in self.sizes.data_used if s not in derivable),
                                  key=lambda s: gen.sym_name(s))
         info.source = class_source(ClassParts(gen, info, self.iface, self.needs, self.batch,
                                               self.sizes, self.members, self.fw.body, ret,
                                               derivable))
+
+    def stateless(self) -> bool:
+        """Whether the class holds nothing of its own, so that it is written as a method of
+        the base class (:func:`codegen.class_source.method_source`): no parameter, buffer,
+        table or submodule, no user data, no selection's pairs, no token read keeping decoding
+        state; never the root."""
+        return (self.info.key != "root" and not self.members.items and not self.members.init
+                and not self.members.reset and not self.members.token_sites
+                and not self.needs.user_data and not self.needs.passes_stand_in
+                and not self.needs.static and not self.needs.passes_static
+                and self.iface.selection is None)
 
     # -- lowering ------------------------------------------------------------------------------
     def lower(self, m: Morphism, wires: list[Wire]) -> list[Wire]:

@@ -79,10 +79,9 @@ def rotary(ctx):
         # cos and sin stacked into one tensor: inductor stores a concatenation, so a compiled
         # forward computes the table once, not again for every element that reads it (a
         # query's heads); eager values are those of the two tables alone
-        table = ctx.bind(base, f"torch.stack(({angle}.cos(), {angle}.sin())).to({dt})",
-                         note=f"cos, sin: 2 x {ctx.shape_comment(out)}")
-        cos = ctx.bind(base + "_cos", f"{table}[0]", out)
-        sin = ctx.bind(base + "_sin", f"{table}[1]", out)
+        cos, sin = ctx.fw.names.fresh(base + "_cos"), ctx.fw.names.fresh(base + "_sin")
+        ctx.fw.assign((cos, sin), f"torch.stack(({angle}.cos(), {angle}.sin())).to({dt})",
+                      ctx.shape_comment(out))
         return [OpResult(cos, out, full=False, imag=sin)]
     cdt = ctx.bind("complex_dtype", ctx.complex_dtype())
     var = ctx.bind(base + "_table", f"torch.polar(torch.ones_like({angle}), {angle}).to({cdt})",

@@ -1,0 +1,38 @@
+"""A two-operand einsum that is one batched matrix product, written as ``torch.matmul``.
+
+``torch.einsum`` plans its product on every call and may put the result in a layout of its
+own (``'...xnm,...xna->...xam'`` came back as a permuted ``[x, m, a]``, which made every later
+elementwise op strided); ``torch.matmul`` of the operands, transposed where their last two axes
+are the other way round, gives the result in the einsum's order and memory order, the product
+HF writes for the mHC's combine (``comb.transpose(-1, -2) @ streams``)."""
+from __future__ import annotations
+
+from .emit import atom
+
+
+def matmul_code(terms: list[tuple], out: list) -> str | None:
+    """``torch.matmul`` code for the einsum over ``terms`` (``(code, labels[, batched])``) giving
+    ``out``, or None where it is not one: two batched operands sharing their leading axes (in the
+    output's order, leading it too), one summed axis, and one free axis each, as the output's
+    last two."""
+    if len(terms) != 2 or not all(len(t) < 3 or t[2] for t in terms):
+        return None
+    (ca, la), (cb, lb) = [(t[0], list(t[1])) for t in terms]
+    out = list(out)
+    if any(len(set(labs)) != len(labs) for labs in (la, lb, out)):
+        return None
+    summed = [lab for lab in la if lab in lb and lab not in out]
+    shared = [lab for lab in la if lab in lb and lab in out]
+    free_a = [lab for lab in la if lab not in lb]
+    free_b = [lab for lab in lb if lab not in la]
+    n = len(shared)
+    if (len(summed) != 1 or len(free_a) != 1 or len(free_b) != 1 or len(out) != n + 2
+            or la[:n] != shared or lb[:n] != shared or out[:n] != shared
+            or set(out[n:]) != {free_a[0], free_b[0]}):
+        return None
+    if out[n] == free_b[0]:  # b's free axis comes first: b is the left factor
+        (ca, la, free_a), (cb, lb, free_b) = (cb, lb, free_b), (ca, la, free_a)
+    k = summed[0]
+    left = ca if la[n:] == [free_a[0], k] else f"{atom(ca)}.transpose(-2, -1)"
+    right = cb if lb[n:] == [k, free_b[0]] else f"{atom(cb)}.transpose(-2, -1)"
+    return f"torch.matmul({left}, {right})"

@@ -1,0 +1,48 @@
+"""The einsums written as ``torch.matmul`` (codegen/matmul.py): the same numbers as
+``torch.einsum`` of the same spec, the result in the output's order and contiguous, and no
+matmul where the einsum is not one batched matrix product."""
+import pytest
+import torch
+
+from ncdc.codegen.matmul import matmul_code
+
+
+def _run(code, **arrays):
+    return eval(code, {"torch": torch}, arrays)  # noqa: S307 - generated code under test
+
+
+@pytest.mark.parametrize("a_labels,b_labels,out,spec", [
+    ("xnm", "xna", "xam", "...xnm,...xna->...xam"),  # the mHC's combine: comb^T @ streams
+    ("xnm", "xna", "xma", "...xnm,...xna->...xma"),
+    ("xmn", "xna", "xma", "...xmn,...xna->...xma"),
+    ("xmn", "xan", "xam", "...xmn,...xan->...xam"),
+    ("mn", "na", "ma", "...mn,...na->...ma"),
+])
+def test_matmul_equals_einsum(a_labels, b_labels, out, spec):
+    sizes = {"x": 3, "n": 4, "m": 5, "a": 6}
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(2, *[sizes[c] for c in a_labels], generator=g, dtype=torch.float64)
+    b = torch.randn(2, *[sizes[c] for c in b_labels], generator=g, dtype=torch.float64)
+    code = matmul_code([("a", list(a_labels)), ("b", list(b_labels))], list(out))
+    assert code is not None and code.startswith("torch.matmul(")
+    got = _run(code, a=a, b=b)
+    want = torch.einsum(spec, a, b)
+    assert got.shape == want.shape and got.is_contiguous()
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+
+
+def test_the_combine_is_transposed_on_the_left():
+    code = matmul_code([("h", ["x", "n", "m"]), ("c", ["x", "n", "a"])], ["x", "a", "m"])
+    assert code == "torch.matmul(c.transpose(-2, -1), h)"
+
+
+@pytest.mark.parametrize("terms,out", [
+    ([("a", ["x", "n"]), ("b", ["x", "n", "m"])], ["x", "m"]),  # no free axis on one side
+    ([("a", ["x", "q"]), ("w", ["q", "h", "c"], False)], ["h", "x", "c"]),  # two free axes
+    ([("a", ["x", "n", "m"]), ("b", ["n", "x", "a"])], ["x", "a", "m"]),  # batch not leading
+    ([("a", ["x", "n", "m"]), ("b", ["x", "n", "a"])], ["a", "x", "m"]),  # batch not first
+    ([("a", ["n", "m"]), ("b", ["n", "m"])], ["n"]),  # a diagonal, not a product
+    ([("a", ["n", "m"])], ["m"]),
+])
+def test_not_one_matrix_product(terms, out):
+    assert matmul_code(terms, out) is None
