@@ -56,7 +56,8 @@ def rotary(ctx):
     f64 = "dtype=torch.float64" + (f", device={dev}" if dev else "")
     # the table is computed in forward, in float64 (PRECISION.md): it follows the input's device
     # and dtype, and ``.double()`` gives float64-exact angles
-    theta = f"{fwd(op.base)} ** (-torch.arange({pairs}, {f64}) / {pairs})"
+    exponent = ctx.bind("exponent", f"torch.arange({pairs}, {f64}) / {pairs}", [("o", 0, 1)])
+    theta = f"{fwd(op.base)} ** -{exponent}"
     if isinstance(op, YarnRotary):
         lo, hi, factor = fwd(op.ramp_start), fwd(op.ramp_end), fwd(op.factor)
         ramp = ctx.bind("ramp", f"((torch.arange({pairs}, {f64}) - {lo}) / ({hi} - {lo}))"
