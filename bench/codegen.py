@@ -98,7 +98,7 @@ def ratio(a, b) -> str:
 
 
 def build(morphism, env, params, dtype="float64", **kwargs):
-    g = codegen.generate(morphism, env)
+    g = codegen.generate(morphism, env, runtime={"loader"})
     mod = codegen.load_module(g.source)
     if not g.root.needs_static:
         kwargs.pop("static_shapes", None)

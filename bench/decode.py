@@ -141,7 +141,7 @@ def main(argv=None) -> int:
     if tin is None:
         raise SystemExit(f"{args.block} has no token axis")
     run = interpreter.interpret(block, env, stand_in=True)
-    g = codegen.generate(block, env)
+    g = codegen.generate(block, env, runtime={"loader", "decoding"})
     mod = codegen.load_module(g.source)
     kwargs = {"quant": "exact"} if g.root.needs_quant else {}
     module = codegen.instantiate(mod, g.class_name, torch.float32, **kwargs)

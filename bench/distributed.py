@@ -65,7 +65,7 @@ def _module(run, fmt, dtype):
     """(source, class name, constructor kwargs, module with the run's weights) of the block
     with the weights of ``fmt`` (``float``: none held in a storage format)."""
     policy = None if fmt == "float" else StoragePolicy.parse(MIXED if fmt == "mixed" else (fmt,))
-    g = generate(run.morphism, run.env, weights=policy)
+    g = generate(run.morphism, run.env, weights=policy, runtime={"distributed"})
     pymod = load_module(g.source)
     kwargs = {"stand_in": True} if g.root.needs_stand_in else {}
     module = instantiate(pymod, g.class_name, getattr(torch, dtype), **kwargs)

@@ -106,7 +106,7 @@ class Ncdc:
     def __init__(self, preset: str, sizes: dict, dtype, device):
         spec = ncdc.load()
         env = spec.bind(preset, sizes=sizes).env
-        g = codegen.generate(spec.block(BLOCK), env)
+        g = codegen.generate(spec.block(BLOCK), env, runtime={"decoding"})
         mod = codegen.load_module(g.source)
         torch.manual_seed(0)
         with torch.device(device):

@@ -22,27 +22,32 @@ from __future__ import annotations
 
 import sys
 
-from .generate import DTYPES, Generated, generate, instantiate, load_module
+from .generate import DTYPES, RUNTIME, Generated, generate, instantiate, load_module
 
 
 def generate_source(morphism, env, *, quant: str = "exact",
                     dtype: str = "float64", module_name: str | None = None,
-                    source_name: str | None = None, reading: str = "faithful") -> str:
-    """The generated Python source for ``morphism``, its sizes bound by ``env``."""
+                    source_name: str | None = None, reading: str = "faithful",
+                    runtime=()) -> str:
+    """The generated Python source for ``morphism``, its sizes bound by ``env`` (``runtime``:
+    the features it carries, :data:`generate.RUNTIME`; none by default)."""
     return generate(morphism, env, quant=quant, module_name=module_name,
-                    source_name=source_name, reading=reading).source
+                    source_name=source_name, reading=reading, runtime=runtime).source
 
 
 def compile_torch(morphism, env, *, quant: str = "exact",
                   dtype: str = "float64", module_name: str | None = None, stand_in: bool = False,
-                  reading: str = "faithful", size_names: dict | None = None):
+                  reading: str = "faithful", size_names: dict | None = None,
+                  runtime=("loader",)):
     """``(source, module)``: the generated source and an instance of its root class (in
     ``dtype``, constructed with the binding's sizes as defaults; ``stand_in``: seeded stand-ins
-    for data only the user can supply, with a warning)."""
+    for data only the user can supply, with a warning; ``runtime``: the features its file
+    carries, by default the ``loader``, so :func:`load_interpreter_params` takes the
+    interpreter's arrays)."""
     if dtype not in DTYPES:
         raise ValueError(f"dtype must be one of {sorted(DTYPES)}, not {dtype!r}")
     g = generate(morphism, env, quant=quant, module_name=module_name, reading=reading,
-                 size_names=size_names)
+                 size_names=size_names, runtime=runtime)
     mod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:
@@ -62,6 +67,7 @@ def load_interpreter_params(module, params):
 
 
 __all__ = [
+    "RUNTIME",
     "Generated",
     "compile_torch",
     "generate",

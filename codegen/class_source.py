@@ -104,7 +104,7 @@ def class_source(c: ClassParts) -> str:
     check_docstring(lit, INDENT, doc)
     lines.append(INDENT + lit)
     lines.append("")
-    lines.extend(expert_attribute_lines(c.info, c.iface.selection))
+    lines.extend(expert_attribute_lines(c.gen, c.info, c.iface.selection))
     lines.extend(init_lines(c.gen, c.info, c.needs, c.sizes, c.members))
     lines.extend(forward_lines(c))
     return "\n".join(w for ln in lines for w in wrap_line(ln)) + "\n"

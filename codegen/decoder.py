@@ -24,9 +24,10 @@ def read_call(gen, size_code, taken: set, b: Broadcasted, k: int, general: list[
     """``read(site)`` -> the opening of the call that reads input ``k`` of ``b`` through its
     general rows ``general``: ``affine_read(``, or for a look-back along the token axis
     ``token_read(self, "<site>", <keep>, `` (the source, rows, sizes and dim follow; ``taken``:
-    the class's site keys so far, ``size_code``: forward's size printer)."""
+    the class's site keys so far, ``size_code``: forward's size printer; a plain
+    ``affine_read(`` without the ``decoding`` runtime)."""
     kind, row, keep, _reach, _why = classify_reindexing(b, k)
-    if kind != "lookback" or row not in general:
+    if kind != "lookback" or row not in general or "decoding" not in gen.runtime:
         return lambda site: "affine_read("
     gen.prelude.add("decoding")
     keep_code = size_code(keep)

@@ -52,11 +52,12 @@ def expert_facts(sel, pairs_outputs: tuple, input_ranks: list[int]):
     return dict(sel.expert_dims), tuple(input_ranks)
 
 
-def expert_attribute_lines(info, selection) -> list[str]:
-    """The class attribute lines for :func:`expert_facts` (none for other classes; ``info``: the
-    class's ClassInfo, ``selection``: its pairs argument)."""
+def expert_attribute_lines(gen, info, selection) -> list[str]:
+    """The class attribute lines for :func:`expert_facts`, which only the ``distributed``
+    runtime reads (none for other classes or without it; ``info``: the class's ClassInfo,
+    ``selection``: its pairs argument)."""
     facts = info.experts
-    if facts is None:
+    if facts is None or "distributed" not in gen.runtime:
         return []
     dims, ranks = facts
     axis = comment_text(selection.axis.label, 20)

@@ -124,6 +124,31 @@ PRELUDE_TITLES = {
 }
 
 
+RUNTIME = {
+    "loader": "PARAM_KEYS, PARAM_LAYOUT and load_interpreter_params: weights keyed like the "
+              "reference interpreter",
+    "decoding": "prefill and step on the root class: decoding a few tokens at a time",
+    "distributed": "shard, load_shard, gather_full: experts and FSDP2 over several processes "
+                   "(brings the loader)",
+}
+"""The runtime features a generated file carries only on request (``generate(runtime=...)``,
+``ncdc compile --with``): each brings its prelude and the methods and tables it needs; a model
+without one has none of its methods (``model.step`` without ``decoding`` does not exist)."""
+
+
+def runtime_features(names) -> frozenset[str]:
+    """The features ``names`` asks for (an iterable of :data:`RUNTIME` names, or ``"all"``),
+    with the ones they bring (``distributed`` reads the loader's tables)."""
+    if isinstance(names, str):
+        names = RUNTIME if names == "all" else [n for n in names.split(",") if n]
+    chosen = frozenset(names)
+    unknown = sorted(chosen - set(RUNTIME))
+    if unknown:
+        raise ValueError(f"unknown runtime feature {unknown[0]!r}; choose from "
+                         f"{', '.join(RUNTIME)} or all")
+    return chosen | ({"loader"} if "distributed" in chosen else set())
+
+
 PRELUDE_ORDER = ("linear", "storage", "quant", "views", "chunks", "pairs", "fixed", "decoding")
 """The preludes pasted before the classes, in file order (``distributed`` comes last)."""
 
@@ -201,10 +226,16 @@ class Generated:
     """The file's config dataclass (every module takes an instance, or None for defaults)."""
     config_fields: dict = dataclasses.field(default_factory=dict)
     """Config field name -> the size or constant symbol it holds."""
+    runtime: frozenset = frozenset()
+    """The runtime features the file carries (:data:`RUNTIME`)."""
 
     def load_params(self, module, params) -> None:
         """Copy interpreter-keyed arrays into an instance of this file's root class (with the
-        file's own ``load_interpreter_params``: layouts, shape checks)."""
+        file's own ``load_interpreter_params``: layouts, shape checks; the file must carry the
+        ``loader``)."""
+        if "loader" not in self.runtime:
+            raise ValueError("the generated file carries no loader: generate it with "
+                             "runtime={'loader'}")
         try:
             sys.modules[type(module).__module__].load_interpreter_params(module, params)
         except (KeyError, ValueError) as exc:
@@ -220,13 +251,15 @@ def _root_title(morphism, module_name) -> tuple[str, str | None, str | None]:
 def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
              module_name: str | None = None, source_name: str | None = None,
              reading: str = "faithful", weights=None,
-             size_names: dict | None = None) -> Generated:
+             size_names: dict | None = None, runtime=()) -> Generated:
     """Generate the source of a standalone module computing ``morphism`` under ``env``
     (``reading``: ``faithful`` or ``pyncd``, :mod:`ir.readings`; the term is normalized
     first, :func:`ir.pipeline.normalize`, with the ``contraction_view`` fusion; ``weights``:
     a storage policy, ``format_for(key)``, whose weights the module holds in storage formats,
     :mod:`codegen.storage`; ``size_names``: symbol -> readable name, ``k@L_{q}`` where labels
-    are shared, which names the config's fields)."""
+    are shared, which names the config's fields; ``runtime``: the :data:`RUNTIME` features the
+    file carries, none by default)."""
+    features = runtime_features(runtime)
     if quant not in ("exact", "emulate"):
         raise ValueError(f"quant must be 'exact' or 'emulate', not {quant!r}")
     if isinstance(morphism, Truncated):
@@ -236,6 +269,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     symbols = collect_symbols(morphism)
     specs = param_specs(morphism, env)  # once: each use below reads this list
     gen = Generator(env, data_symbols(morphism, specs), quant, symbols, size_names)
+    gen.runtime = features
     gen.weight_formats = MemberFormats(specs, weights, gen.key_of)
     dead = unreached_sites(morphism, [p.site for p in specs])
     gen.no_gradient = ({gen.key_of(p.site) for p in specs if id(p.site) in dead}
@@ -256,7 +290,8 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         return info
 
     info = gen.build_class(make)
-    info.source = info.source.rstrip("\n") + "\n" + decoder_methods(gen, morphism, INDENT)
+    if "decoding" in features:
+        info.source = info.source.rstrip("\n") + "\n" + decoder_methods(gen, morphism, INDENT)
     name = info.name
     keys = param_keys(gen, info, specs)
     formats = {name: fmt for name, fmt in member_formats(info)}
@@ -268,7 +303,8 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
     check_source(source)
     fields = {gen.sym_name(s): s for s in info.ctor_symbols}
     return Generated(source, info, keys, name, dict(gen.slot_keys),
-                     {k: f for k, f in formats.items() if f is not None}, gen.config_name, fields)
+                     {k: f for k, f in formats.items() if f is not None}, gen.config_name, fields,
+                     features)
 
 
 def instance_params(info: ClassInfo, prefix: str = ""):
@@ -325,40 +361,25 @@ def param_keys(gen: Generator, info: ClassInfo, specs) -> dict[str, str]:
 
 def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
              source_name: str | None) -> str:
-    parts = []
+    """The file: docstring, imports, config, the preludes its code reads, the classes, then the
+    requested runtime (``gen.runtime``): the loader's tables and function, the sharding."""
     head = f"{plain_title(title)}: PyTorch code generated by ncdc"
     if source_name:
         head += f" from {source_name}"
     doc = (head + ".\n\nStandalone: imports only torch and the standard library. Arrays carry "
-           "their axes last;\nany number of leading (batch) dims is allowed. "
-           "`load_interpreter_params(module, params)`\nloads weights keyed like ncdc's "
-           "reference interpreter (see PARAM_KEYS).\n")
-    parts.append(docstring(doc, ""))
+           "their axes last;\nany number of leading (batch) dims is allowed.\n")
+    if "loader" in gen.runtime:
+        doc += ("`load_interpreter_params(module, params)` loads weights keyed like ncdc's "
+                "reference\ninterpreter (see PARAM_KEYS).\n")
     config = config_source(gen, gen.config_name, root.ctor_symbols, plain_title(title))
     body_parts = [base_class_source("quant" in gen.prelude, gen.config_name,
                                     tuple(i.source for i in gen.order if i.method))]
     body_parts += [info.source for info in gen.order if not info.method]
     body_parts.append(root.source)
-    keys_lines = ["PARAM_KEYS = {"]
-    for k, v in keys.items():
-        keys_lines.append(f"    {string_literal(k)}: {string_literal(v)},")
-    keys_lines.append("}")
-    keys_lines.append('"""state_dict key -> parameter key of the reference interpreter."""')
-    body_parts.append("\n".join(keys_lines) + "\n" if keys else
-                      "PARAM_KEYS: dict[str, str] = {}\n")
-    layouts = dict(param_layouts(root))
-    layout_lines = ["PARAM_LAYOUT = {"] + [f"    {string_literal(k)}: {v!r}," for k, v in
-                                           layouts.items()] + ["}"]
-    layout_lines.append('"""Linear weights stored as nn.Linear\'s [out, in] (nn.Linear layers and '
-                        'grouped projections):\n(input dims, output dims) of the interpreter\'s '
-                        '[in..., out...] weight (or [out...] bias, input\ndims 0), stored flattened '
-                        'as [out, in] (or [out]); every other array is stored as the\n'
-                        'interpreter holds it."""')
-    body_parts.append("\n".join(layout_lines) + "\n" if layouts else
-                      "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n")
-    body_parts.append(stored_loader(LOADER) if "storage" in gen.prelude else LOADER)
+    if "loader" in gen.runtime:
+        body_parts += loader_parts(keys, dict(param_layouts(root)), "storage" in gen.prelude)
     tail = []
-    if any(info.experts is not None for info in (*gen.order, root)):
+    if "distributed" in gen.runtime:
         # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
         tail.append(_pasted("distributed", _prelude("distributed")[1]))
     names = used_preludes(body_parts + tail)
@@ -378,9 +399,30 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     if imports[0] == "":
         imports = imports[1:]
     after = "\n\n" if body_parts[0].startswith("#") else "\n\n\n"
-    text = parts[0] + "\n\n" + "\n".join(imports) + after + "\n\n".join(
+    text = docstring(doc, "") + "\n\n" + "\n".join(imports) + after + "\n\n".join(
         p.rstrip("\n") + "\n" for p in body_parts)
     return _at_most_two_blank_lines(text)
+
+
+def loader_parts(keys: dict[str, str], layouts: dict, stored: bool) -> list[str]:
+    """The ``loader`` feature's code: the ``PARAM_KEYS`` and ``PARAM_LAYOUT`` tables and
+    ``load_interpreter_params`` (encoding StoredWeights where the file holds them)."""
+    keys_lines = ["PARAM_KEYS = {"]
+    for k, v in keys.items():
+        keys_lines.append(f"    {string_literal(k)}: {string_literal(v)},")
+    keys_lines.append("}")
+    keys_lines.append('"""state_dict key -> parameter key of the reference interpreter."""')
+    layout_lines = ["PARAM_LAYOUT = {"] + [f"    {string_literal(k)}: {v!r}," for k, v in
+                                           layouts.items()] + ["}"]
+    layout_lines.append('"""Linear weights stored as nn.Linear\'s [out, in] (nn.Linear layers and '
+                        'grouped projections):\n(input dims, output dims) of the interpreter\'s '
+                        '[in..., out...] weight (or [out...] bias, input\ndims 0), stored flattened '
+                        'as [out, in] (or [out]); every other array is stored as the\n'
+                        'interpreter holds it."""')
+    return ["\n".join(keys_lines) + "\n" if keys else "PARAM_KEYS: dict[str, str] = {}\n",
+            "\n".join(layout_lines) + "\n" if layouts else
+            "PARAM_LAYOUT: dict[str, tuple[int, int]] = {}\n",
+            stored_loader(LOADER) if stored else LOADER]
 
 
 def _at_most_two_blank_lines(text: str) -> str:

@@ -41,6 +41,7 @@ class Generator:
         self.classes: dict[str, ClassInfo] = {}
         self.order: list[ClassInfo] = []
         self.prelude: set[str] = set()
+        self.runtime: frozenset[str] = frozenset()  # features asked for (generate.RUNTIME)
         self.symbol_names = field_names(all_symbols, self.size_names)
         self.class_names = Namer(set(self.symbol_names.values()))
         self.config_name = "Config"  # the file's config dataclass, named with the root class

@@ -42,6 +42,7 @@ class RankPlan:
     depth: int = 2
     model_specs: object = None
     nproc: int = 1  # > 1: one rank of a sharded run (ncdc/distributed.py)
+    runtime: frozenset = frozenset()  # generated runtime features (codegen.RUNTIME) it uses
 
 
 @dataclass
@@ -106,7 +107,8 @@ def _build_and_materialize(plan: RankPlan, policy):
 
     built = build_meta(plan.morphism, plan.env, quant=plan.quant, reading=plan.reading,
                        dtype=plan.dtype, stand_in=plan.stand_in or plan.source == SYNTHETIC,
-                       weights=policy if policy.rules else None)
+                       weights=policy if policy.rules else None,
+                       runtime=plan.runtime | ({"distributed"} if plan.nproc > 1 else set()))
     if plan.nproc > 1:
         shard_built(built)
     t1 = time.perf_counter()

@@ -97,9 +97,10 @@ def test_compile_torch_binds_like_the_cli_and_matches_the_interpreter(transforme
     ff = transformer.block("Feed Forward")
     source, module = ncdc.compile_torch(ff, sizes={"d_ff": 6})
     assert main(["compile", str(TRANSFORMER), "--block", "Feed Forward", "--size", "d_ff=6",
-                 "--json"]) == 0
+                 "--with", "loader", "--json"]) == 0
     cli_source = json.loads(capsys.readouterr().out)["source"]
-    # the same module; only the CLI's first line names the file it came from
+    # the same module (compile_torch's file carries the loader); only the CLI's first line
+    # names the file it came from
     assert cli_source.split("\n", 1)[1] == source.split("\n", 1)[1]
     run = ncdc.interpret(ff, sizes={"d_ff": 6})
     load_interpreter_params(module, run.params)

@@ -175,7 +175,7 @@ def test_a_sharded_rank_loads_and_reads_only_its_experts(bundled, tmp_path, monk
     model_specs = param_specs(bundled.model(), env)
 
     def load(rank=None):
-        built = build_meta(block, env, dtype="float64")
+        built = build_meta(block, env, dtype="float64", runtime={"distributed"})
         ns = built.namespace
         if rank is not None:
             monkeypatch.setattr(ns.dist, "get_rank", lambda group=None: rank)

@@ -91,7 +91,7 @@ def test_attention_core_example_blocks():
 
 
 def _compiled(m, env):
-    g = generate(m, env)
+    g = generate(m, env, runtime={"loader"})
     module = instantiate(load_module(g.source), g.class_name, torch.float64)
     return g, module
 
@@ -136,7 +136,7 @@ def test_load_interpreter_params_of_generated_file():
     spec = _spec("bundled")
     env = spec.bind("tiny").env
     m = interpreter.prefix(spec.data)
-    g = generate(m, env)
+    g = generate(m, env, runtime={"loader"})
     mod = load_module(g.source)
     module = instantiate(mod, g.class_name, torch.float64)
     run = interpreter.interpret(m, env, stand_in=True)

@@ -153,7 +153,7 @@ def _swa(bundled, quant="exact", w=None, dtype=torch.float64, seed=3):
     base = interpreter.init_params(blk, env, stand_in=True)
     params = random_params(interpreter.interpret(blk, env, stand_in=True).param_specs, env,
                            seed, base)
-    g = codegen.generate(blk, env, quant=quant)
+    g = codegen.generate(blk, env, quant=quant, runtime={"loader"})
     ns = codegen.load_module(g.source)
     module = codegen.instantiate(ns, g.class_name, dtype)
     g.load_params(module, params)
@@ -253,7 +253,7 @@ def test_dead_slots_and_rows_with_no_live_slot(bundled, one_row_chunks, quant):
 
     caller, _ = _core_with_dead_rows(bundled)
     env = bundled.bind("tiny").env
-    g = codegen.generate(caller, env, quant=quant)
+    g = codegen.generate(caller, env, quant=quant, runtime={"loader"})
     assert "chunked(" in g.source and "CHUNK_BYTES = 1\n" in g.source
     res = check_morphism(caller, env, quant=quant, seeds=2)
     assert res.ok, res.problem

@@ -139,7 +139,7 @@ def _rotary_modules(spec, title, quant, dtype, monkeypatch):
     for parts in (True, False):
         if not parts:
             monkeypatch.setattr(complex_parts, "eligible", lambda *a, **k: False)
-        g = codegen.generate(m, env, quant=quant)
+        g = codegen.generate(m, env, quant=quant, runtime={"loader"})
         out.append((g, codegen.instantiate(codegen.load_module(g.source), g.class_name,
                                            codegen.DTYPES[dtype])))
     monkeypatch.undo()
@@ -225,7 +225,7 @@ def test_static_moe_agrees_with_sparse_dispatch_and_the_interpreter(bundled):
     params = _routed_params(base, 16)
     run = interpreter.interpret(moe, env, params=params)
     tokens = np.stack([interpreter.random_inputs(moe, env, s)[0] for s in range(12)])
-    g = codegen.generate(moe, env)
+    g = codegen.generate(moe, env, runtime={"loader"})
     mod = codegen.load_module(g.source)
     assert g.root.needs_static and "static_shapes=False" in g.source
     outs = []
@@ -248,7 +248,7 @@ def _setup(spec, m, preset="tiny", dtype="float64", seed=0):
     ins = interpreter.random_inputs(m, env, seed)
     tape = interpreter.random_tape(m, env, seed)
     ref = run.evaluate(*ins, tape=tape).outputs
-    g = codegen.generate(m, env)
+    g = codegen.generate(m, env, runtime={"loader"})
     kwargs = {"static_shapes": True} if g.root.needs_static else {}
     module = codegen.instantiate(codegen.load_module(g.source), g.class_name,
                                  codegen.DTYPES[dtype], **kwargs)

@@ -164,7 +164,7 @@ def test_user_data_refused_until_loaded_or_stood_in(bundled):
     env = bundled.bind("tiny").env
     block = bundled.block("data.content[3].content[1].body.operator.block.body.content[1]"
                           ".content[1].content[0].content[1].content[0].body.body.operator.block")
-    g = generate(block, env)
+    g = generate(block, env, runtime={"loader"})
     mod = load_module(g.source)
     cls = getattr(mod, g.class_name)
     x = torch.from_numpy(interpreter.random_inputs(block, env, 0)[0])
@@ -203,7 +203,7 @@ def test_idiomatic_layers_are_found_and_loaded(bundled):
     [out, in] (checked against a hand-flattened product), and a mis-shaped one is refused."""
     env = bundled.bind("tiny").env
     block = bundled.block("Mixing Coefficients")
-    g = generate(block, env)
+    g = generate(block, env, runtime={"loader"})
     mod = load_module(g.source)
     module = getattr(mod, g.class_name)().double()
     linears = [m for m in module.modules() if isinstance(m, torch.nn.Linear)]

@@ -36,7 +36,7 @@ class ParameterReads(TorchDispatchMode):
 def _layer0(bundled, preset="tiny"):
     env = bundled.bind(preset).env
     block = bundled.block("Sliding Window Layer")
-    g = generate(block, env)
+    g = generate(block, env, runtime={"loader"})
     mod = load_module(g.source)
     return block, env, g, mod
 

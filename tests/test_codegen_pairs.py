@@ -74,7 +74,7 @@ def _moe(bundled, sizes):
 
 
 def _instance(morphism, env, quant="exact", dtype="float64"):
-    g = codegen.generate(morphism, env, quant=quant)
+    g = codegen.generate(morphism, env, quant=quant, runtime={"loader"})
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     return g, codegen.instantiate(codegen.load_module(g.source), g.class_name,
                                   codegen.DTYPES[dtype], **kwargs)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import ast
 
 import pytest
+import torch
 
 from ncdc import interpreter
-from ncdc.codegen import generate
+from ncdc.codegen import generate, instantiate, load_module
 from ncdc.codegen.generate import PRELUDE_ORDER, _prelude, _read, used_preludes
 
 
@@ -52,7 +53,7 @@ def test_expert_gate_pastes_only_what_it_reads(bundled, tiny):
     for helper in ("shard", "load_shard", "gather_full", "decode", "live_pairs", "held",
                    "affine_read", "chunked"):
         assert helper not in names, helper
-    assert "ExpertGate" in names and "load_interpreter_params" in names
+    assert "ExpertGate" in names and "load_interpreter_params" not in names
 
 
 @pytest.mark.parametrize("block", ["Mixing Coefficients", "Attention Core"])
@@ -62,8 +63,38 @@ def test_blocks_without_experts_have_no_pairs_or_sharding(bundled, tiny, block):
                         "shard_experts", "decode"}
 
 
+def test_runtime_comes_only_on_request(bundled, tiny):
+    """The default file carries the model and the helpers its classes call, no runtime feature;
+    each feature asked for brings its helpers and methods, ``distributed`` the loader too, and a
+    model without ``decoding`` has no ``prefill`` or ``step``."""
+    from ncdc.codegen.generate import runtime_features
+
+    layer = bundled.block("Sliding Window Layer")
+    features = {"loader": {"load_interpreter_params"}, "decoding": {"decode", "token_read"},
+                "distributed": {"shard", "load_shard", "gather_full", "shard_experts"}}
+    every = set().union(*features.values())
+    lean = generate(layer, tiny)
+    assert not _defined(lean.source) & every and lean.runtime == frozenset()
+    for word in ("PARAM_KEYS", "PARAM_LAYOUT", "EXPERT_DIMS", "token_positions", "prefill"):
+        assert word not in lean.source, word
+    module = instantiate(load_module(lean.source), lean.class_name, torch.float64)
+    assert not hasattr(module, "step") and not hasattr(module, "prefill")
+    for name, helpers in features.items():
+        g = generate(layer, tiny, runtime={name})
+        names = _defined(g.source)
+        brought = set().union(*(features[n] for n in runtime_features({name})))
+        assert helpers <= names and not names & (every - brought), name
+        assert ("def step(" in g.source) == (name == "decoding")
+    assert runtime_features("all") == set(features)
+    assert runtime_features("distributed") == {"distributed", "loader"}
+    with pytest.raises(ValueError, match="unknown runtime feature 'cache'"):
+        generate(layer, tiny, runtime={"cache"})
+    with pytest.raises(ValueError, match="no loader"):
+        lean.load_params(module, {})
+
+
 def test_model_keeps_the_helpers_it_calls(bundled, tiny):
-    source = generate(interpreter.prefix(bundled.data), tiny).source
+    source = generate(interpreter.prefix(bundled.data), tiny, runtime="all").source
     names = _defined(source)
     assert {"live_pairs", "pairwise_matmul", "shard", "shard_experts", "decode",
             "affine_read", "require_data"} <= names

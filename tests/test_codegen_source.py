@@ -37,23 +37,26 @@ def tiny(bundled):
 
 @pytest.fixture(scope="module")
 def prefix_source(bundled, tiny):
-    return generate(interpreter.prefix(bundled.data), tiny, source_name="bundled").source
+    """The whole salvaged prefix, with every runtime feature (codegen.generate.RUNTIME)."""
+    return generate(interpreter.prefix(bundled.data), tiny, source_name="bundled",
+                    runtime="all").source
 
 
 def _model_part(source: str) -> str:
-    """The part of a generated file that depends on the block: its classes and PARAM_KEYS
-    (the preludes are pasted verbatim from ``codegen/prelude`` and tested there; the weights
-    loader is the same in every file)."""
+    """The part of a generated file that depends on the block: its classes and, with the
+    ``loader``, PARAM_KEYS (the preludes are pasted verbatim from ``codegen/prelude`` and
+    tested there; the weights loader is the same in every file)."""
     start = source.index("\nclass ") + 1
     if source.startswith("class Linear(nn.Linear):", start):  # codegen/prelude/linear.py
         start = source.index("\nclass ", start) + 1
-    end = source.index("\ndef load_interpreter_params")
-    return source[start:end].rstrip() + "\n"
+    end = source.find("\ndef load_interpreter_params")
+    return source[start:end if end >= 0 else None].rstrip() + "\n"
 
 
 @pytest.mark.parametrize("filename", sorted(GOLDEN_BLOCKS))
 def test_golden_snapshot(bundled, tiny, filename):
-    source = _model_part(generate_source(bundled.block(GOLDEN_BLOCKS[filename]), tiny))
+    source = _model_part(generate_source(bundled.block(GOLDEN_BLOCKS[filename]), tiny,
+                                         runtime={"loader"}))
     path = GOLDEN / filename
     if REGEN:
         GOLDEN.mkdir(exist_ok=True)
@@ -74,10 +77,12 @@ def _ruff(tmp_path, source: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, check=False)
 
 
-def test_whole_prefix_passes_ruff_and_parses(tmp_path, prefix_source):
-    ast.parse(prefix_source)
-    r = _ruff(tmp_path, prefix_source)
-    assert r.returncode == 0, r.stdout + r.stderr
+def test_whole_prefix_passes_ruff_and_parses(tmp_path, prefix_source, bundled, tiny):
+    lean = generate_source(interpreter.prefix(bundled.data), tiny)
+    for source in (prefix_source, lean):
+        ast.parse(source)
+        r = _ruff(tmp_path, source)
+        assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("quant", ["exact", "emulate"])
@@ -134,7 +139,8 @@ def _digest_in_subprocess(seed: str) -> str:
 
 @pytest.mark.slow
 def test_byte_identical_across_runs_and_hash_seeds(prefix_source, bundled, tiny):
-    again = generate(interpreter.prefix(bundled.data), tiny, source_name="bundled").source
+    again = generate(interpreter.prefix(bundled.data), tiny, source_name="bundled",
+                     runtime="all").source
     assert again == prefix_source
     assert _digest_in_subprocess("0") == _digest_in_subprocess("4242")
 

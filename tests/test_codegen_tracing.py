@@ -21,7 +21,7 @@ def _layer0(spec):
     ins = interpreter.random_inputs(m, env, 0)
     tape = interpreter.random_tape(m, env, 0)
     ref = run.evaluate(*ins, tape=tape).outputs
-    g = codegen.generate(m, env)
+    g = codegen.generate(m, env, runtime={"loader"})
     mod = codegen.load_module(g.source)
     module = codegen.instantiate(mod, g.class_name, torch.float64)
     g.load_params(module, run.params)

@@ -91,7 +91,7 @@ def _window_attention(spec, w):
     block = spec.block("Sliding Window Attention")
     env = spec.bind("tiny", sizes={"w": w}).env
     run = interpreter.interpret(block, env, stand_in=True)
-    g = codegen.generate(block, env)
+    g = codegen.generate(block, env, runtime={"loader"})
     module = codegen.instantiate(codegen.load_module(g.source), g.class_name, torch.float64)
     g.load_params(module, run.params)
     return g, module, env

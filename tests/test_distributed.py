@@ -34,7 +34,8 @@ def _case(spec, block, *, sizes=None, quant="exact", batch=3, grads=True, static
     """(job for the ranks, reference outputs, reference gradients or None)."""
     target = spec.block(block) if block else spec
     run = ncdc.interpret(target, preset=preset, sizes=sizes, quant=quant, stand_in=True)
-    source, module = compile_torch(run.morphism, run.env, quant=quant, stand_in=True)
+    source, module = compile_torch(run.morphism, run.env, quant=quant, stand_in=True,
+                                   runtime={"distributed"})
     accepts = inspect.signature(type(module).__init__).parameters
     kwargs = {k: v for k, v in (("quant", quant), ("stand_in", True),
                                 ("static_shapes", static)) if k in accepts}
@@ -193,7 +194,7 @@ def test_expert_axis_found_from_the_ir(bundled):
     """The classes that may hold a slice of an axis are found by the IR query (a Linear over a
     selected sparse axis in a pairs-mode class), not by title: only the routed experts."""
     g = generate(bundled.block("Sliding Window Layer"), ncdc.interpret(
-        bundled.block("Sliding Window Layer")).env)
+        bundled.block("Sliding Window Layer")).env, runtime={"distributed"})
     with_facts = {(c.name, repr(c.experts)): c.experts for c in _classes(g.root)
                   if c.experts is not None}
     with_facts = list(with_facts.items())
@@ -219,7 +220,8 @@ def test_batch_and_expert_bounds():
     # the generated file's expert_bounds is the same rule
     ns = {}
     source = generate(ncdc.load().block("Mixture of Experts"),
-                      ncdc.interpret(ncdc.load().block("Mixture of Experts")).env).source
+                      ncdc.interpret(ncdc.load().block("Mixture of Experts")).env,
+                      runtime={"distributed"}).source
     exec(compile(source, "<moe>", "exec"), ns)  # noqa: S102 - our own output
     assert ns["expert_bounds"](6, 4) == [0, 1, 3, 4, 6]
     assert ns["expert_bounds"](3, 4) == [0, 0, 1, 2, 3]

@@ -57,7 +57,8 @@ def _case(spec, block, weights, *, quant="exact", batch=3, grads=False, sizes=No
     parameters as bits, reference expert and dense stored bytes)."""
     run = ncdc.interpret(spec.block(block), preset="tiny", sizes=sizes, quant=quant,
                          stand_in=True)
-    g = generate(run.morphism, run.env, quant=quant, weights=StoragePolicy.parse(weights))
+    g = generate(run.morphism, run.env, quant=quant, weights=StoragePolicy.parse(weights),
+                 runtime={"distributed"})
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:
         kwargs["stand_in"] = True

@@ -61,7 +61,7 @@ def _setup(label):
     ``inputs(lo, hi)``: the seeded interpreter inputs' tokens ``lo`` to ``hi``."""
     env = _spec().bind("tiny").env
     block = _block(label)
-    g = codegen.generate(block, env)
+    g = codegen.generate(block, env, runtime={"loader", "decoding"})
     mod = codegen.load_module(g.source)
     cls = getattr(mod, g.class_name)
     params = inspect.signature(cls).parameters

@@ -50,5 +50,5 @@ def test_repeated_windows_decode(prefill, chunks, quant):
 
 def test_generated_source_keeps_one_window_per_iteration():
     term, _ = _repeated()
-    src = generate(term, ENV).source
+    src = generate(term, ENV, runtime={"decoding"}).source
     assert "def prefill(" in src and "def step(" in src and "token_read(" in src

@@ -116,7 +116,7 @@ def test_module_and_interpreter_hold_the_same_values(bundled, title, fmt):
     ref, report = apply_policy(params, specs, policy)
     assert {k for k, _, _ in report} == {s.key for s in _held_arrays(specs)}
     # the module loaded by its own load_interpreter_params
-    g = generate(m, env, weights=policy)
+    g = generate(m, env, weights=policy, runtime={"loader"})
     pymod = load_module(g.source)
     kwargs = {"stand_in": True} if g.root.needs_stand_in else {}
     module = instantiate(pymod, g.class_name, torch.float64, **kwargs)

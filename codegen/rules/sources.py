@@ -67,7 +67,7 @@ def rotary(ctx):
     stride = FormulaPrinter("x", ctx.symbol)(op.position_stride)
     n_pos = ctx.axis_size(tgt[0])
     positions = f"torch.arange({n_pos}, {f64})"
-    if is_token_axis(tgt[0]):  # token indices: offset while decoding (codegen/decoder.py)
+    if is_token_axis(tgt[0]) and "decoding" in ctx.gen.runtime:  # offset while decoding
         ctx.use("decoding")
         positions = f"token_positions({n_pos}{f', {dev}' if dev else ''})"
     if stride != "1":

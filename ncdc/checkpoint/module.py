@@ -56,17 +56,20 @@ class LoadReport:
 
 
 def build_meta(morphism, env, *, quant: str = "exact", reading: str = "faithful",
-               dtype: str = "float32", stand_in: bool = False, weights=None) -> Built:
+               dtype: str = "float32", stand_in: bool = False, weights=None,
+               runtime=()) -> Built:
     """The generated module of ``morphism``, constructed on the meta device in ``dtype``;
     ``weights``: a storage policy whose formats the module holds its weights in
-    (:mod:`codegen.storage`)."""
+    (:mod:`codegen.storage`); its file carries the ``loader`` (loading reads its tables) and
+    the ``runtime`` features asked for (``codegen.RUNTIME``)."""
     import torch
 
     from ncdc.codegen.generate import DTYPES as TORCH_DTYPES
     from ncdc.codegen.generate import generate, instantiate, load_module
     from ncdc.ir.params import param_specs
 
-    g = generate(morphism, env, quant=quant, reading=reading, weights=weights)
+    g = generate(morphism, env, quant=quant, reading=reading, weights=weights,
+                 runtime={"loader", *runtime})
     pymod = load_module(g.source)
     kwargs = {"quant": quant} if g.root.needs_quant else {}
     if g.root.needs_stand_in:

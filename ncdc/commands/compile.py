@@ -30,6 +30,11 @@ def add_parser(subparsers) -> None:
     add_quant_arg(p, help="default of the generated modules' quant switch: exact or emulate "
                           "(default: exact)")
     add_weights_arg(p)
+    p.add_argument("--with", dest="runtime", metavar="FEATURES", default="",
+                   help="runtime the file carries besides the model, comma-separated: loader "
+                        "(PARAM_KEYS, PARAM_LAYOUT, load_interpreter_params: weights keyed like "
+                        "the interpreter), decoding (prefill and step), distributed (shard, "
+                        "load_shard, gather_full; brings the loader), or all (default: none)")
     p.add_argument("-o", "--output", metavar="FILE",
                    help="write the source to FILE.py (default: standard output; with --json, "
                         "the source is in the JSON object)")
@@ -45,9 +50,15 @@ def target(spec, block: str | None):
 
 def run(args) -> int:
     from ncdc import codegen
+    from ncdc.codegen.generate import runtime_features
     from ncdc.interpreter.storage_policy import StoragePolicy
+    from ncdc.ir.errors import UsageError
 
     policy = StoragePolicy.parse(args.weights)
+    try:
+        runtime = runtime_features(args.runtime)
+    except ValueError as exc:
+        raise UsageError(f"--with: {exc}") from None
     spec = load_spec(args)
     binding = bind_from_args(spec, args, default_preset="tiny")
     morphism = target(spec, args.block)
@@ -57,7 +68,7 @@ def run(args) -> int:
                          module_name=None if args.block else stem,
                          source_name=os.path.basename(spec.source), reading=args.reading,
                          weights=policy if policy.rules else None,
-                         size_names=spec.size_names())
+                         size_names=spec.size_names(), runtime=runtime)
     took = time.perf_counter() - t0
     if args.output:
         from .output import write_text
@@ -67,7 +78,8 @@ def run(args) -> int:
             "classes": g.source.count("\nclass "), "parameters": len(g.param_keys),
             "lines": len(g.source.splitlines()), "seconds": took,
             "preset": args.preset or "tiny", "quant": args.quant,
-            "weights": [f"{r.pattern}={r.format}" for r in policy.rules]}
+            "weights": [f"{r.pattern}={r.format}" for r in policy.rules],
+            "runtime": sorted(runtime)}
     if args.json:
         emit_json({**info, "source": None if args.output else g.source})
         return 0

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ncdc.codegen.decoder import token_input
 from ncdc.ir.errors import UsageError
@@ -79,7 +79,8 @@ def export_hf(plan, folder: str, *, spec_path: str | None, title: str,
     if max_shard_size <= 0:
         raise UsageError("--max-shard-size: must be positive")
     folder = _folder(folder)
-    built, _, _ = build_and_load(plan)
+    # the export's generate() decodes with the file's prefill and step
+    built, _, _ = build_and_load(replace(plan, runtime=plan.runtime | {"decoding"}))
     lacking = missing_user_data(built.module)
     if lacking:
         raise CheckpointError(f"data the spec leaves to the user is not in the weights: "

@@ -66,7 +66,7 @@ class ModuleCache:
         if k is not None and k in self._mods:
             g, mod = self._mods[k]
         else:
-            g = generate(morphism, env, quant=quant, weights=weights)
+            g = generate(morphism, env, quant=quant, weights=weights, runtime={"loader"})
             mod = load_module(g.source)
             if k is not None:
                 self._mods[k] = (g, mod)

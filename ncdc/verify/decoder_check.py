@@ -117,7 +117,7 @@ def prepare(morphism: Morphism, env: Env, *, quant: str = "exact", seed: int = 0
                       tape=prep.tape)
     prep.outputs = list(ev.outputs)
     prep.interp_s = time.perf_counter() - t0
-    prep.g = generate(morphism, env, quant=quant)
+    prep.g = generate(morphism, env, quant=quant, runtime={"loader", "decoding"})
     mod = load_module(prep.g.source)
     kwargs = {"quant": quant} if prep.g.root.needs_quant else {}
     prep.module = instantiate(mod, prep.g.class_name, DTYPES["float64"], **kwargs)
