@@ -317,15 +317,15 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     whole = code_lines(source)
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
-    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 317
-    # class lines (1.84x; 375 before the config, names by role and the standard modules) and
-    # 985 file lines (5.7x; the pairs runtime gained its static form while tracing): one class per block (18 vs 4), the rotary on real parts twice,
-    # the base class's init_weights and extra_repr; in the file the pasted runtime: pairs
-    # (~200, the routed experts' sparse form), sharding (~150), affine reads (~100),
-    # decoding (~50), the interpreter-keyed loader and its tables (~90). These bounds guard
-    # against growth past today's counts.
+    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 315
+    # class lines (1.8x; 375 before the config, names by role and the standard modules) and
+    # 598 file lines (3.4x; 985 before the runtime came on request): one class per block (18
+    # vs 4), the rotary on real parts twice, the base class's init_weights and extra_repr; in
+    # the file the helpers the classes call: the routed experts' pairs (~130), affine reads
+    # (~75), chunks (~45). The loader, decoding and sharding come only with runtime=...
+    # (test_codegen_plain.py). These bounds guard against growth past today's counts.
     assert ours <= 318, (ours, hand, round(ours / hand, 2))
-    assert whole <= 985, (whole, hand, round(whole / hand, 2))
+    assert whole <= 598, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
