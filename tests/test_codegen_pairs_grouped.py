@@ -143,3 +143,24 @@ def test_sparse_products_visit_only_busy_slots(bundled, tokens, grouped):
     else:
         assert busy == int(live[0].sum()) and counted["aten::_grouped_mm"] == 0
         assert counted["aten::mm"] == 3 * busy
+
+
+def test_expert_weights_are_held_one_expert_after_another(bundled):
+    """The routed experts' weights keep the interpreter's shape ``[m, e, f]`` (state_dict and
+    loading unchanged) but lie one expert after another in memory, so every expert's matrix,
+    one grouped product's operand, is contiguous; a dtype move, a meta build with
+    ``to_empty`` and ``load_state_dict`` keep that layout."""
+    _, module = _module(bundled, "float32", False)
+    m, e = module.config.hidden_width, module.config.experts
+
+    def slot_major(mod):
+        return all(getattr(mod.routed_experts, n).movedim(1, 0).is_contiguous()
+                   for n in ("w_g", "w_u", "w_d"))
+
+    assert module.routed_experts.w_g.shape[:2] == (m, e) and slot_major(module)
+    with torch.device("meta"):
+        meta = type(module)(module.config)
+    meta.to_empty(device="cpu")
+    meta.load_state_dict({k: v.contiguous() for k, v in module.state_dict().items()})
+    assert slot_major(meta) and torch.equal(meta.routed_experts.w_d, module.routed_experts.w_d)
+    assert slot_major(module.to(torch.bfloat16))
