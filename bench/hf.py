@@ -59,6 +59,9 @@ HF_NAMES = {"m": "hidden_size", "n": "hc_mult", "h": "num_attention_heads", "c":
             "q": "q_lora_rank", "g": "o_groups", "o": "o_lora_rank", "w": "sliding_window",
             "e": "n_routed_experts", "k": "num_experts_per_tok", "f": "moe_intermediate_size"}
 ROWS = ("eager", "decode", "compile", "breaks", "memory")
+EXTRA_ROWS = ("profile",)
+"""Rows run only when ``--rows`` names them: ``profile``, the mixture's submodules of both
+layers timed in one run (forward hooks, the chosen clock)."""
 
 
 def ms(ts) -> str:
@@ -256,6 +259,35 @@ def memory_row(sizes, preset, tokens, device):
           f"{'':12}ncdc {b / 2**20:9.1f} MiB{'':12}ncdc/HF {b / a:5.2f}")
 
 
+def profile_rows(sizes, preset, dtypes, tokens, repeat, device):
+    """Each side's mixture and its parts (router, routed experts, shared expert; the rest is the
+    pair bookkeeping), timed by forward hooks on the chosen clock over interleaved eager calls:
+    the MoE profile of docs/performance.md."""
+    parts = {"hf": ("mlp", "mlp.gate", "mlp.experts", "mlp.shared_experts"),
+             "ncdc": ("single_pass_mhc_moe.mixture_of_experts",
+                      *(f"single_pass_mhc_moe.mixture_of_experts.{n}"
+                        for n in ("expert_gate", "routed_experts", "shared_expert")))}
+    for dtype in dtypes:
+        hf, nc = HF(sizes, dtype, device), Ncdc(preset, sizes, dtype, device)
+        times = {}
+        for side, root in (("hf", hf.layer), ("ncdc", nc.module)):
+            for name in parts[side]:
+                module, key = root.get_submodule(name), (side, name)
+                times[key] = []
+                module.register_forward_pre_hook(
+                    lambda m, a, t=times[key]: t.append(CLOCK()))
+                module.register_forward_hook(
+                    lambda m, a, o, t=times[key]: t.append(CLOCK() - t.pop()))
+        x, kw = hf.inputs(tokens)
+        args = nc.inputs(tokens)
+        with torch.no_grad():
+            race({"hf": partial(hf.layer, x, **kw), "ncdc": partial(nc.module, *args)}, repeat,
+                 _sync(device))
+        for label, i in (("mixture", 0), ("router", 1), ("routed experts", 2), ("shared", 3)):
+            a, b = times["hf", parts["hf"][i]], times["ncdc", parts["ncdc"][i]]
+            row(f"profile, {str(dtype)[6:]}, {tokens} tokens: {label}", {"hf": a, "ncdc": b})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
@@ -265,7 +297,8 @@ def main(argv=None) -> int:
                     help="cpu: this thread's CPU time (with --threads 1 only)")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--repeat", type=int, default=None)
-    ap.add_argument("--rows", default=",".join(ROWS), help=f"any of {', '.join(ROWS)}")
+    ap.add_argument("--rows", default=",".join(ROWS),
+                    help=f"any of {', '.join(ROWS + EXTRA_ROWS)} (default: {', '.join(ROWS)})")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -300,6 +333,8 @@ def main(argv=None) -> int:
         breaks_row(sizes, preset, args.device)
     if "memory" in rows and not cuda:
         memory_row(sizes, preset, tokens[-1], args.device)
+    if "profile" in rows:
+        profile_rows(sizes, preset, dtypes, tokens[0], 3 * repeat, args.device)
     return 0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import inspect
 import itertools
 import sys
@@ -153,9 +154,28 @@ PRELUDE_ORDER = ("linear", "storage", "quant", "views", "chunks", "pairs", "fixe
 """The preludes pasted before the classes, in file order (``distributed`` comes last)."""
 
 
-def _pasted(name: str, code: str) -> str:
-    return (f"# ---- {PRELUDE_TITLES[name]}: codegen/prelude/{name}.py, verbatim ----\n\n\n"
-            + code)
+def _pasted(name: str, code: str, whole: bool = True) -> str:
+    """A prelude's code under a heading naming its file (``in part``: only the definitions the
+    generated file uses, each verbatim)."""
+    part = "" if whole else ", in part"
+    return f"# ---- {PRELUDE_TITLES[name]} (codegen/prelude/{name}.py{part}) ----\n\n\n" + code
+
+
+@functools.cache
+def _definitions(name: str) -> tuple[tuple[frozenset, frozenset, str], ...]:
+    """(names bound, global names read, text) of every top-level statement of a prelude after
+    its imports, in file order; the text starts at the comment lines right above it."""
+    code = _prelude(name)[1]
+    lines = code.splitlines()
+    out = []
+    for node in ast.parse(code).body:
+        start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        while start > 1 and lines[start - 2].startswith("#"):
+            start -= 1
+        declared = {n for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names}
+        out.append((frozenset(_defined(ast.Module([node], []))), frozenset(_read(node) | declared),
+                    "\n".join(lines[start - 1:node.end_lineno])))
+    return tuple(out)
 
 
 def _defined(tree: ast.Module) -> set[str]:
@@ -195,22 +215,28 @@ def _read(tree: ast.AST) -> set[str]:
     return out
 
 
-def used_preludes(parts: list[str]) -> set[str]:
-    """The preludes of :data:`PRELUDE_ORDER` that ``parts`` (the file's own code: classes,
-    tables, loader, sharding) read a name of, directly or through another prelude."""
-    trees = {n: ast.parse(_prelude(n)[1]) for n in PRELUDE_ORDER}
-    defines = {n: _defined(t) for n, t in trees.items()}
+def used_definitions(parts: list[str]) -> dict[str, list[str]]:
+    """Prelude of :data:`PRELUDE_ORDER` -> the texts of its top-level definitions (in file
+    order) that ``parts`` (the file's own code: classes, tables, loader, sharding) read a name
+    of, directly or through other definitions; preludes with none are left out."""
     wanted = set().union(*(_read(ast.parse(p)) for p in parts))
-    chosen: set[str] = set()
+    chosen: set[tuple[str, int]] = set()
     grew = True
     while grew:
         grew = False
         for n in PRELUDE_ORDER:
-            if n not in chosen and defines[n] & wanted:
-                chosen.add(n)
-                wanted |= _read(trees[n])
-                grew = True
-    return chosen
+            for i, (binds, reads, _) in enumerate(_definitions(n)):
+                if (n, i) not in chosen and binds & wanted:
+                    chosen.add((n, i))
+                    wanted |= reads
+                    grew = True
+    return {n: [text for i, (_, _, text) in enumerate(_definitions(n)) if (n, i) in chosen]
+            for n in PRELUDE_ORDER if any(m == n for m, _ in chosen)}
+
+
+def used_preludes(parts: list[str]) -> set[str]:
+    """The preludes :func:`used_definitions` takes definitions from."""
+    return set(used_definitions(parts))
 
 
 @dataclasses.dataclass
@@ -382,9 +408,9 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     if "distributed" in gen.runtime:
         # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
         tail.append(_pasted("distributed", _prelude("distributed")[1]))
-    names = used_preludes(body_parts + tail)
-    body_parts = [config] + [_pasted(n, _prelude(n)[1]) for n in PRELUDE_ORDER if n in names] \
-        + body_parts + tail
+    pasted = [_pasted(n, "\n\n\n".join(texts), len(texts) == len(_definitions(n)))
+              for n, texts in used_definitions(body_parts + tail).items()]
+    body_parts = [config] + pasted + body_parts + tail
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}
     imports = [f"import {name}" for name in ("functools", "math", "warnings") if name in used]

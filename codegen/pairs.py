@@ -36,7 +36,8 @@ stays the interpreter's: the gate's mask still decides the contraction's.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import ast
+from dataclasses import dataclass, field, replace
 
 from ncdc.ir.axes import SparseAxis
 from ncdc.ir.datatypes import Natural, strip
@@ -255,6 +256,7 @@ def linear_on_pairs(ctx):
     weight, bias, base = linear_params(ctx, in_labels, out_labels)
     weight = cb.members.stored.get(weight, weight)  # stored: dequantized a slot at a time
     note_expert_param(cb.iface.selection, sel, weight, len(in_labels) + q)
+    slot_major(cb.members, weight, len(in_labels) + q)
     if bias is not None:
         note_expert_param(cb.iface.selection, sel, cb.members.stored.get(bias, bias), 0)
     cb.gen.prelude.add("pairs")
@@ -264,6 +266,21 @@ def linear_on_pairs(ctx):
     labels = [PAIRS] + [ctx.rel(lab) for lab in out_labels if lab != sparse_out]
     var = ctx.bind(f"{base}_out", code, labels, "at the pairs")
     return [OpResult(var, labels)]
+
+
+def slot_major(members, weight: str, dim: int) -> None:
+    """Allocate the parameter ``weight`` (its code, ``self.<attr>``) one slot of its sparse dim
+    ``dim`` after another in memory (prelude ``by_slot``): its shape (and state_dict) stay the
+    interpreter's, and every slot's slice, the operand of one product of ``pairwise_matmul``,
+    is one contiguous matrix (read in place by ``torch._grouped_mm``; a slice strided by the
+    whole axis reads slower)."""
+    for i, st in enumerate(members.init):
+        call = ast.parse(st.expr, mode="eval").body if st.targets == (weight,) else None
+        if (dim and isinstance(call, ast.Call) and ast.unparse(call.func) == "nn.Parameter"
+                and isinstance(call.args[0], ast.Call) and not call.args[0].keywords
+                and ast.unparse(call.args[0].func) == "torch.empty"):
+            members.init[i] = replace(st, expr=st.expr.replace("torch.empty(",
+                                                                f"by_slot({dim}, ", 1))
 
 
 def contract_pairs(ctx):

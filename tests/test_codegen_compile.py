@@ -92,7 +92,7 @@ def test_grouped_matmul_op_gradients_and_registration():
     gen = torch.Generator().manual_seed(2)
     rows = torch.randn(7, 3, dtype=torch.float64, generator=gen, requires_grad=True)
     weight = torch.randn(3, 4, 2, dtype=torch.float64, generator=gen, requires_grad=True)
-    slots = torch.tensor([0, 2, 2, 3, 0, 1, 2])
+    slots = torch.tensor([0, 0, 1, 2, 2, 2, 3])  # grouped by slot, as live_pairs makes them
     assert torch.autograd.gradcheck(lambda r, w: p.grouped_matmul(r, w, 1, slots),
                                     (rows, weight))
     torch.library.opcheck(p.grouped_matmul, (rows, weight, 1, slots))
@@ -101,10 +101,10 @@ def test_grouped_matmul_op_gradients_and_registration():
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("shape", [(40, 16, 8, 4), (9, 3, 5, 4)])
 def test_grouped_products_against_per_pair_products(dtype, shape, monkeypatch):
-    """The static op's kernel: one ``torch._grouped_mm`` over the pairs sorted by slot where
-    its stride rules allow (float32/bfloat16, 16-byte strides), else one product per slot;
-    both give every pair's own product (against a loop over pairs, in float64), and the grouped
-    kernel the per-slot products bit for bit."""
+    """The op's kernel: one ``torch._grouped_mm`` over the pairs grouped by slot where its
+    stride rules allow (float32/bfloat16, 16-byte strides) and half the slots are busy, else
+    one product per busy slot; both give every pair's own product (against a loop over pairs,
+    in float64), and the grouped kernel the per-slot products bit for bit."""
     p = _prelude()
     pairs, inner, out, n = shape
     gen = torch.Generator().manual_seed(3)
@@ -112,17 +112,23 @@ def test_grouped_products_against_per_pair_products(dtype, shape, monkeypatch):
     weight = torch.randn(inner, n, out, generator=gen, dtype=torch.float64).to(dtype)
     slots = torch.randint(0, n, (pairs,), generator=gen)
     slots[:3] = 0  # a slot with several pairs; others may have none
+    slots = slots.sort().values
     calls = []
     real = torch._grouped_mm
     monkeypatch.setattr(torch, "_grouped_mm", lambda *a, **k: calls.append(1) or real(*a, **k))
-    got = p._grouped_products(rows, weight, 1, slots)
-    grouped = dtype != torch.float64 and inner * rows.element_size() % 16 == 0
+    counts = torch.bincount(slots, minlength=n).tolist()
+    got = p._products(rows, weight, 1, counts)
+    grouped = (dtype != torch.float64 and inner * rows.element_size() % 16 == 0
+               and 2 * sum(map(bool, counts)) >= n)
     assert bool(calls) == grouped
     r64, w64 = rows.double().numpy(), weight.double().numpy()
     want = np.stack([r64[i] @ w64[:, s] for i, s in enumerate(slots.tolist())])
     tol = {torch.float64: 1e-13, torch.float32: 1e-5, torch.bfloat16: 2e-2}[dtype]
     np.testing.assert_allclose(got.double().numpy(), want, rtol=tol, atol=tol * np.abs(want).max())
-    assert torch.equal(got, p._slot_products(rows, weight, 1, slots))
+    starts = np.cumsum([0, *counts])
+    per_slot = [rows[starts[s]:starts[s + 1]] @ weight[:, s] for s in range(n) if counts[s]]
+    assert torch.equal(got, torch.cat(per_slot))
+    assert torch.equal(got, p.grouped_matmul(rows, weight, 1, slots))  # the op's kernel
 
 
 ROTARY = ["Rotary Embedding", "Inverse Rotary Embedding"]

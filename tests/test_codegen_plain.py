@@ -119,3 +119,21 @@ def test_used_preludes_follow_globals_not_locals():
     everything = set().union(*(_read(ast.parse(_prelude(n)[1])) for n in PRELUDE_ORDER))
     assert "held" not in _read(ast.parse(_prelude("chunks")[1]))
     assert "torch" in everything
+
+
+def test_compile_cli_with_names_the_runtime(tmp_path, capsys):
+    """``ncdc compile --with``: the features asked for are in the file and its JSON; an unknown
+    one is a one-line usage error."""
+    import json
+
+    from ncdc.cli import main
+
+    out = tmp_path / "gate.py"
+    assert main(["compile", "--block", "Expert Gate", "--with", "decoding,distributed", "-o",
+                 str(out), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["runtime"] == ["decoding", "distributed", "loader"]
+    assert {"load_interpreter_params", "shard"} <= _defined(out.read_text("utf-8"))
+    assert main(["compile", "--block", "Expert Gate", "--with", "cache"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("error: --with: unknown runtime feature 'cache'")

@@ -1,4 +1,5 @@
-"""Decoding a sequence a few tokens at a time (pasted into generated files whose block decodes).
+"""Decoding a sequence a few tokens at a time (pasted into files generated with the ``decoding``
+runtime whose block decodes).
 
 ``prefill(*inputs)`` runs ``forward`` on the first tokens and ``step(*inputs, state=state)`` on
 the next ones; both return ``(outputs, state)``. ``forward`` works on the new tokens only: each

@@ -1,5 +1,5 @@
 """Running a generated module on several processes with torch.distributed (pasted at the end of
-generated files that hold parameters).
+files generated with the ``distributed`` runtime, ``codegen.generate.RUNTIME``).
 
 Build on the meta device, shard, then allocate, so that no rank ever holds the whole model::
 

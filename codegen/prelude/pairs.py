@@ -3,23 +3,19 @@ files when used).
 
 A top-k selection keeps, at every row (every index of the leading dims), a few live slots of a
 sparse axis such as ``k/e``; an array on that axis is only ever read at those slots. A *pairs
-array* holds one row per (row, slot) pair, ``[pairs, *rest]``. ``pairs = (rows, slots, third)``:
-the row of each pair in the flattened leading dims, its slot, and
+array* holds one row per (row, slot) pair, ``[pairs, *rest]``. ``pairs = (rows, slots, third)``,
+grouped by slot (slot 0's first, each group in row order): the row of each pair in the
+flattened leading dims, its slot, and
 
-* in the sparse form, ``counts``: how many pairs each slot has (a list, so the per-slot loops
-  need no device sync); the pairs are exactly the live ones;
-* in the static form, ``live``: a bool tensor, one entry per pair; every row has exactly ``k``
-  pairs (its live slots, then dead pairs at slot 0), so every shape is fixed by the input shapes
-  and ``k``. It is the form while torch traces the model (``torch.compile``, ``torch.export``:
-  no graph break, no data-dependent guard) and wherever ``static_shapes=True`` asks for it;
-  eager calls otherwise take the sparse form.
+* in the sparse form (eager calls), ``counts``: how many pairs each slot has (a list); the
+  pairs are exactly the live ones;
+* in the static form (while torch traces the model, or with ``static_shapes=True``), ``live``:
+  a bool tensor, one entry per pair; every row has exactly ``k`` pairs (its live slots, then
+  dead pairs at slot 0), so every shape is fixed by the input shapes and ``k``.
 
-In both forms ``live_pairs`` groups the pairs by slot (slot 0's first, each group in row
-order), so every grouped product (the custom op ``ncdc::grouped_matmul``: one
-``torch._grouped_mm`` where it takes the operands) reads and writes the pairs in place, with no
-sort or permutation of its own; the inputs are gathered at the rows once (``take_rows``) and the
-results stay in pair order until ``add_rows`` sums them into their rows. Pairs in another order
-(a caller's own) are still right: the products group them first and put them back.
+The inputs are gathered at the rows once (``take_rows``); each product over the slots' weights
+is one ``ncdc::grouped_matmul`` (a custom op, so a traced graph holds it whole); the results
+stay in pair order until ``add_rows`` sums them into their rows.
 """
 
 import math
@@ -28,8 +24,7 @@ import torch
 
 
 def tracing():
-    """Whether torch is tracing the running code (dynamo, ``torch.export``) rather than running it
-    eagerly."""
+    """Whether torch is tracing the running code (dynamo, ``torch.export``)."""
     return torch.compiler.is_compiling() or torch.compiler.is_exporting()
 
 
@@ -45,11 +40,10 @@ def live_pairs(live, lead, k=None, static=False):
             picks = torch.cat([picks, picks.new_full((picks.shape[0], k - n), n)], dim=-1)
         pair_live = (picks < n).reshape(-1)
         slots = torch.where(pair_live, picks.reshape(-1), 0)
-        order = torch.argsort(slots, stable=True)  # the one sort: products need none
+        order = torch.argsort(slots, stable=True)
         return order // k, slots.index_select(0, order), pair_live.index_select(0, order)
     slots, rows = flat.t().nonzero(as_tuple=True)
-    counts = torch.bincount(slots, minlength=n).tolist()
-    return rows, slots, counts
+    return rows, slots, torch.bincount(slots, minlength=n).tolist()
 
 
 def every_pair(lead, n, device=None):
@@ -60,9 +54,14 @@ def every_pair(lead, n, device=None):
     return rows, slots, [count] * n
 
 
+def by_slot(dim, *shape):
+    """``torch.empty(*shape)`` held one slot (index of dim ``dim``) after another in memory, so
+    each slot's slice, the operand of one product, is a contiguous matrix."""
+    return torch.empty(shape[dim], *shape[:dim], *shape[dim + 1:]).movedim(0, dim)
+
+
 def take_rows(x, rank, lead, pairs):
-    """``x`` (trailing ``rank`` dims, broadcast to ``lead``) at the row of every pair:
-    ``[pairs, *trailing]``."""
+    """``x`` (trailing ``rank`` dims, broadcast to ``lead``) at the row of every pair."""
     tail = x.shape[x.dim() - rank:]
     return x.expand(*lead, *tail).reshape(-1, *tail).index_select(0, pairs[0])
 
@@ -76,80 +75,46 @@ def take_pairs(x, rank, lead, pairs):
     return flat.index_select(0, rows * tail[0] + slots)
 
 
-def _grouped_by_slot(slots):
-    """Whether the pairs are grouped by slot (``slots`` never decreases)."""
-    return slots.shape[0] < 2 or bool((slots[1:] >= slots[:-1]).all())
-
-
-def _slot_products(rows, weight, dim, slots, counts=None):
-    """``rows[p] @ weight.select(dim, slots[p])`` (the slice flattened to a matrix) for every
-    pair ``p``: one matrix product per slot that has pairs, written in place. With ``counts``
-    the pairs are grouped by slot already; else they are grouped first (sorted by slot, the
-    products put back) unless they are."""
-    n = weight.shape[dim]
-    width = math.prod(weight.shape[:dim] + weight.shape[dim + 1:]) // rows.shape[1]
-    if counts is None:
-        if not _grouped_by_slot(slots):
-            order = torch.argsort(slots, stable=True)
-            grouped = _slot_products(rows.index_select(0, order), weight, dim,
-                                     slots.index_select(0, order))
-            return torch.empty_like(grouped).index_copy_(0, order, grouped)
-        counts = torch.bincount(slots, minlength=n).tolist()
-    out, start = None, 0
-    for slot, count in enumerate(counts):
-        if count:
-            part = rows[start:start + count] @ weight.select(dim, slot).reshape(rows.shape[1],
-                                                                                width)
-            if out is None:
-                out = part.new_empty(rows.shape[0], width)
-            out[start:start + count] = part
-            start += count
-    return out if out is not None else rows.new_zeros(0, width)
-
-
 def _grouped_mm_takes(rows, grouped):
     """Whether ``torch._grouped_mm`` takes ``rows [pairs, inner]`` and ``grouped [n, inner,
     width]``: float32, bfloat16 or float16 alike, unit last strides, every other stride and the
     weight's address a multiple of 16 bytes."""
     size = rows.element_size()
     return (rows.dtype in (torch.float32, torch.bfloat16, torch.float16) and rows.shape[0] > 0
-            and grouped.dim() == 3 and grouped.dtype == rows.dtype
-            and grouped.shape[1] == rows.shape[1] and rows.stride(1) == 1
+            and grouped.dim() == 3 and grouped.dtype == rows.dtype and rows.stride(1) == 1
             and grouped.stride(2) == 1 and grouped.data_ptr() % 16 == 0
             and all(s * size % 16 == 0 for s in (rows.stride(0), grouped.shape[2],
                                                  *grouped.stride()[:2])))
 
 
-def _grouped_products(rows, weight, dim, slots):
-    """``_slot_products``, as one ``torch._grouped_mm`` where that kernel takes the operands
-    (the same per-slot products, without a Python loop over slots). Pairs grouped by slot (as
-    ``live_pairs`` makes them) are used in place; others are grouped first and put back."""
-    n = weight.shape[dim]
-    grouped = weight.movedim(dim, 0)
-    if not _grouped_mm_takes(rows, grouped):
-        return _slot_products(rows, weight, dim, slots)
-    if not _grouped_by_slot(slots):
-        order = torch.argsort(slots, stable=True)
-        out = _grouped_products(rows.index_select(0, order), weight, dim,
-                                slots.index_select(0, order))
-        return torch.empty_like(out).index_copy_(0, order, out)
-    ends = torch.searchsorted(slots, torch.arange(1, n + 1, device=slots.device),
-                              out_int32=True)  # where each slot's group ends
-    return torch._grouped_mm(rows, grouped, offs=ends)
+def _products(rows, weight, dim, counts):
+    """``rows[p] @ weight.select(dim, slot of p)`` (the slice as a matrix) for pairs grouped by
+    slot, ``counts[s]`` of slot ``s``: one ``torch._grouped_mm`` where it takes the operands
+    and at least half the slots are busy (it visits every slot); else one product per busy
+    slot (a StoredWeight is dequantized one slot at a time)."""
+    if isinstance(weight, torch.Tensor) and 2 * sum(map(bool, counts)) >= len(counts) \
+            and _grouped_mm_takes(rows, weight.movedim(dim, 0)):
+        ends = torch.tensor(counts, device=rows.device).cumsum(0, dtype=torch.int32)
+        return torch._grouped_mm(rows, weight.movedim(dim, 0), offs=ends)
+    out, start = rows.new_empty(rows.shape[0], 0), 0
+    for slot, count in enumerate(counts):
+        if count:
+            part = rows[start:start + count] @ weight.select(dim, slot).reshape(rows.shape[1], -1)
+            if start == 0:
+                out = part.new_empty(rows.shape[0], part.shape[1])
+            out[start:start + count] = part
+            start += count
+    return out
+
+
+def _counts(slots, n):
+    return torch.bincount(slots, minlength=n).tolist()
 
 
 def _slot_gradients(grad, rows, weight, dim, slots):
-    """The gradients of ``_slot_products`` with respect to ``rows`` and ``weight``."""
-    if not _grouped_by_slot(slots):
-        order = torch.argsort(slots, stable=True)
-        grad_rows, grad_weight = _slot_gradients(grad.index_select(0, order),
-                                                 rows.index_select(0, order), weight, dim,
-                                                 slots.index_select(0, order))
-        return torch.empty_like(grad_rows).index_copy_(0, order, grad_rows), grad_weight
-    grad_rows = torch.zeros_like(rows)
-    grad_weight = torch.zeros_like(weight)
-    start = 0
-    for slot, count in enumerate(torch.bincount(slots, minlength=weight.shape[dim]).tolist()):
+    """The gradients of ``_products`` with respect to ``rows`` and ``weight``."""
+    grad_rows, grad_weight, start = torch.zeros_like(rows), torch.zeros_like(weight), 0
+    for slot, count in enumerate(_counts(slots, weight.shape[dim])):
         if count:
             w = weight.select(dim, slot).reshape(rows.shape[1], -1)
             g = grad[start:start + count]
@@ -161,42 +126,37 @@ def _slot_gradients(grad, rows, weight, dim, slots):
 
 
 def _define_grouped_matmul():
-    """The custom op ``ncdc::grouped_matmul(rows, weight, dim, slots)``: the per-slot products
-    with a fake kernel, a backward (itself the op ``ncdc::grouped_matmul_backward``) and FLOP
-    counts (``FlopCounterMode``), so a compiled or exported graph holds it whole; defined once
-    per process, with ``torch.library.Library`` (its kernels are plain functions: a first call
-    imports nothing, where ``torch.library.custom_op`` would load torch._dynamo)."""
+    """The custom op ``ncdc::grouped_matmul(rows, weight, dim, slots)`` (pairs grouped by
+    slot): ``_products`` with a fake kernel, a backward (the op
+    ``ncdc::grouped_matmul_backward``) and FLOP counts, so a compiled or exported graph holds
+    it whole; defined once per process with ``torch.library.Library`` (plain kernels: a first
+    call imports nothing)."""
     try:
         return torch.ops.ncdc.grouped_matmul
     except (AttributeError, RuntimeError):
         pass
-
     lib = torch.library.Library("ncdc", "FRAGMENT")
     lib.define("grouped_matmul(Tensor rows, Tensor weight, int dim, Tensor slots) -> Tensor")
     lib.define("grouped_matmul_backward(Tensor grad, Tensor rows, Tensor weight, int dim, "
                "Tensor slots) -> (Tensor, Tensor)")
-    lib.impl("grouped_matmul", _grouped_products, "CompositeExplicitAutograd")
+    lib.impl("grouped_matmul", lambda rows, weight, dim, slots: _products(
+        rows, weight, dim, _counts(slots, weight.shape[dim])), "CompositeExplicitAutograd")
     lib.impl("grouped_matmul_backward", _slot_gradients, "CompositeExplicitAutograd")
-
-    def fake(rows, weight, dim, slots):
-        return rows.new_empty(rows.shape[0], weight.numel() // (weight.shape[dim] * rows.shape[1]))
-
-    def fake_backward(grad, rows, weight, dim, slots):
-        return torch.empty_like(rows), torch.empty_like(weight)
-
-    torch.library.register_fake("ncdc::grouped_matmul", fake, lib=lib)
-    torch.library.register_fake("ncdc::grouped_matmul_backward", fake_backward, lib=lib)
+    torch.library.register_fake(
+        "ncdc::grouped_matmul", lambda rows, weight, dim, slots: rows.new_empty(
+            rows.shape[0], weight.numel() // (weight.shape[dim] * rows.shape[1])), lib=lib)
+    torch.library.register_fake(
+        "ncdc::grouped_matmul_backward", lambda grad, rows, weight, dim, slots: (
+            torch.empty_like(rows), torch.empty_like(weight)), lib=lib)
 
     def setup_context(ctx, inputs, output):
-        rows, weight, dim, slots = inputs
-        ctx.save_for_backward(rows, weight, slots)
-        ctx.dim = dim
+        ctx.save_for_backward(inputs[0], inputs[1], inputs[3])
+        ctx.dim = inputs[2]
 
     def backward(ctx, grad):
         rows, weight, slots = ctx.saved_tensors
-        grad_rows, grad_weight = torch.ops.ncdc.grouped_matmul_backward(
-            grad.contiguous(), rows, weight, ctx.dim, slots)
-        return grad_rows, grad_weight, None, None
+        return (*torch.ops.ncdc.grouped_matmul_backward(grad.contiguous(), rows, weight,
+                                                         ctx.dim, slots), None, None)
 
     torch.library.register_autograd("ncdc::grouped_matmul", backward,
                                     setup_context=setup_context, lib=lib)
@@ -221,21 +181,18 @@ grouped_matmul = _define_grouped_matmul()
 def pairwise_matmul(x, weight, dim, pairs):
     """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``. ``x`` is
     ``[pairs, *inner]``; ``weight`` holds the inner dims first, then the output dims, the sparse
-    axis at ``dim`` among them. A weight held in a storage format (``StoredWeight``) is
-    dequantized one slot at a time in the sparse form, whole in the static form. The sparse
-    form knows its counts: where fewer than half the slots have pairs (a few tokens: a decoding
-    step) it loops over those slots, since ``torch._grouped_mm`` visits every slot."""
+    axis at ``dim`` among them: one ``ncdc::grouped_matmul``. A weight held in a storage format
+    (``StoredWeight``) is dequantized one slot at a time in the sparse form, whole in the
+    static form."""
     inner = x.shape[1:]
     out_shape = (weight.shape[:dim] + weight.shape[dim + 1:])[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
-    static = isinstance(pairs[2], torch.Tensor)
-    if isinstance(weight, torch.Tensor) and (
-            static or 2 * sum(map(bool, pairs[2])) >= len(pairs[2])):
+    if isinstance(weight, torch.Tensor):
         out = grouped_matmul(rows, weight, dim, pairs[1])
-    elif static:
+    elif isinstance(pairs[2], torch.Tensor):
         out = grouped_matmul(rows, weight.dequantize(), dim, pairs[1])
     else:
-        out = _slot_products(rows, weight, dim, pairs[1], pairs[2])
+        out = _products(rows, weight, dim, pairs[2])
     return out.reshape(x.shape[0], *out_shape)
 
 
@@ -243,21 +200,19 @@ def add_rows(values, lead, pairs):
     """The sum of the pairs array ``values`` over the live pairs of each row: ``[*lead, *rest]``
     (0 at a row without pairs)."""
     rows, _, third = pairs
-    rest = values.shape[1:]
     total = math.prod(lead)
     if isinstance(third, torch.Tensor):  # dead pairs go to a spare row, even where they are NaN
         rows = torch.where(third, rows, total)
-    out = values.new_zeros(total + 1, *rest).index_add_(0, rows, values)[:total]
-    return out.reshape(*lead, *rest)
+    out = values.new_zeros(total + 1, *values.shape[1:]).index_add_(0, rows, values)[:total]
+    return out.reshape(*lead, *values.shape[1:])
 
 
 def pairs_to_dense(values, lead, n, pairs):
     """The pairs array ``values`` laid out densely, ``[*lead, n, *rest]`` (0 at other slots)."""
     rows, slots, third = pairs
-    rest = values.shape[1:]
     total = math.prod(lead) * n
     at = rows * n + slots
     if isinstance(third, torch.Tensor):  # dead pairs go to a spare row
         at = torch.where(third, at, total)
-    out = values.new_zeros(total + 1, *rest).index_copy(0, at, values)[:total]
-    return out.reshape(*lead, n, *rest)
+    out = values.new_zeros(total + 1, *values.shape[1:]).index_copy(0, at, values)[:total]
+    return out.reshape(*lead, n, *values.shape[1:])

@@ -1,8 +1,8 @@
 """Selections: top-k, reading through a selection, index selection (docs/format.md §11.16-18).
 
-Top-k ranks the live entries of its one target axis with a stable descending sort, so ties go
-to the lower position as in the reference (interpreter/READINGS.md 13); the ``WEIGHTS`` form
-keeps the picks in place, the dense-k forms list them in position order with empty slots dead. ``Select`` with positions held as data and ``IndexSelect``
+Top-k ranks the live entries of its one target axis as a stable descending sort does, so ties
+go to the lower position as in the reference (interpreter/READINGS.md 13); the ``WEIGHTS`` form
+keeps the picks in place (found with ``topk``'s k-th value and a count of the ties, no sort), the dense-k forms list them in position order with empty slots dead. ``Select`` with positions held as data and ``IndexSelect``
 gather along the payload's axis: dead where the position is dead or names a dead entry."""
 from __future__ import annotations
 
@@ -32,16 +32,13 @@ def topk(ctx):
     ranked = src
     if live is not None:
         ranked = ctx.bind("ranked", ctx.where_live(live, src, "-math.inf"), keep + tl)
-    kept = ctx.bind("kept", f"torch.sort({ranked}, dim=-1, descending=True, "
-                    f"stable=True).indices[..., :{k}]",
-                    note="positions of the k largest; ties: the lower position first")
     p, s = ctx.static_of(0, keep + tl)
     k_ref = ctx.gen.ref_size(op.k)
     n_ref = ctx.ref(tl[0])
     sure = s if k_ref >= n_ref else (s & False)
     if op.form is SelectionForm.WEIGHTS:
         out = keep + [("o", 0, 0)]
-        sel = f"torch.zeros_like({ranked}, dtype=torch.bool).scatter(-1, {kept}, True)"
+        sel = _weights_kept(ctx, ranked, k, keep + tl)
         if live is not None:
             sel = f"{sel} & {live}"
         sel_var = ctx.bind("top_k_live", sel, out)
@@ -53,6 +50,18 @@ def topk(ctx):
     if len(ctx.ops) > 2:
         raise SpecError("TopK takes a score input and optionally a positions input", b.path)
     return _dense_topk(ctx, src, live, keep, tl, ranked)
+
+
+def _weights_kept(ctx, ranked, k, labels) -> str:
+    """Code of the mask of the ``k`` largest entries of ``ranked`` along its last dim, as a
+    stable descending sort keeps them (ties: the lower position first), without a sort: every
+    entry above the k-th largest value, and of the entries equal to it the first ones, as many
+    as are left (``topk`` finds the value only; ``cumsum`` counts the ties in position order)."""
+    kth = ctx.bind("kth", f"{ranked}.topk(min({k}, {ranked}.shape[-1]), dim=-1).values[..., -1:]",
+                   note="the k-th largest; ties: the lower position first")
+    above = ctx.bind("above", f"{ranked} > {kth}", labels)
+    tied = ctx.bind("tied", f"{ranked} == {kth}", labels)
+    return f"{above} | {tied} & ({tied}.cumsum(-1) <= {k} - {above}.sum(-1, keepdim=True))"
 
 
 def _dense_topk(ctx, src, live, keep, tl, ranked):
