@@ -83,6 +83,9 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         if st is not None:
             args.append(w.live if w.live is not None
                         else f"torch.ones({(1,) * w.rank!r}, dtype=torch.bool)")
+    # the rotary tables the callee reads: computed here, once per forward (codegen/rules/sources.py)
+    tables = [n for site, parts in info.tables for n in cb.shared_table(site, parts)]
+    args += tables
     if sel is not None:
         args.append(sel.pairs)
     kwargs = [f"{cb.gen.sym_name(s)}={cb.sizes.fwd_symbol(s)}" for s in info.kw_symbols]
@@ -131,7 +134,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             loop_args.append(w.var)
             if w.live is not None:
                 loop_args.append(w.live)
-        call = ", ".join(loop_args + kwargs)
+        call = ", ".join(loop_args + tables + kwargs)
         with cb.fw.nested(FOR, over, loop_var):
             cb.fw.assign(tuple(names), f"{callee}({call})", shapes)
     else:

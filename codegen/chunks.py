@@ -218,8 +218,9 @@ def chunk_axis(gen, block):
 def plan(cb, block, wires: list, info) -> Chunking | None:
     """How a call of ``block`` (class ``info``) on ``wires`` runs over chunks
     (:func:`chunk_axis`), or None: also when it touches the tape, takes forward sizes or
-    passes pairs arrays."""
-    if info.uses_tape or info.kw_symbols or any(w.pairs is not None for w in wires):
+    rotary tables, or passes pairs arrays."""
+    if (info.uses_tape or info.kw_symbols or info.tables
+            or any(w.pairs is not None for w in wires)):
         return None
     found = chunk_axis(cb.gen, block)
     if found is None:

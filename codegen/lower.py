@@ -80,6 +80,8 @@ class ClassBuilder:
         self.tape: dict[int, TapeEntry] = {}
         self.real_parts = False  # complex values held as real parts (codegen/complex_parts.py)
         self.methods: list[ClassInfo] = []  # blocks called here as base-class methods
+        self.computes_tables = False  # lowering a callee's rotary table here (shared_table)
+        self.shared: dict = {}  # (table site key, real parts) -> its names computed here
 
     # -- sizes (codegen/sizes.py) -----------------------------------------------------------
     def axis_size(self, axis) -> str:
@@ -175,6 +177,7 @@ class ClassBuilder:
                 ret.append(w.live)
             info.outputs.append((w.array, w.static, w.full or self.batch.source is not None))
         info.pairs_outputs = tuple(pairs_outputs)
+        info.tables = tuple((site, len(names) == 2) for _, site, names in self.iface.tables)
         info.experts = expert_facts(self.iface.selection, info.pairs_outputs,
                                     [w.rank for w, live in zip(self.iface.inputs,
                                                                self.iface.input_masks, strict=False)
@@ -273,6 +276,37 @@ class ClassBuilder:
             self.fw.comment(comment_text(block.title))
             return self.lower(block.body, wires)
         return self.call_block(block, wires)
+
+    # -- rotary tables (codegen/rules/sources.py) -------------------------------------------
+    def table_argument(self, site: Broadcasted, base: str) -> tuple[str, ...] | None:
+        """The forward arguments holding the rotary table of ``site``, which the caller computes
+        once per forward for every block it calls that reads it (:meth:`shared_table`); None
+        where this class computes the table itself: the root, a class in pairs mode (whose
+        inputs the expert exchange routes), or while lowering a callee's table."""
+        if self.info.key == "root" or self.computes_tables or self.iface.selection is not None:
+            return None
+        key = self.gen.key_of(site)
+        for k, _, names in self.iface.tables:
+            if k == key:
+                return names
+        parts = ("_cos", "_sin") if self.real_parts else ("_table",)
+        names = tuple(self.fw.names.fresh(base + p) for p in parts)
+        self.iface.tables.append((key, site, names))
+        return names
+
+    def shared_table(self, site: Broadcasted, real_parts: bool) -> list[str]:
+        """The names of the rotary table of ``site`` (cos and sin where ``real_parts``) that
+        this class computes for its callees, once per forward."""
+        key = (self.gen.key_of(site), real_parts)
+        if key not in self.shared:
+            saved = self.real_parts, self.computes_tables
+            self.real_parts, self.computes_tables = real_parts, True
+            try:
+                (w,) = lower_broadcasted(self, site, [])
+            finally:
+                self.real_parts, self.computes_tables = saved
+            self.shared[key] = [w.var] + ([w.imag] if real_parts else [])
+        return self.shared[key]
 
     # -- block calls and the tape (codegen/calls.py, codegen/tape.py) -----------------------
     def call_block(self, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[Wire]:

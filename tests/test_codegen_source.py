@@ -326,9 +326,16 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     whole = code_lines(source)
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
-    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520). MEASURED_COMMENT
-    assert ours <= 298, (ours, hand, round(ours / hand, 2))
-    assert whole <= 598, (whole, hand, round(whole / hand, 2))
+    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 289
+    # class lines (317 before blocks holding nothing of their own became base-class methods and
+    # one rotary table per forward; 375 before the config, names by role and the standard
+    # modules) and 572 file lines (985 before the runtime came on request): one class per block
+    # with parameters (10 vs 4), the rotary on real parts twice (the embedding and its inverse),
+    # the base class's init_weights and extra_repr; in the file the helpers the classes call:
+    # the routed experts' pairs, affine reads, chunks. The loader, decoding and sharding come
+    # only with runtime=... (test_codegen_plain.py). These bounds guard against growth.
+    assert ours <= 289, (ours, hand, round(ours / hand, 2))
+    assert whole <= 572, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
@@ -377,3 +384,23 @@ def test_rounding_folds_only_where_nothing_else_reads():
                    Statement(ASSIGN, "a", ("b",), depth=1), Statement(RETURN, "b")]
     assert printed(conditional) == ["    b = c", "    if flag:", "        b = a", "    return b"]
     assert fold_masks(conditional, 4) == conditional
+
+
+def test_one_rotary_table_per_forward(bundled, tiny):
+    """The Sliding Window Attention computes its rotary table once and passes it to the three
+    blocks that read it (the query's and the latent's rotary embedding, the inverse one); a
+    rotary embedding compiled alone computes its own."""
+    source = generate_source(bundled.block("Sliding Window Attention"), tiny)
+    tree = ast.parse(source)
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+    attention = ast.unparse(classes["SlidingWindowAttention"])
+    assert attention.count("torch.outer(token_positions(") == 1
+    assert attention.count("rope_cos, rope_sin)") == 3
+    methods = {f.name: ast.unparse(f) for f in classes["Module"].body
+               if isinstance(f, ast.FunctionDef)}
+    for name in ("rotary_embedding", "inverse_rotary_embedding"):
+        assert methods[name].startswith(f"def {name}(self, latent, rope_cos, rope_sin):")
+        assert "token_positions" not in methods[name]
+    alone = generate_source(bundled.block("Rotary Embedding"), tiny)
+    assert alone.count("torch.outer(token_positions(") == 1
+    assert "def forward(self, latent):" in alone

@@ -43,13 +43,21 @@ def fixed_array(ctx):
 @rule(Rotary, YarnRotary)
 def rotary(ctx):
     """``F[x, t] = exp(i * stride * x * theta[t])``, ``theta[t] = base^(-t/|t|)`` (YaRN:
-    ``theta[t] (1 - r[t] + r[t]/factor)``, ``r`` the clamped ramp); positions from 0 (from the tokens already decoded, in ``step``)."""
+    ``theta[t] (1 - r[t] + r[t]/factor)``, ``r`` the clamped ramp); positions from 0 (from the
+    tokens already decoded, in ``step``). Computed in the root's forward or, in a block it
+    calls, by the caller, once per forward for every block it calls that reads the same table
+    (:meth:`codegen.lower.ClassBuilder.table_argument`)."""
     b, op = ctx.b, ctx.op
     if ctx.ops:
         raise SpecError("a rotary table takes no input", b.path)
     tgt = b.output_weaves[0].target
     if len(tgt) != 2:
         raise SpecError("a rotary table has the target [positions, pairs]", b.path)
+    out = [("o", 0, 0), ("o", 0, 1)]
+    base = identifier(op.label, "rotary") if op.label else "rotary"
+    passed = ctx.cb.table_argument(b, base)
+    if passed is not None:  # the caller computes it once for all its blocks that read it
+        return [OpResult(passed[0], out, full=False, imag=passed[1] if len(passed) > 1 else None)]
     fwd = FormulaPrinter("t", ctx.symbol)
     pairs = ctx.size_code(tgt[1].size)
     dev = ctx.device()
@@ -72,9 +80,7 @@ def rotary(ctx):
         positions = f"token_positions({n_pos}{f', {dev}' if dev else ''})"
     if stride != "1":
         positions = f"{positions} * {stride}"
-    out = [("o", 0, 0), ("o", 0, 1)]
     angle = ctx.bind("angle", f"torch.outer({positions}, {name})", out)
-    base = identifier(op.label, "rotary") if op.label else "rotary"
     if ctx.cb.real_parts:  # as (real, imaginary) parts (codegen/complex_parts.py)
         dt = ctx.bind("table_dtype", ctx.wide_real())
         # cos and sin stacked into one tensor: inductor stores a concatenation, so a compiled
