@@ -43,6 +43,10 @@ class _Gate:
         self.sources = dict(binding.sources) if binding is not None else {}
         self.axis_sizes: dict[int, int | None] = {}
         self.reported: set[tuple] = set()
+        self.arrays: dict[tuple[int, ...], object] = {}
+        """The arrays checked, by the ids of their datatype and axes (kept alive, so the ids
+        stay unique): a check depends only on those, and what it reports is reported once
+        (``reported``), so an array of the same datatype and axes met again is skipped."""
 
     # ---- evaluation
 
@@ -104,6 +108,10 @@ class _Gate:
             dt, shape = arr.datatype, arr.shape
         else:
             return
+        key = (id(dt), *map(id, shape))
+        if key in self.arrays:
+            return
+        self.arrays[key] = arr
         text = _ArrayText(dt, shape)
         self.natural(dt, text, path, titles)
         sizes = [self.axis(a, text, path, titles) for a in shape]
