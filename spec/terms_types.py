@@ -109,7 +109,8 @@ _QUANTIFIED: dict[tuple, Quantified] = {}
 
 def _small_integer(value):
     """The int of a plain ``Integer`` object with a small positive value, else ``None``."""
-    if not _plain(value, "Integer"):
+    if not (value.__class__ is dict and value.get("__type__") == "Integer"
+            and "__ref__" not in value and "__registered__" not in value):
         return None
     v = value.get("_value")
     return v if v.__class__ is int and 0 < v < 1 << 16 else None
@@ -117,9 +118,15 @@ def _small_integer(value):
 
 def _quantified_key(obj):
     """``(size, vector, form)`` of a quantified-reals object of the usual shape (plain
-    ``Reals``, small integers, an already seen encoding, no scale), else ``None``."""
-    if not (_plain(obj, "Quantified") and _plain(obj.get("wraps"), "Reals")
+    ``Reals``, small integers, an already seen encoding, no scale), else ``None``. (The tests
+    of ``_plain`` are written out: this runs for every array and weave.)"""
+    if not (obj.__class__ is dict and obj.get("__type__") == "Quantified"
+            and "__ref__" not in obj and "__registered__" not in obj
             and obj.get("scale") is None):
+        return None
+    wraps = obj.get("wraps")
+    if not (wraps.__class__ is dict and wraps.get("__type__") == "Reals"
+            and "__ref__" not in wraps and "__registered__" not in wraps):
         return None
     size = _small_integer(obj.get("size"))
     vector = _small_integer(obj["vector"]) if "vector" in obj else 1
@@ -134,12 +141,11 @@ def _seen_registered(value):
     ``None``."""
     if value.__class__ is not dict or "__ref__" in value or "__registered__" not in value:
         return None
-    key = (value.get("__registered__"), value.get("type"), value.get("name"),
-           value.get("repr"))
-    for k in key:
-        if k is not None and k.__class__ is not str:
-            return None
-    return _REGISTERED.get(key)
+    get = value.get
+    try:  # the memo's keys hold only strings and None: nothing else equals one
+        return _REGISTERED.get((get("__registered__"), get("type"), get("name"), get("repr")))
+    except TypeError:  # an unhashable field: not a registered value the builder decoded
+        return None
 
 
 def _datatype(b, obj, path):
