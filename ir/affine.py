@@ -34,7 +34,6 @@ views, torch code) belongs to the interpreter and the code generator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import NamedTuple
 
 import sympy
@@ -42,7 +41,7 @@ import sympy
 from .axes import Axis
 from .env import Env
 from .errors import SpecError, SpecTypeError
-from .frozen import quick_init
+from .frozen import cached_property, quick_init
 from .morphisms import Block, Composed, ProductOfMorphisms, Rearrangement, StrideMorphism
 from .walk import by_kind
 

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from functools import cached_property
 
 from .axes import Axis
 from .datatypes import Datatype, compatible
-from .frozen import quick_init
+from .frozen import cached_property, quick_init
 
 
 class WeaveMode(enum.Enum):

@@ -6,7 +6,8 @@ measurable share of loading. :func:`quick_init` replaces the generated ``__init_
 the same signature (positional and keyword-only fields, defaults, default factories) that
 stores the fields in the instance's ``__dict__`` directly. Instances stay immutable: assigning
 or deleting an attribute still raises ``FrozenInstanceError``; equality, hashing, ``repr``,
-``dataclasses.replace`` and ``cached_property`` are those of the dataclass.
+``dataclasses.replace`` and a :class:`cached_property` (the lock-free one below) work as
+with the dataclass.
 
 A class that writes its own ``__init__``, has a ``__post_init__``, ``__slots__`` or init-only
 variables keeps the dataclass's constructor (``quick_init`` returns it unchanged).
@@ -73,3 +74,34 @@ class _HasFactory:
 
 
 _HAS_FACTORY = _HasFactory()
+
+
+class cached_property:  # noqa: N801 - named as the functools decorator it stands in for
+    """``functools.cached_property`` without its lock (as Python 3.12 has it): computed on the
+    first access, stored in the instance's ``__dict__``, from where later accesses read it
+    without calling the descriptor. The IR's frozen terms compute each dom, cod and shape
+    view so, once; Python 3.11's version takes a reentrant lock on every first access, a
+    measurable share of validating a spec. What the function raises propagates, and nothing
+    is stored."""
+
+    def __init__(self, func) -> None:
+        self.func = func
+        self.attrname: str | None = None
+        self.__doc__ = func.__doc__
+        self.__module__ = func.__module__
+
+    def __set_name__(self, owner, name: str) -> None:
+        if self.attrname is None:
+            self.attrname = name
+        elif name != self.attrname:
+            raise TypeError("cannot assign the same cached_property to two different names "
+                            f"({self.attrname!r} and {name!r})")
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        if self.attrname is None:
+            raise TypeError("cannot use a cached_property without calling __set_name__ on it")
+        value = self.func(instance)
+        instance.__dict__[self.attrname] = value
+        return value

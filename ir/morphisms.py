@@ -8,14 +8,13 @@ first case and of :class:`Array` in the second. Typing never checks joins; that 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import sympy
 
 from .arrays import Array, Weave
 from .axes import Axis, RawAxis
 from .errors import SpecTypeError, TruncatedError
-from .frozen import quick_init
+from .frozen import cached_property, quick_init
 from .names import Name
 from .operators import BlockOperator, Operator, ParaBlockOperator
 from .tags import BlockTag, TapeSlot

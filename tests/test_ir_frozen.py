@@ -110,3 +110,31 @@ def test_classes_it_does_not_touch():
     for cls in (Post, Mutable):
         init = cls.__init__
         assert quick_init(cls).__init__ is init
+
+
+def test_cached_property_computes_once_and_keeps_no_failure():
+    from ncdc.ir.frozen import cached_property
+
+    calls = []
+
+    @quick_init
+    @dataclasses.dataclass(frozen=True)
+    class Lazy:
+        a: int
+
+        @cached_property
+        def double(self):
+            calls.append(self.a)
+            if self.a < 0:
+                raise ValueError("negative")
+            return 2 * self.a
+
+    x = Lazy(3)
+    assert (x.double, x.double, calls) == (6, 6, [3])
+    assert x.__dict__["double"] == 6 and isinstance(Lazy.double, cached_property)
+    y = Lazy(-1)
+    for _ in range(2):
+        with pytest.raises(ValueError):
+            y.double
+    assert calls == [3, -1, -1] and "double" not in y.__dict__
+    assert Lazy(3) == x  # a cached value is no field
