@@ -135,6 +135,6 @@ def test_cached_property_computes_once_and_keeps_no_failure():
     y = Lazy(-1)
     for _ in range(2):
         with pytest.raises(ValueError):
-            y.double
+            _ = y.double
     assert calls == [3, -1, -1] and "double" not in y.__dict__
     assert Lazy(3) == x  # a cached value is no field
