@@ -186,8 +186,7 @@ class Checker:
             return _RECURSED
         except SpecError:
             return None
-        bad = next((o for o in objs if isinstance(o, Array)
-                    and not all(isinstance(a, Axis) for a in o.shape)), None)
+        bad = _malformed_array(objs)
         if bad is None:
             return objs
         if id(node) not in self._malformed:
@@ -196,6 +195,17 @@ class Checker:
             self.error("type-error", f"its {attr} holds an array whose shape has entries that "
                        f"are not axes ({', '.join(kinds)})", getattr(node, "path", ""))
         return None
+
+
+def _malformed_array(objs):
+    """The first array of ``objs`` whose shape has an entry that is not an axis, else None.
+    (Loops, not generators: this runs for every dom and cod.)"""
+    for o in objs:
+        if isinstance(o, Array):
+            for a in o.shape:
+                if not isinstance(a, Axis):
+                    return o
+    return None
 
 
 _RECURSED = object()  # Checker._typed_once: nesting too deep to type, at this depth
