@@ -34,7 +34,6 @@ views, torch code) belongs to the interpreter and the code generator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import NamedTuple
 
 import sympy
@@ -42,6 +41,7 @@ import sympy
 from .axes import Axis
 from .env import Env
 from .errors import SpecError, SpecTypeError
+from .frozen import cached_property, quick_init
 from .morphisms import Block, Composed, ProductOfMorphisms, Rearrangement, StrideMorphism
 from .walk import by_kind
 
@@ -50,6 +50,7 @@ ZERO, ONE = sympy.Integer(0), sympy.Integer(1)
 Row = tuple[sympy.Expr, ...]
 
 
+@quick_init
 @dataclass(frozen=True)
 class RangeConstraint:
     """An intermediate index ``row . dom + shift`` of a composition, which must lie in
@@ -65,6 +66,7 @@ class RangeConstraint:
         return self.axis.size
 
 
+@quick_init
 @dataclass(frozen=True)
 class AffineMap:
     """``cod[j] = rows[j] . dom + shifts[j]`` (sympy entries); a domain position is live iff
@@ -100,6 +102,7 @@ class BoundConstraint(NamedTuple):
     size: int
 
 
+@quick_init
 @dataclass(frozen=True)
 class BoundAffineMap:
     """An :class:`AffineMap` under a binding: plain integers throughout."""

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from functools import cached_property
 
 from .axes import Axis
 from .datatypes import Datatype, compatible
+from .frozen import cached_property, quick_init
 
 
 class WeaveMode(enum.Enum):
@@ -16,6 +16,7 @@ class WeaveMode(enum.Enum):
 TILED = WeaveMode.TILED
 
 
+@quick_init
 @dataclass(frozen=True)
 class Array:
     """An array type. Positional: the same axis may occur twice."""
@@ -31,6 +32,7 @@ class Array:
         return self.shape == other.shape and compatible(self.datatype, other.datatype)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Weave:
     """An operator port: target axes plus TILED slots filled by the degree."""
@@ -66,6 +68,7 @@ class Weave:
         return f"{self.datatype}[{', '.join('*' if a is TILED else a.label for a in self.shape)}]"
 
 
+@quick_init
 @dataclass(frozen=True)
 class ProdObject:
     """A tuple of axes (``Broadcasted.backup_degree``)."""

@@ -5,9 +5,11 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from .frozen import quick_init
 from .names import Name
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Axis:
     """Base of every axis kind: a uid, a display name and a symbolic storage length."""
@@ -34,11 +36,13 @@ class Axis:
         return self.label
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class RawAxis(Axis):
     """An ordinary dense axis."""
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class AffineSparseAxis(Axis):
     """An axis whose position ``j`` is live iff
@@ -52,6 +56,7 @@ class AffineSparseAxis(Axis):
     extent: sympy.Expr | None = None
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class SparseAxis(Axis):
     """``k/n``: storage length ``size`` with ``activity`` live positions chosen by data."""
@@ -59,6 +64,7 @@ class SparseAxis(Axis):
     activity: sympy.Expr = sympy.Integer(0)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ConcatenatedAxis(Axis):
     """An axis made of ``parts`` laid end to end; liveness is the part's."""

@@ -39,6 +39,7 @@ from .axes import Axis, is_token_axis
 from .cost_rules import bank_axes, flops, formula_ops, is_contraction, iterated, prod, work
 from .datatypes import Datatype, kind
 from .errors import BindingError
+from .frozen import quick_init
 from .incremental import classify_reindexing
 from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan, Truncated
 from .numeric import TooLarge, bounded
@@ -66,6 +67,7 @@ def tokens_of(objects) -> sympy.Expr:
     return sympy.Mul(*seen.values()) if seen else ONE
 
 
+@quick_init
 @dataclass(frozen=True)
 class ArrayCost:
     """One materialised array: the axes it is stored on (boxes' degrees first)."""
@@ -84,6 +86,7 @@ class ArrayCost:
         return self.elements * element_bytes(self.datatype)
 
 
+@quick_init
 @dataclass(frozen=True)
 class ParamCost:
     """One learned or fixed array of an operator, ``count`` times (iterations of a repeated
@@ -116,6 +119,7 @@ class ParamCost:
         return "/".join(self.titles + (self.label,))
 
 
+@quick_init
 @dataclass(frozen=True)
 class StateCost:
     """What a decoder keeps for one look-back read (:mod:`ir.incremental`): ``slice`` elements
@@ -148,6 +152,7 @@ class StateCost:
         return self.elements * element_bytes(self.datatype)
 
 
+@quick_init
 @dataclass(frozen=True)
 class Cost:
     """The cost of one call of a morphism (see the module docstring for the rules)."""

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import sympy
 
+from .frozen import quick_init
+
 
 class Encoding(enum.Enum):
     FP32 = "FP32"
@@ -23,12 +25,14 @@ class Datatype:
     """Base of datatypes (structural equality)."""
 
 
+@quick_init
 @dataclass(frozen=True)
 class Reals(Datatype):
     def __str__(self):
         return "R"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Natural(Datatype):
     """Non-negative integers below ``max_value``."""
@@ -39,6 +43,7 @@ class Natural(Datatype):
         return f"Nat<{sympy.sstr(self.max_value)}>"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Complex(Datatype):
     base: Datatype
@@ -47,6 +52,7 @@ class Complex(Datatype):
         return f"C[{self.base}]"
 
 
+@quick_init
 @dataclass(frozen=True)
 class BlockScale:
     """One scale in ``form`` per ``channels`` consecutive values (and ``rows`` rows)."""
@@ -56,6 +62,7 @@ class BlockScale:
     rows: sympy.Expr
 
 
+@quick_init
 @dataclass(frozen=True)
 class Quantified(Datatype):
     """``wraps`` held in storage format ``form`` (optionally block-scaled)."""

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .frozen import quick_init
+
 
 class SpecError(Exception):
     """A problem with a spec, located by JSON path and block-title chain."""
@@ -86,6 +88,7 @@ class NonCausalError(SpecError):
 SEVERITIES = ("error", "warning", "info")
 
 
+@quick_init
 @dataclass(frozen=True)
 class Diagnostic:
     """One validation finding."""

@@ -26,12 +26,14 @@ import networkx as nx
 
 from .env import Env
 from .errors import SpecError
+from .frozen import quick_init
 from .morphisms import Block, Broadcasted, Morphism, Rearrangement, Truncated
 from .shapes import array_text, compare_objects, size_text
 from .traverse import Descend, Scope, Visitor, traverse
 from .walk import arity
 
 
+@quick_init
 @dataclass(frozen=True)
 class Port:
     """One output end of a wire: the node, its port number and the array it carries."""

@@ -37,6 +37,7 @@ import sympy
 from .affine import affine_map
 from .axes import is_token_axis
 from .errors import NonCausalError, SpecError
+from .frozen import quick_init
 from .morphisms import Block, Broadcasted, CoupledScan, Morphism, Scan
 from .operators import (
     Arithmetic,
@@ -61,6 +62,7 @@ POINTWISE = (Arithmetic, Elementwise, TypeConvert, Cast, Identity, PairsAsComple
 KINDS = ("lookback", "position", "recurrence", "unbounded", "future")
 
 
+@quick_init
 @dataclass(frozen=True)
 class TokenRead:
     """One read along the token axis: its ``kind`` (:data:`KINDS`), the JSON ``path`` of the
@@ -86,6 +88,7 @@ class TokenRead:
         return f"{self.label}: {self.why}{where}{chain}"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Analysis:
     """Every token-axis read of a block, in pre-order."""

@@ -8,18 +8,19 @@ first case and of :class:`Array` in the second. Typing never checks joins; that 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
 
 import sympy
 
 from .arrays import Array, Weave
 from .axes import Axis, RawAxis
 from .errors import SpecTypeError, TruncatedError
+from .frozen import cached_property, quick_init
 from .names import Name
 from .operators import BlockOperator, Operator, ParaBlockOperator
 from .tags import BlockTag, TapeSlot
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Morphism:
     """Base class: every morphism knows the JSON path it was decoded from."""
@@ -41,6 +42,7 @@ def _path_field():
     return field(default="", compare=False, repr=False, kw_only=True)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Rearrangement(Morphism):
     """Copy/discard/permute: ``cod[j] = dom[mapping[j]]``. dom holds axes or arrays."""
@@ -63,6 +65,7 @@ class Rearrangement(Morphism):
         return tuple(self.dom_[m] for m in self.mapping)
 
 
+@quick_init
 @dataclass(frozen=True)
 class StrideRow:
     """``cod_axis <- sum(strides[i] * dom[i]) + shift``."""
@@ -72,6 +75,7 @@ class StrideRow:
     shift: sympy.Expr
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class StrideMorphism(Morphism):
     """An affine index map: one row per codomain axis."""
@@ -90,6 +94,7 @@ class StrideMorphism(Morphism):
         return tuple(r.axis for r in self.rows)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Composed(Morphism):
     """Sequential composition, left to right."""
@@ -113,6 +118,7 @@ class Composed(Morphism):
         return tuple((f".content[{i}]", m) for i, m in enumerate(self.content))
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ThreadedComposed(Composed):
     """pyncd's composition with explicit routing: a pool holds the ``n_external`` inputs, then
@@ -167,6 +173,7 @@ class ThreadedComposed(Composed):
         return tuple((f".content[{i}]", m) for i, m in enumerate(self.steps))
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ProductOfMorphisms(Morphism):
     """Parallel composition: domains and codomains concatenate."""
@@ -186,6 +193,7 @@ class ProductOfMorphisms(Morphism):
         return tuple((f".content[{i}]", m) for i, m in enumerate(self.content))
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Block(Morphism):
     """A titled sub-diagram; its body runs ``tag.repetition`` times in sequence."""
@@ -210,6 +218,7 @@ class Block(Morphism):
         return ((".body", self.body),)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Broadcasted(Morphism):
     """An operator applied at every index of the degree (docs/format.md §9)."""
@@ -263,6 +272,7 @@ class Broadcasted(Morphism):
         return ()
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Grab(Morphism):
     """Read a tape slot: () -> (size,)."""
@@ -280,6 +290,7 @@ class Grab(Morphism):
         return (self.size,)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Drop(Morphism):
     """Write a tape slot: (size,) -> ()."""
@@ -297,6 +308,7 @@ class Drop(Morphism):
         return ()
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ParaWrap(Morphism):
     """``grabs ; body ; drops`` in one box: operands with a slot come from the tape, results
@@ -327,6 +339,7 @@ class ParaWrap(Morphism):
         return ((".body", self.body),)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Truncated(Morphism):
     """A term cut off by truncation of the file. ``expected`` is its ``__type__`` (or None if
@@ -361,6 +374,7 @@ class Truncated(Morphism):
         return tuple(out)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Scan(Morphism):
     """pyncd's ``Scan`` (uncoupled, ``n_states`` 1): the recurrence ``H_0 = base(*X)``,
@@ -431,6 +445,7 @@ class Scan(Morphism):
         return ((".base", self.base), (".step", self.step))
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class CoupledScan(Morphism):
     """pyncd's coupled ``Scan`` (``n_states`` > 1, Jacobi): states ``k`` start at

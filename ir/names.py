@@ -5,9 +5,12 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from .frozen import quick_init
+
 _TEXT = re.compile(r"\\(?:text|mathrm|mathbf|operatorname)\{([^{}]*)\}")
 
 
+@quick_init
 @dataclass(frozen=True)
 class Name:
     """A LaTeX display name with optional subscript, exponent and code identifier."""

@@ -20,6 +20,7 @@ import sympy
 from .datatypes import Datatype, kind
 from .env import Env
 from .errors import SpecError
+from .frozen import quick_init
 from .morphisms import Block, Broadcasted, Morphism, Truncated
 from .operators import BlockOperator, ParaBlockOperator
 
@@ -31,6 +32,7 @@ ROLE_SUFFIX = {"weight": "weight", "bias": "bias", "gain": "gain", "shift": "shi
                "table": "table", "fixed": "value"}
 
 
+@quick_init
 @dataclass(frozen=True)
 class ParamSpec:
     """One array an occurrence of an operator needs."""

@@ -57,6 +57,7 @@ from . import affine, dataflow
 from .arrays import TILED, Weave
 from .datatypes import Natural, kind, strip
 from .errors import SpecError
+from .frozen import quick_init
 from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
 from .operators import (
@@ -258,6 +259,7 @@ def softmax_pairs(m):
     return replace(m, content=tuple(out)) if changed else m
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Fused(Composed):
     """``content = (contraction, view)``: a composition a backend may compute as one step. The
@@ -274,6 +276,7 @@ class Fused(Composed):
         return self.content[1]  # type: ignore[return-value]  # _grouped builds it so
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class BankDiagonal(Fused):
     """A bank ``Linear`` (its output target repeats an axis of its own degree: ``W^{D}`` has
@@ -287,6 +290,7 @@ class BankDiagonal(Fused):
         return self.contraction
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ContractionView(Fused):
     """A contraction (a ``Linear``, or an ``Einops`` with a signature) with one real result,
@@ -380,6 +384,7 @@ def contraction_views(m):
     return _grouped(m, contraction_view, ContractionView)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class SinkShift(Operator):
     """``(x, s) -> (x - M, s - M)`` with ``M = max(max over the live entries of x's one target

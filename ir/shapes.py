@@ -19,6 +19,7 @@ from .axes import Axis
 from .datatypes import compatible
 from .env import Env
 from .errors import BindingError
+from .frozen import quick_init
 
 
 def size_text(expr, env: Env | None = None) -> str:
@@ -79,6 +80,7 @@ def axis_labels(objs) -> tuple[str, ...]:
     return tuple(seen)
 
 
+@quick_init
 @dataclass(frozen=True)
 class JoinProblem:
     """One disagreement between the two ends of a join.

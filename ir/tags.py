@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from .frozen import quick_init
 from .names import Name, plain_title
 
 
@@ -14,6 +15,7 @@ class BlockDrawing(enum.Enum):
     BODY_IN_PLACE = "BODY_IN_PLACE"
 
 
+@quick_init
 @dataclass(frozen=True)
 class CodeReference:
     label: str | None
@@ -23,6 +25,7 @@ class CodeReference:
     end_line: int | None
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class BlockTag:
     """The label of a block. Only ``repetition`` (and its loop counter) affect numerics."""
@@ -49,6 +52,7 @@ class BlockTag:
         return plain_title(self.title)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class TapeSlot:
     """A named slot of the tape (identity = uid)."""

@@ -70,6 +70,7 @@ from typing import Any
 import sympy
 
 from .errors import SpecError, SpecTypeError, TruncatedError
+from .frozen import quick_init
 from .morphisms import (
     Block,
     Broadcasted,
@@ -178,6 +179,7 @@ class Scope:
         return f"Scope({self.path!r}, titles={self.titles!r}, keys={self.keys!r})"
 
 
+@quick_init
 @dataclass(frozen=True)
 class Descend:
     """A hook's answer "continue into these morphisms": thread ``ins`` through ``items``

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import SpecError
+from .frozen import quick_init
 from .morphisms import Block, Morphism, Truncated
 
 
+@quick_init
 @dataclass(frozen=True)
 class Site:
     """One occurrence of a morphism: its JSON path and the titles of the blocks around it

@@ -61,23 +61,24 @@ class Builder:
     def term(self, value, path: str, expect: str | None = None):
         """Decode any JSON value: a ref, a typed object, an enum, a list or a scalar."""
         cls = value.__class__
-        if cls is str or cls is int or cls is float or cls is bool or value is None:
-            return value
-        if cls is Incomplete:
-            return self.incomplete(value, path)
-        if isinstance(value, dict):
-            if "__ref__" in value:
-                return self.ref(value, path)
-            if "__registered__" in value:
-                return self.registered(value, path)
-            if "__type__" in value:
-                return self.typed(value, path)
-            raise SpecDecodeError("an object without __type__, __ref__ or __registered__",
-                                  path, node_type=expect)
-        if isinstance(value, list):
-            term = self.term
-            return tuple([term(v, f"{path}[{i}]", expect) for i, v in enumerate(value)])
-        return value
+        if cls is not dict:  # (an object, the usual case, goes straight through)
+            if cls is str or cls is int or cls is float or cls is bool or value is None:
+                return value
+            if cls is Incomplete:
+                return self.incomplete(value, path)
+            if isinstance(value, list):
+                term = self.term
+                return tuple([term(v, f"{path}[{i}]", expect) for i, v in enumerate(value)])
+            if not isinstance(value, dict):
+                return value
+        if "__ref__" in value:
+            return self.ref(value, path)
+        if "__registered__" in value:
+            return self.registered(value, path)
+        if "__type__" in value:
+            return self.typed(value, path)
+        raise SpecDecodeError("an object without __type__, __ref__ or __registered__",
+                              path, node_type=expect)
 
     def typed(self, obj: dict, path: str):
         t = obj.get("__type__")
@@ -109,6 +110,10 @@ class Builder:
 
     def ref(self, value: dict, path: str):
         rid = value.get("__ref__")
+        if rid.__class__ is int:  # (the usual case: a record already decoded)
+            hit = self.cache.get(rid, _MISSING)
+            if hit is not _MISSING:
+                return hit
         if not isinstance(rid, int) or isinstance(rid, bool):
             raise SpecDecodeError(f"__ref__ must be an integer, not {rid!r}", path)
         if rid in self.cache:
@@ -137,9 +142,12 @@ class Builder:
     def registered(self, value: dict, path: str):
         """An enum member or class object. Decoded values are memoised by their (string)
         fields: there are few distinct ones and thousands of uses."""
-        key = (value.get("__registered__"), value.get("type"), value.get("name"),
-               value.get("repr"))
-        hit = _REGISTERED.get(key) if all(k is None or k.__class__ is str for k in key) else None
+        get = value.get
+        key = (get("__registered__"), get("type"), get("name"), get("repr"))
+        try:  # the memo's keys hold only strings and None: nothing else equals one
+            hit = _REGISTERED.get(key)
+        except TypeError:  # an unhashable field: the checks below name it
+            hit = None
         if hit is not None:
             return hit
 
@@ -224,6 +232,8 @@ class Builder:
         self.truncated.append(node)
         return node
 
+
+_MISSING = object()
 
 _REGISTERED: dict[tuple, object] = {}
 """Memo of decoded registered values (enum members and class names are immutable)."""

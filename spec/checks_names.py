@@ -25,6 +25,8 @@ def _bad(text) -> str | None:
 
 def _name_texts(name) -> list[str]:
     """Every string of a :class:`~ir.names.Name` (body, code form, subscript, exponent)."""
+    if name is None:
+        return []
     out: list[str] = []
     stack = [name]
     while stack:
@@ -40,7 +42,9 @@ def _record_texts(record) -> list[str]:
     """The strings of an axis, symbol, block tag or tape slot record."""
     texts: list[str] = []
     for attr in ("name", "display", "counter"):
-        texts += _name_texts(getattr(record, attr, None))
+        name = getattr(record, attr, None)
+        if name is not None:  # (most records have no display name or counter)
+            texts += _name_texts(name)
     for attr in ("title", "description", "formula", "fill_color"):
         value = getattr(record, attr, None)
         if isinstance(value, str):
@@ -50,6 +54,8 @@ def _record_texts(record) -> list[str]:
 
 def _check(ck, what: str, texts, path: str, titles=()) -> None:
     for text in texts:
+        if text.__class__ is str and text.isascii():  # (most are: no call)
+            continue
         bad = _bad(text)
         if bad is not None:
             ck.error("name-invalid", f"{what} {text[:40]!r} holds a lone surrogate ({bad}), "

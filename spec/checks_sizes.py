@@ -43,6 +43,11 @@ class _Gate:
         self.sources = dict(binding.sources) if binding is not None else {}
         self.axis_sizes: dict[int, int | None] = {}
         self.reported: set[tuple] = set()
+        self.arrays: dict[int | tuple[int, ...], object] = {}
+        """The arrays checked, by id and by the ids of their datatype and axes (kept alive, so
+        the ids stay unique): a check depends only on those, and what it reports is reported
+        once (``reported``), so an array of the same datatype and axes met again is
+        skipped."""
 
     # ---- evaluation
 
@@ -95,6 +100,8 @@ class _Gate:
         return n
 
     def array(self, arr, path, titles) -> None:
+        if id(arr) in self.arrays:  # (the same object: a join's two sides, a whole's parts)
+            return
         if isinstance(arr, Axis):
             self.axis(arr, f"axis {arr.label}", path, titles)
             return
@@ -104,6 +111,11 @@ class _Gate:
             dt, shape = arr.datatype, arr.shape
         else:
             return
+        self.arrays[id(arr)] = arr
+        key = (id(dt), *map(id, shape))
+        if key in self.arrays:
+            return
+        self.arrays[key] = arr
         text = _ArrayText(dt, shape)
         self.natural(dt, text, path, titles)
         sizes = [self.axis(a, text, path, titles) for a in shape]

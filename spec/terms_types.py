@@ -109,7 +109,8 @@ _QUANTIFIED: dict[tuple, Quantified] = {}
 
 def _small_integer(value):
     """The int of a plain ``Integer`` object with a small positive value, else ``None``."""
-    if not _plain(value, "Integer"):
+    if not (value.__class__ is dict and value.get("__type__") == "Integer"
+            and "__ref__" not in value and "__registered__" not in value):
         return None
     v = value.get("_value")
     return v if v.__class__ is int and 0 < v < 1 << 16 else None
@@ -117,9 +118,15 @@ def _small_integer(value):
 
 def _quantified_key(obj):
     """``(size, vector, form)`` of a quantified-reals object of the usual shape (plain
-    ``Reals``, small integers, an already seen encoding, no scale), else ``None``."""
-    if not (_plain(obj, "Quantified") and _plain(obj.get("wraps"), "Reals")
+    ``Reals``, small integers, an already seen encoding, no scale), else ``None``. (The tests
+    of ``_plain`` are written out: this runs for every array and weave.)"""
+    if not (obj.__class__ is dict and obj.get("__type__") == "Quantified"
+            and "__ref__" not in obj and "__registered__" not in obj
             and obj.get("scale") is None):
+        return None
+    wraps = obj.get("wraps")
+    if not (wraps.__class__ is dict and wraps.get("__type__") == "Reals"
+            and "__ref__" not in wraps and "__registered__" not in wraps):
         return None
     size = _small_integer(obj.get("size"))
     vector = _small_integer(obj["vector"]) if "vector" in obj else 1
@@ -134,12 +141,11 @@ def _seen_registered(value):
     ``None``."""
     if value.__class__ is not dict or "__ref__" in value or "__registered__" not in value:
         return None
-    key = (value.get("__registered__"), value.get("type"), value.get("name"),
-           value.get("repr"))
-    for k in key:
-        if k is not None and k.__class__ is not str:
-            return None
-    return _REGISTERED.get(key)
+    get = value.get
+    try:  # the memo's keys hold only strings and None: nothing else equals one
+        return _REGISTERED.get((get("__registered__"), get("type"), get("name"), get("repr")))
+    except TypeError:  # an unhashable field: not a registered value the builder decoded
+        return None
 
 
 def _datatype(b, obj, path):
@@ -265,16 +271,20 @@ def _plain(value, type_name: str) -> bool:
 
 
 _ONE = sympy.Integer(1)
-_OPTIONAL_TEXT = ("description", "fill_color", "formula")
 
 
 def _usual_tag(obj, path):
     """The block tag of ``obj`` when it has the usual shape (a UID with an integer id and no or
     a plain-string name; repetition absent or a small ``Integer``; aesthetics of plain strings,
     usual code references, no or an already seen drawing), else ``None``: the generic decoders then
-    decode it and raise what they raise. Both give the same tag."""
-    uid, aes, rep = obj.get("uid"), obj.get("aesthetics"), obj.get("repetition", _ONE)
-    if not (_plain(uid, "UID") and _plain(aes, "BlockAesthetics")):
+    decode it and raise what they raise. Both give the same tag. (The tests of ``_plain`` are
+    written out: this runs for every tag.)"""
+    get = obj.get
+    uid, aes, rep = get("uid"), get("aesthetics"), get("repetition", _ONE)
+    if not (uid.__class__ is dict and uid.get("__type__") == "UID" and "__ref__" not in uid
+            and "__registered__" not in uid and aes.__class__ is dict
+            and aes.get("__type__") == "BlockAesthetics" and "__ref__" not in aes
+            and "__registered__" not in aes):
         return None
     ident, name = uid.get("_id"), uid.get("_name")
     if ident.__class__ is not int or not (name is None or name.__class__ is str):
@@ -286,8 +296,12 @@ def _usual_tag(obj, path):
         rep = _INTEGER_VALUES.get(value) if value.__class__ is int else None
         if rep is None:
             return None
-    title, refs = aes.get("title"), aes.get("references")
-    if title.__class__ is not str:
+    get = aes.get
+    title, refs = get("title"), get("references")
+    description, fill_color, formula = get("description"), get("fill_color"), get("formula")
+    if not (title.__class__ is str and (description is None or description.__class__ is str)
+            and (fill_color is None or fill_color.__class__ is str)
+            and (formula is None or formula.__class__ is str)):
         return None
     if refs is None:
         refs = ()
@@ -297,30 +311,31 @@ def _usual_tag(obj, path):
             return None
     else:
         return None
-    texts = [aes.get(k) for k in _OPTIONAL_TEXT]
-    for t in texts:
-        if t is not None and t.__class__ is not str:
-            return None
-    drawing = aes.get("drawing")
+    drawing = get("drawing")
     if drawing is not None:
         drawing = _seen_registered(drawing)
         if not isinstance(drawing, BlockDrawing):
             return None
-    return BlockTag(ident, Name(name) if name is not None else None, rep, path=path,
-                    title=title, description=texts[0], fill_color=texts[1], formula=texts[2],
-                    references=refs, drawing=drawing)
+    return BlockTag(ident, Name(name) if name is not None else None, rep, title, description,
+                    formula, fill_color, refs, drawing, path=path)
 
 
 def _usual_reference(obj):
     """The code reference of ``obj`` when its fields are plain, else ``None``; equal ones are
     one object (a spec cites few places, from many tags)."""
-    if not _plain(obj, "CodeReference"):
+    if not (obj.__class__ is dict and obj.get("__type__") == "CodeReference"
+            and "__ref__" not in obj and "__registered__" not in obj):
         return None
-    vals = (obj.get("label"), obj.get("url"), obj.get("path"), obj.get("line"),
-            obj.get("end_line"))
-    for v, (_k, t) in zip(vals, _REFERENCE_FIELDS, strict=True):
-        if v is not None and v.__class__ is not t:  # (before the memo: True == 1)
-            return None
+    get = obj.get
+    label, url, path, line, end_line = (get("label"), get("url"), get("path"), get("line"),
+                                        get("end_line"))
+    # (``_REFERENCE_FIELDS``, written out; checked before the memo: True == 1)
+    if not ((label is None or label.__class__ is str) and (url is None or url.__class__ is str)
+            and (path is None or path.__class__ is str)
+            and (line is None or line.__class__ is int)
+            and (end_line is None or end_line.__class__ is int)):
+        return None
+    vals = (label, url, path, line, end_line)
     hit = _REFERENCES.get(vals)
     if hit is not None:
         return hit

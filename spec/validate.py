@@ -124,6 +124,10 @@ class Checker:
         self.out: list[Diagnostic] = []
         self._typing_failed: set[int] = set()
         self._malformed: set[int] = set()
+        self._typed: dict[tuple[int, str], tuple] = {}
+        """``typed``'s answers by (node id, attr), with the node (kept alive: ids stay
+        unique): many checks ask for the same node's dom/cod, and the answer depends only
+        on the node."""
 
     def add(self, severity: str, code: str, message: str, path: str = "", titles=(),
             axes=()) -> None:
@@ -158,7 +162,19 @@ class Checker:
     def typed(self, node: Morphism, attr: str):
         """``node.dom`` / ``node.cod``, or None when it cannot be computed (cut off, ill-typed:
         reported where the problem is) or holds an array whose shape has an entry that is not
-        an axis (a ``type-error`` here, once per term: no comparison of shapes applies)."""
+        an axis (a ``type-error`` here, once per term: no comparison of shapes applies).
+        Asked again, it answers from a memo (not after a ``RecursionError``: that depends on
+        the depth of the asking)."""
+        hit = self._typed.get((id(node), attr))
+        if hit is not None:
+            return hit[1]
+        out = self._typed_once(node, attr)
+        if out is not _RECURSED:
+            self._typed[(id(node), attr)] = (node, out)
+            return out
+        return None
+
+    def _typed_once(self, node: Morphism, attr: str):
         try:
             objs = tuple(getattr(node, attr))
         except TruncatedError:
@@ -167,11 +183,10 @@ class Checker:
             self._typing_failed.add(id(node))
             return None
         except RecursionError:
-            return None
+            return _RECURSED
         except SpecError:
             return None
-        bad = next((o for o in objs if isinstance(o, Array)
-                    and not all(isinstance(a, Axis) for a in o.shape)), None)
+        bad = _malformed_array(objs)
         if bad is None:
             return objs
         if id(node) not in self._malformed:
@@ -180,6 +195,20 @@ class Checker:
             self.error("type-error", f"its {attr} holds an array whose shape has entries that "
                        f"are not axes ({', '.join(kinds)})", getattr(node, "path", ""))
         return None
+
+
+def _malformed_array(objs):
+    """The first array of ``objs`` whose shape has an entry that is not an axis, else None.
+    (Loops, not generators: this runs for every dom and cod.)"""
+    for o in objs:
+        if isinstance(o, Array):
+            for a in o.shape:
+                if not isinstance(a, Axis):
+                    return o
+    return None
+
+
+_RECURSED = object()  # Checker._typed_once: nesting too deep to type, at this depth
 
 
 def _run(ck: Checker, fn, *args, path: str = "", titles=()) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from ..errors import SpecError
+from ..frozen import quick_init
 from ..names import Name
 
 if TYPE_CHECKING:
@@ -34,6 +35,7 @@ FAMILIES = ("contraction", "elementwise", "cast", "fold", "norm", "topk", "sourc
 """What a picture draws for an operator."""
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Operator:
     """Every operator has a display name (never read by the semantics) and its JSON path."""

@@ -3,11 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frozen import quick_init
 from ..shapes import axis_labels, compare_objects, objects_text
 from .base import Operator
 from .measure import ZERO
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class BlockOperator(Operator):
     """Apply ``block`` lifted over the Broadcasted's degree."""
@@ -26,6 +28,7 @@ class BlockOperator(Operator):
         return ZERO
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ParaBlockOperator(Operator):
     """A BlockOperator whose block holds tape seeds exposed as ports: inputs are one per grab

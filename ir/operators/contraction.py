@@ -9,10 +9,12 @@ from ..arrays import Weave
 from ..axes import Axis
 from ..datatypes import Natural, kind, strip
 from ..errors import BindingError, SpecError
+from ..frozen import quick_init
 from .base import Operator, need_weaves
 from .measure import ZERO, has_complex, prod, target_work, work
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Einops(Operator):
     """``out = sum over groups of prod_k in_k``; ``signature[k]`` gives one group number per
@@ -87,6 +89,7 @@ def _group_sizes(site, sig) -> None:
                 return
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Linear(Operator):
     """``y[o] = sum_in x_1[in_1] ... x_n[in_n] W[in_1, ..., in_n, o] (+ b[o])``: the weight
@@ -142,6 +145,7 @@ def bank_axes(b) -> tuple[Axis, ...]:
 
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Embedding(Operator):
     """``out[o] = T[idx, o]`` for a rank-0 natural index below the input's bound."""

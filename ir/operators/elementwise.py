@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import sympy
 
 from ..datatypes import Datatype, Quantified, compatible
+from ..frozen import quick_init
 from .base import Operator
 from .measure import ZERO, formula_ops, out_work
 
@@ -18,6 +19,7 @@ class _Pointwise(Operator):
             site.all_tiled()
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Arithmetic(_Pointwise):
     """Evaluate ``formula`` (a sympy expression in :data:`ir.numeric.FREE_INPUT`) per element."""
@@ -33,6 +35,7 @@ class Arithmetic(_Pointwise):
         return formula_ops(self.formula) * out_work(b)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Elementwise(_Pointwise):
     """(older generation) a named elementwise function: ``function`` is the canonical name
@@ -62,6 +65,7 @@ class Elementwise(_Pointwise):
         return out_work(b)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class TypeConvert(Operator):
     """Change of storage format: identity in exact mode, rounding to ``target`` in emulation."""
@@ -100,6 +104,7 @@ class TypeConvert(Operator):
         return (4 if scaled else 1) * out_work(b)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Cast(_Pointwise):
     """Retyping of naturals; identity on values."""
@@ -112,6 +117,7 @@ class Cast(_Pointwise):
         return ZERO
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class GenericOperator(_Pointwise):
     """Meaning carried by the name alone (``\\lceil x \\rceil`` = ceiling)."""
@@ -124,6 +130,7 @@ class GenericOperator(_Pointwise):
         return out_work(b)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class _Regrouping(Operator):
     """A change between real pairs and complex numbers: one operand, one result, no FLOPs."""
@@ -139,6 +146,7 @@ class _Regrouping(Operator):
         return ZERO
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class PairsAsComplex(_Regrouping):
     """``[z] -> C[t]``: ``p[t] = v[2t] + i v[2t+1]``."""
@@ -146,6 +154,7 @@ class PairsAsComplex(_Regrouping):
     glyph = "ℂ pairs"
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Decomplex(_Regrouping):
     """``C[t] -> [z]``: ``y[2t] = Re p[t]``, ``y[2t+1] = Im p[t]``."""
@@ -153,6 +162,7 @@ class Decomplex(_Regrouping):
     glyph = "ℂ → ℝ²"
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Identity(_Pointwise):
     """The identity on each scalar."""

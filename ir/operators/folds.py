@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frozen import quick_init
 from .base import Operator
 from .measure import has_complex, in_work, out_work
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class AdditionOp(Operator):
     """Pointwise sum of the operands; a dead operand counts as 0 (dead only if all are)."""
@@ -46,6 +48,7 @@ def _fold_shape(site) -> bool:
     return True
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Maximum(_Fold):
     """Max over the one target axis (live terms only)."""
@@ -54,6 +57,7 @@ class Maximum(_Fold):
     family = "fold"
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class BitwiseXor(_Fold):
     """XOR of the live naturals along the one target axis (identity 0)."""
@@ -67,6 +71,7 @@ class BitwiseXor(_Fold):
             site.kind_is(0, "natural")
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Modulo(Operator):
     """``a mod b`` of two rank-0 naturals."""

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frozen import quick_init
 from .base import Operator
 from .measure import in_work
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class WeightedTriangularLower(Operator):
     """(older generation) causal weighting of a square ``[x, x]`` target; see the interpreter

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import sympy
 
 from ..datatypes import Reals
+from ..frozen import quick_init
 from .base import Operator, need_weaves
 from .measure import in_work
 
@@ -15,6 +16,7 @@ def _keeps_target(site) -> bool:
     return site.arity(n_in=1, n_out=1) and site.same_target()
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Normalize(Operator):
     """RMSNorm over all target axes jointly: ``x (mean(x^2) + eps)^-1/2 (* gain) (+ bias)``.
@@ -58,6 +60,7 @@ class Normalize(Operator):
         return out
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class L2Norm(Operator):
     """``y = x / sqrt(sum x^2)`` over all target axes jointly (live positions only; a slice
@@ -76,6 +79,7 @@ class L2Norm(Operator):
         return 3 * in_work(b) + 1
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class L1Norm(Operator):
     """``y = x / (sum x + eps)`` over the single target axis."""
@@ -96,6 +100,7 @@ class L1Norm(Operator):
         return 2 * in_work(b) + (0 if self.epsilon == 0 else 1)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class SoftMax(Operator):
     """(older generation) softmax over the target axes."""

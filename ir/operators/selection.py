@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import sympy
 
+from ..frozen import quick_init
 from .base import Operator
 from .measure import ZERO, in_work, out_work
 
@@ -17,6 +18,7 @@ class SelectionForm(enum.Enum):
     ONLY_SELECTION = "ONLY_SELECTION"
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class TopK(Operator):
     """Keep the ``k`` largest live values of the one target axis (form WEIGHTS: in place, the
@@ -38,6 +40,7 @@ class TopK(Operator):
         return in_work(b)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Select(Operator):
     """WEIGHTS form: ``out[j] = w[j] * p[j]`` at the live positions of the selection ``w``."""
@@ -55,6 +58,7 @@ class Select(Operator):
         return out_work(b)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class IndexSelect(Operator):
     """``payload[index]`` for a rank-0 natural index."""

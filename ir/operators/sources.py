@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import sympy
 
 from ..datatypes import kind
+from ..frozen import quick_init
 from .base import Operator, need_weaves
 from .measure import ZERO
 
@@ -20,6 +21,7 @@ class _Source(Operator):
         return ZERO
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class FixedArray(_Source):
     """A constant array the spec defines by name; its values are not in the JSON."""
@@ -37,6 +39,7 @@ class FixedArray(_Source):
                  outw.datatype, False)]
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Rotary(_Source):
     """``F[x, t] = exp(i * position_stride * x * base^(-t/|t|))``."""
@@ -48,6 +51,7 @@ class Rotary(_Source):
     family = "source"
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class YarnRotary(Rotary):
     """Rotary with YaRN frequency interpolation (``factor``, ramp ``[ramp_start, ramp_end]``)."""
@@ -59,6 +63,7 @@ class YarnRotary(Rotary):
     glyph = "YaRN RoPE"
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ConstantOp(_Source):
     """``value`` at every position of the output (pyncd's ``ConstantOp``, older ``Constant``
@@ -81,6 +86,7 @@ class ConstantOp(_Source):
                        ".value")
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class Arrange(_Source):
     """``out[i] = i`` along the one target axis of the output, a ``Natural`` (pyncd's

@@ -20,6 +20,7 @@ import sympy
 from ..arrays import TILED
 from ..axes import Axis
 from ..datatypes import Natural, strip
+from ..frozen import quick_init
 from ..names import Name
 from .base import Operator
 from .elementwise import Identity
@@ -31,6 +32,7 @@ UNARY_OPS = ("abs", "-", "~")
 """The operators pyncd's Iverson evaluator knows (its ``materialise_iverson``)."""
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class TensorRef:
     """A named array on the right-hand side, indexed by ``axes``."""
@@ -39,6 +41,7 @@ class TensorRef:
     axes: tuple[Axis, ...]
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class IversonConst:
     """An integer literal in a predicate."""
@@ -46,6 +49,7 @@ class IversonConst:
     value: sympy.Expr
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class IversonBinOp:
     """``lhs op rhs``: comparisons and ``&``/``|`` give 0/1, ``+ - *`` are arithmetic."""
@@ -55,6 +59,7 @@ class IversonBinOp:
     rhs: object
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class IversonUnaryOp:
     """``abs(x)``, ``-x`` or ``~x = 1 - x``."""
@@ -120,6 +125,7 @@ def distinct(axes) -> tuple[Axis, ...]:
     return tuple(dict.fromkeys(axes))
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class TensorEquation(Operator):
     """``Y[lhs_indices] = operator(sum over the other axes of prod rhs)``; ``operator`` None

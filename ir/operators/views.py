@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..frozen import quick_init
 from ..shapes import axis_labels, objects_text
 from .base import Operator
 from .measure import ZERO
@@ -15,6 +16,7 @@ class _Move(Operator):
         return ZERO
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class View(_Move):
     """``out[i] = in[eta(i)]``: the Broadcasted's reindexing does the work."""
@@ -28,6 +30,7 @@ class View(_Move):
             site.all_tiled()
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class CovariantView(_Move):
     """``out[r(i)] = in[i]`` through ``reindexing`` (a StrideMorphism); unwritten positions are
@@ -61,6 +64,7 @@ class CovariantView(_Move):
                            axis_labels(dom) + tuple(a.label for a in in_t))
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class ConcatenateAxes(_Move):
     """Scatter each part onto its run of the whole axis (``out[off_k + j] = in_k[j]``)."""
@@ -75,6 +79,7 @@ class ConcatenateAxes(_Move):
         site.arity(n_in=len(self.part_reindexings), n_out=1)
 
 
+@quick_init
 @dataclass(frozen=True, eq=False)
 class DeconcatenateAxes(_Move):
     """Gather each part from its run of the whole axis (``out_k[j] = in[off_k + j]``)."""
