@@ -178,7 +178,7 @@ def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
             optional.append((w.var, live))
         elif live is not None:
             args.append(live)
-    args += [n for _, _, names in iface.tables for n in names]
+    args += [n for _, _, names, _ in iface.tables for n in names]
     if iface.selection is not None:
         args.append(f"{iface.selection.pairs}=None")
     kw = [f"{live}: torch.Tensor | None = None" for _, live in optional]
@@ -237,7 +237,7 @@ def doc_text(iface: Interface, outputs: list) -> str:
     ins = ", ".join(f"{w.var}: {comment_text(str(w.array), 60)}" for w in iface.inputs)
     outs = ", ".join(comment_text(str(a), 60) for a, _, _ in outputs)
     parts.append(f"Inputs: {ins or 'none'}.\nReturns: {outs or 'nothing'}.")
-    for _, _, names in iface.tables:
+    for _, _, names, _ in iface.tables:
         parts.append(f"{', '.join(f'`{n}`' for n in names)}: the rotary table"
                      f"{' (cos, sin)' if len(names) == 2 else ''},\ncomputed once per forward "
                      "by the caller.")
