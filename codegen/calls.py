@@ -4,9 +4,6 @@ outputs hold a selected sparse axis first (``codegen/pairs.py``); over chunks of
 axis where the block computes each token alone and grows along a window (``codegen/chunks.py``)."""
 from __future__ import annotations
 
-import ast
-import textwrap
-
 from ncdc.ir.arrays import Array
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Block
@@ -68,7 +65,6 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     snake = attribute_name(info.name, block.title)
     ctor = ["self.config"] if info.ctor_symbols else []
     if info.method:  # holds nothing of its own: a method of the base class, no submodule
-        _share_method(cb.gen, info)
         cb.methods.append(info)
         cb.needs.quant = cb.needs.quant or info.needs_quant
     elif info.needs_quant:
@@ -156,26 +152,6 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         for w in outs:
             w.full = False
     return flips.restore_outputs(cb.fw, outs, reversed_axes)
-
-def _method_code(info) -> str:
-    """A method's code less its name and docstring (what two blocks share if it is equal)."""
-    (fn,) = ast.parse(textwrap.dedent(info.source)).body
-    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
-    return ast.dump(fn.args) + "".join(ast.dump(st) for st in body)
-
-
-def _share_method(gen, info) -> None:
-    """Where an earlier block's method has ``info``'s code (a rotary embedding and its inverse
-    once the caller passes the conjugate table), ``info`` calls that one, written once."""
-    if info not in gen.order:
-        return
-    code = _method_code(info)
-    for other in gen.order:
-        if other is not info and other.method and _method_code(other) == code:
-            gen.order.remove(info)
-            info.method = other.method
-            return
-
 
 def _pairs_class(cb, block: Block, wires: list[Wire]):
     """(pairs-mode class, selection) for a call whose outputs hold a sparse axis first when

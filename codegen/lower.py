@@ -37,7 +37,7 @@ from ncdc.ir.walk import by_kind
 
 from . import calls, complex_parts, flips, tape
 from .broadcast import lower_broadcasted, lower_contraction_view
-from .class_source import ClassParts, class_source
+from .class_source import ClassParts, class_source, method_code
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
 from .classstate import Batch, Interface, Needs, PairsState
 from .emit import FunctionWriter
@@ -179,7 +179,7 @@ class ClassBuilder:
                 ret.append(w.live)
             info.outputs.append((w.array, w.static, w.full or self.batch.source is not None))
         info.pairs_outputs = tuple(pairs_outputs)
-        self._passed_tables()
+        ret[:] = self._passed_tables(ret)
         info.tables = tuple((sites, len(names) == 2) for _, sites, names, _ in self.iface.tables)
         info.experts = expert_facts(self.iface.selection, info.pairs_outputs,
                                     [w.rank for w, live in zip(self.iface.inputs,
@@ -209,6 +209,12 @@ class ClassBuilder:
         info.source = class_source(ClassParts(gen, info, self.iface, self.needs, self.batch,
                                               self.sizes, self.members, self.fw.body, ret,
                                               derivable))
+        if info.method:  # an earlier block's method of the same code serves this one too
+            code = method_code(info.source)
+            same = next((m for m in gen.order if m.method and m.source
+                         and method_code(m.source) == code), None)
+            if same is not None:
+                info.method, info.source = same.method, ""
 
     def stateless(self) -> bool:
         """Whether the class holds nothing of its own, so that it is written as a method of
@@ -310,9 +316,10 @@ class ClassBuilder:
             return None
         return [Wire(names[0], m.cod[0], full=False, imag=names[1] if len(names) > 1 else None)]
 
-    def _passed_tables(self) -> None:
-        """Keep the table arguments the body reads, each under its plainest free name."""
-        read = {n for st in self.fw.body for n in (*st.reads, *st.bound)}
+    def _passed_tables(self, ret: list[str]) -> list[str]:
+        """Keep the table arguments the body reads or returns, each under its plainest free
+        name; returns ``ret`` renamed alike."""
+        read = {n for st in self.fw.body for n in (*st.reads, *st.bound)} | set(ret)
         kept = [t for t in self.iface.tables if any(n in read for n in t[2])]
         for i, (key, sites, names, base) in enumerate(kept):
             plain = tuple(base + p for p in (("_cos", "_sin") if len(names) == 2 else ("_table",)))
@@ -320,8 +327,10 @@ class ClassBuilder:
             if plain != names and not (set(plain) & (read | others)):
                 for old, new in zip(names, plain, strict=True):
                     self.fw.body[:] = [st.renamed(old, new) for st in self.fw.body]
+                    ret = [new if r == old else r for r in ret]
                 kept[i] = (key, sites, plain, base)
         self.iface.tables[:] = kept
+        return ret
 
     def shared_table(self, sites: tuple, real_parts: bool) -> list[str]:
         """The names of the value of ``sites`` (a rotary table, cos and sin where

@@ -402,3 +402,14 @@ def test_one_rotary_table_per_forward(bundled, tiny):
     alone = generate_source(bundled.block("Rotary Embedding"), tiny)
     assert alone.count("torch.outer(token_positions(") == 1
     assert "def forward(self, latent):" in alone
+
+
+def test_method_code_ignores_name_and_docstring_only():
+    from ncdc.codegen.class_source import method_code
+
+    a = '    def rotary(self, x, c, s):\n        """A."""\n        return x * c - s\n'
+    b = '    def inverse(self, x, c, s):\n        r"""B, longer."""\n        return x * c - s\n'
+    c = '    def inverse(self, x, c, s):\n        """B."""\n        return x * c + s\n'
+    d = '    def inverse(self, x, c, t):\n        """B."""\n        return x * c - t\n'
+    assert method_code(a) == method_code(b)
+    assert method_code(a) != method_code(c) and method_code(a) != method_code(d)
