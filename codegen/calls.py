@@ -84,7 +84,7 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             args.append(w.live if w.live is not None
                         else f"torch.ones({(1,) * w.rank!r}, dtype=torch.bool)")
     # the rotary tables the callee reads: computed here, once per forward (codegen/rules/sources.py)
-    tables = [n for site, parts in info.tables for n in cb.shared_table(site, parts)]
+    tables = [n for sites, parts in info.tables for n in cb.shared_table(sites, parts)]
     args += tables
     if sel is not None:
         args.append(sel.pairs)

@@ -2,6 +2,7 @@
 signature, prologue (batch shape, data-fixed sizes, pairs) and the lowered statements."""
 from __future__ import annotations
 
+import ast
 import textwrap
 from dataclasses import dataclass
 
@@ -69,7 +70,8 @@ def base_class_source(rounds: bool, config_name: str, methods: tuple = ()) -> st
     lines += INIT_WEIGHTS.splitlines() + [""]
     lines += EXTRA_REPR.splitlines()
     for method in methods:
-        lines += [""] + method.rstrip("\n").splitlines()
+        if method:  # "": a block calling another block's method of the same code
+            lines += [""] + method.rstrip("\n").splitlines()
     return "\n".join(lines) + "\n"
 
 
@@ -119,6 +121,14 @@ def method_source(c: ClassParts) -> str:
     check_docstring(lit, INDENT * 2, doc)
     head, *body = forward_lines(c, c.info.method)
     return "\n".join(w for ln in [head, INDENT * 2 + lit, *body] for w in wrap_line(ln)) + "\n"
+
+
+def method_code(source: str) -> str:
+    """A method's code less its name and docstring: two blocks whose methods have the same
+    share one (:meth:`codegen.lower.ClassBuilder._finish`)."""
+    (fn,) = ast.parse(textwrap.dedent(source)).body
+    body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
+    return ast.dump(fn.args) + "".join(ast.dump(st) for st in body)
 
 
 def takes_config(info: ClassInfo) -> bool:
@@ -178,7 +188,7 @@ def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
             optional.append((w.var, live))
         elif live is not None:
             args.append(live)
-    args += [n for _, _, names in iface.tables for n in names]
+    args += [n for _, _, names, _ in iface.tables for n in names]
     if iface.selection is not None:
         args.append(f"{iface.selection.pairs}=None")
     kw = [f"{live}: torch.Tensor | None = None" for _, live in optional]
@@ -237,7 +247,7 @@ def doc_text(iface: Interface, outputs: list) -> str:
     ins = ", ".join(f"{w.var}: {comment_text(str(w.array), 60)}" for w in iface.inputs)
     outs = ", ".join(comment_text(str(a), 60) for a, _, _ in outputs)
     parts.append(f"Inputs: {ins or 'none'}.\nReturns: {outs or 'nothing'}.")
-    for _, _, names in iface.tables:
+    for _, _, names, _ in iface.tables:
         parts.append(f"{', '.join(f'`{n}`' for n in names)}: the rotary table"
                      f"{' (cos, sin)' if len(names) == 2 else ''},\ncomputed once per forward "
                      "by the caller.")

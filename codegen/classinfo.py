@@ -61,7 +61,7 @@ class ClassInfo:
     pairs_outputs: tuple = ()  # per output: returned as a pairs array (pairs mode)
     experts: tuple | None = None  # pairs mode: (EXPERT_DIMS, INPUT_RANKS) (codegen/experts.py)
     method: str | None = None  # a block with no state of its own: this method of the base class
-    tables: tuple = ()  # (rotary site, real parts) of each table the caller computes and passes
+    tables: tuple = ()  # (sites, real parts) of each rotary table the caller computes and passes
 
 
 def shape_text(array: Array) -> str:

@@ -21,7 +21,7 @@ class Interface:
     selection: object | None = None  # codegen.pairs.Selection
     all_pairs: str | None = None
     pairs_size: str = ""
-    tables: list = field(default_factory=list)  # (site key, site, argument names) from the caller
+    tables: list = field(default_factory=list)  # (keys, sites, argument names, base): passed in
 
 
 @dataclass

@@ -29,6 +29,7 @@ from ncdc.ir.morphisms import (
     Scan,
     Truncated,
 )
+from ncdc.ir.operators import Arithmetic
 from ncdc.ir.params import repetitions
 from ncdc.ir.rewrites import ContractionView
 from ncdc.ir.tags import BlockDrawing, TapeSlot
@@ -36,7 +37,7 @@ from ncdc.ir.walk import by_kind
 
 from . import calls, complex_parts, flips, tape
 from .broadcast import lower_broadcasted, lower_contraction_view
-from .class_source import ClassParts, class_source
+from .class_source import ClassParts, class_source, method_code
 from .classinfo import INDENT, ClassInfo, Param, Sub, TapeEntry, shape_text
 from .classstate import Batch, Interface, Needs, PairsState
 from .emit import FunctionWriter
@@ -81,7 +82,8 @@ class ClassBuilder:
         self.real_parts = False  # complex values held as real parts (codegen/complex_parts.py)
         self.methods: list[ClassInfo] = []  # blocks called here as base-class methods
         self.computes_tables = False  # lowering a callee's rotary table here (shared_table)
-        self.shared: dict = {}  # (table site key, real parts) -> its names computed here
+        self.shared: dict = {}  # (table sites' keys, real parts) -> its names computed here
+        self.table_vars: dict = {}  # argument holding a passed table -> (its sites, base name)
 
     # -- sizes (codegen/sizes.py) -----------------------------------------------------------
     def axis_size(self, axis) -> str:
@@ -177,7 +179,8 @@ class ClassBuilder:
                 ret.append(w.live)
             info.outputs.append((w.array, w.static, w.full or self.batch.source is not None))
         info.pairs_outputs = tuple(pairs_outputs)
-        info.tables = tuple((site, len(names) == 2) for _, site, names in self.iface.tables)
+        ret[:] = self._passed_tables(ret)
+        info.tables = tuple((sites, len(names) == 2) for _, sites, names, _ in self.iface.tables)
         info.experts = expert_facts(self.iface.selection, info.pairs_outputs,
                                     [w.rank for w, live in zip(self.iface.inputs,
                                                                self.iface.input_masks, strict=False)
@@ -206,6 +209,12 @@ class ClassBuilder:
         info.source = class_source(ClassParts(gen, info, self.iface, self.needs, self.batch,
                                               self.sizes, self.members, self.fw.body, ret,
                                               derivable))
+        if info.method:  # an earlier block's method of the same code serves this one too
+            code = method_code(info.source)
+            same = next((m for m in gen.order if m.method and m.source
+                         and method_code(m.source) == code), None)
+            if same is not None:
+                info.method, info.source = same.method, ""
 
     def stateless(self) -> bool:
         """Whether the class holds nothing of its own, so that it is written as a method of
@@ -278,31 +287,67 @@ class ClassBuilder:
         return self.call_block(block, wires)
 
     # -- rotary tables (codegen/rules/sources.py) -------------------------------------------
-    def table_argument(self, site: Broadcasted, base: str) -> tuple[str, ...] | None:
-        """The forward arguments holding the rotary table of ``site``, which the caller computes
+    def table_argument(self, sites: tuple, base: str) -> tuple[str, ...] | None:
+        """The forward arguments holding the value of ``sites`` (a rotary table, then the
+        pointwise maps applied to it alone, such as its conjugate), which the caller computes
         once per forward for every block it calls that reads it (:meth:`shared_table`); None
-        where this class computes the table itself: the root, a class in pairs mode (whose
-        inputs the expert exchange routes), or while lowering a callee's table."""
+        where this class computes it itself: the root, a class in pairs mode (whose inputs the
+        expert exchange routes), or while lowering a callee's table."""
         if self.info.key == "root" or self.computes_tables or self.iface.selection is not None:
             return None
-        key = self.gen.key_of(site)
-        for k, _, names in self.iface.tables:
+        key = tuple(self.gen.key_of(s) for s in sites)
+        for k, _, names, _ in self.iface.tables:
             if k == key:
                 return names
         parts = ("_cos", "_sin") if self.real_parts else ("_table",)
         names = tuple(self.fw.names.fresh(base + p) for p in parts)
-        self.iface.tables.append((key, site, names))
+        self.iface.tables.append((key, sites, names, base))
+        self.table_vars[names[0]] = (sites, base)
         return names
 
-    def shared_table(self, site: Broadcasted, real_parts: bool) -> list[str]:
-        """The names of the rotary table of ``site`` (cos and sin where ``real_parts``) that
-        this class computes for its callees, once per forward."""
-        key = (self.gen.key_of(site), real_parts)
+    def _table_map(self, m: Broadcasted, wires: list[Wire]) -> list[Wire] | None:
+        """A pointwise map of a passed table alone, passed by the caller too (None: not one)."""
+        if (len(wires) != 1 or len(m.output_weaves) != 1
+                or not isinstance(m.operator, Arithmetic) or wires[0].var not in self.table_vars):
+            return None
+        sites, base = self.table_vars[wires[0].var]
+        names = self.table_argument((*sites, m), base)
+        if names is None:
+            return None
+        return [Wire(names[0], m.cod[0], full=False, imag=names[1] if len(names) > 1 else None)]
+
+    def _passed_tables(self, ret: list[str]) -> list[str]:
+        """Keep the table arguments the body reads or returns, each under its plainest free
+        name; returns ``ret`` renamed alike."""
+        read = {n for st in self.fw.body for n in (*st.reads, *st.bound)} | set(ret)
+        kept = [t for t in self.iface.tables if any(n in read for n in t[2])]
+        for i, (key, sites, names, base) in enumerate(kept):
+            plain = tuple(base + p for p in (("_cos", "_sin") if len(names) == 2 else ("_table",)))
+            others = {n for t in kept if t[2] is not names for n in t[2]}
+            if plain != names and not (set(plain) & (read | others)):
+                for old, new in zip(names, plain, strict=True):
+                    self.fw.body[:] = [st.renamed(old, new) for st in self.fw.body]
+                    ret = [new if r == old else r for r in ret]
+                kept[i] = (key, sites, plain, base)
+        self.iface.tables[:] = kept
+        return ret
+
+    def shared_table(self, sites: tuple, real_parts: bool) -> list[str]:
+        """The names of the value of ``sites`` (a rotary table, cos and sin where
+        ``real_parts``, then pointwise maps of it) that this class computes for its callees,
+        once per forward."""
+        key = (tuple(self.gen.key_of(s) for s in sites), real_parts)
         if key not in self.shared:
             saved = self.real_parts, self.computes_tables
             self.real_parts, self.computes_tables = real_parts, True
             try:
-                (w,) = lower_broadcasted(self, site, [])
+                if len(sites) > 1:
+                    parent = self.shared_table(sites[:-1], real_parts)
+                    w = Wire(parent[0], sites[-2].cod[0], full=False,
+                             imag=parent[1] if real_parts else None)
+                    (w,) = lower_broadcasted(self, sites[-1], [w])
+                else:
+                    (w,) = lower_broadcasted(self, sites[0], [])
             finally:
                 self.real_parts, self.computes_tables = saved
             self.shared[key] = [w.var] + ([w.imag] if real_parts else [])
@@ -331,7 +376,8 @@ _LOWERING = {
     Composed: ClassBuilder._composed,
     ProductOfMorphisms: ClassBuilder._product,
     Block: lambda cl, m, wires: cl._noted(cl.lower_block(m, wires)),
-    Broadcasted: lambda cl, m, wires: cl._noted(lower_broadcasted(cl, m, wires)),
+    Broadcasted: lambda cl, m, wires: cl._table_map(m, wires) or cl._noted(
+        lower_broadcasted(cl, m, wires)),
     ParaWrap: lambda cl, m, wires: cl.lower_parawrap(m, [flips.plain(cl.fw, w) for w in wires]),
     Grab: lambda cl, m, wires: [cl.tape_read(m.tape, m.size)],
     Drop: ClassBuilder._drop,

@@ -55,7 +55,7 @@ def rotary(ctx):
         raise SpecError("a rotary table has the target [positions, pairs]", b.path)
     out = [("o", 0, 0), ("o", 0, 1)]
     base = identifier(op.label, "rotary") if op.label else "rotary"
-    passed = ctx.cb.table_argument(b, base)
+    passed = ctx.cb.table_argument((b,), base)
     if passed is not None:  # the caller computes it once for all its blocks that read it
         return [OpResult(passed[0], out, full=False, imag=passed[1] if len(passed) > 1 else None)]
     fwd = FormulaPrinter("t", ctx.symbol)
