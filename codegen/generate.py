@@ -160,20 +160,25 @@ def _pasted(name: str, code: str, whole: bool = True) -> str:
     return f"# ---- {PRELUDE_TITLES[name]} (codegen/prelude/{name}.py{part}) ----\n\n\n" + code
 
 
-def _definitions(name: str) -> tuple[tuple[frozenset, frozenset, str], ...]:
+def _definitions(name: str) -> list[tuple[frozenset, frozenset, str]]:
     """(names bound, global names read, text) of every top-level statement of a prelude after
-    its imports, in file order; the text starts at the comment lines right above it."""
+    its imports, in file order; the text starts at the comment lines right above it and takes
+    the docstring of an assignment (a string right below it) with it."""
     code = _prelude(name)[1]
     lines = code.splitlines()
     out = []
     for node in ast.parse(code).body:
+        if out and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            binds, reads, text = out[-1]
+            out[-1] = (binds, reads, "\n".join([text, *lines[node.lineno - 1:node.end_lineno]]))
+            continue
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         while start > 1 and lines[start - 2].startswith("#"):
             start -= 1
         declared = {n for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names}
         out.append((frozenset(_defined(ast.Module([node], []))), frozenset(_read(node) | declared),
                     "\n".join(lines[start - 1:node.end_lineno])))
-    return tuple(out)
+    return out
 
 
 def _defined(tree: ast.Module) -> set[str]:
