@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-import functools
 import inspect
 import itertools
 import sys
@@ -161,21 +160,25 @@ def _pasted(name: str, code: str, whole: bool = True) -> str:
     return f"# ---- {PRELUDE_TITLES[name]} (codegen/prelude/{name}.py{part}) ----\n\n\n" + code
 
 
-@functools.cache
-def _definitions(name: str) -> tuple[tuple[frozenset, frozenset, str], ...]:
+def _definitions(name: str) -> list[tuple[frozenset, frozenset, str]]:
     """(names bound, global names read, text) of every top-level statement of a prelude after
-    its imports, in file order; the text starts at the comment lines right above it."""
+    its imports, in file order; the text starts at the comment lines right above it and takes
+    the docstring of an assignment (a string right below it) with it."""
     code = _prelude(name)[1]
     lines = code.splitlines()
     out = []
     for node in ast.parse(code).body:
+        if out and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            binds, reads, text = out[-1]
+            out[-1] = (binds, reads, "\n".join([text, *lines[node.lineno - 1:node.end_lineno]]))
+            continue
         start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         while start > 1 and lines[start - 2].startswith("#"):
             start -= 1
         declared = {n for g in ast.walk(node) if isinstance(g, ast.Global) for n in g.names}
         out.append((frozenset(_defined(ast.Module([node], []))), frozenset(_read(node) | declared),
                     "\n".join(lines[start - 1:node.end_lineno])))
-    return tuple(out)
+    return out
 
 
 def _defined(tree: ast.Module) -> set[str]:
@@ -215,23 +218,29 @@ def _read(tree: ast.AST) -> set[str]:
     return out
 
 
-def used_definitions(parts: list[str]) -> dict[str, list[str]]:
-    """Prelude of :data:`PRELUDE_ORDER` -> the texts of its top-level definitions (in file
-    order) that ``parts`` (the file's own code: classes, tables, loader, sharding) read a name
-    of, directly or through other definitions; preludes with none are left out."""
+def used_definitions(parts: list[str]) -> dict[str, tuple[list[str], bool]]:
+    """Prelude of :data:`PRELUDE_ORDER` -> (the texts of its top-level definitions, in file
+    order, that ``parts``, the file's own code: classes, tables, loader, sharding, read a name
+    of, directly or through other definitions; whether that is all of them); preludes with none
+    are left out."""
+    defs = {n: _definitions(n) for n in PRELUDE_ORDER}
     wanted = set().union(*(_read(ast.parse(p)) for p in parts))
     chosen: set[tuple[str, int]] = set()
     grew = True
     while grew:
         grew = False
-        for n in PRELUDE_ORDER:
-            for i, (binds, reads, _) in enumerate(_definitions(n)):
+        for n, found in defs.items():
+            for i, (binds, reads, _) in enumerate(found):
                 if (n, i) not in chosen and binds & wanted:
                     chosen.add((n, i))
                     wanted |= reads
                     grew = True
-    return {n: [text for i, (_, _, text) in enumerate(_definitions(n)) if (n, i) in chosen]
-            for n in PRELUDE_ORDER if any(m == n for m, _ in chosen)}
+    out = {}
+    for n, found in defs.items():
+        texts = [text for i, (_, _, text) in enumerate(found) if (n, i) in chosen]
+        if texts:
+            out[n] = (texts, len(texts) == len(found))
+    return out
 
 
 def used_preludes(parts: list[str]) -> set[str]:
@@ -408,8 +417,8 @@ def assemble(gen: Generator, root: ClassInfo, keys: dict[str, str], title: str,
     if "distributed" in gen.runtime:
         # sharding comes last: it reads the tables above (codegen/prelude/distributed.py)
         tail.append(_pasted("distributed", _prelude("distributed")[1]))
-    pasted = [_pasted(n, "\n\n\n".join(texts), len(texts) == len(_definitions(n)))
-              for n, texts in used_definitions(body_parts + tail).items()]
+    pasted = [_pasted(n, "\n\n\n".join(texts), whole)
+              for n, (texts, whole) in used_definitions(body_parts + tail).items()]
     body_parts = [config] + pasted + body_parts + tail
     body = "\n\n".join(p.rstrip("\n") + "\n" for p in body_parts)
     used = {n.id for n in ast.walk(ast.parse(body)) if isinstance(n, ast.Name)}

@@ -137,3 +137,22 @@ def test_compile_cli_with_names_the_runtime(tmp_path, capsys):
     assert main(["compile", "--block", "Expert Gate", "--with", "cache"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("error: --with: unknown runtime feature 'cache'")
+
+
+def test_only_the_prelude_definitions_used_are_pasted(bundled, tiny):
+    """Layer 0 reads ``affine_read`` but never ``affine_write``: it carries the one, not the
+    other, under a heading saying the prelude is there in part; a prelude used whole says
+    nothing; every global the file reads is defined in it."""
+    source = generate(bundled.block("Sliding Window Layer"), tiny).source
+    names = _defined(source)
+    assert "affine_read" in names and "_positions" in names and "affine_write" not in names
+    assert "(codegen/prelude/views.py, in part) ----" in source
+    assert "(codegen/prelude/chunks.py) ----" in source
+    assert '"""The budget of one chunk' in source  # an assignment keeps its docstring
+    tree = ast.parse(source)
+    bound = names | {a.asname or a.name.split(".")[0] for n in ast.walk(tree)
+                     if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+    bound |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+              if isinstance(t, ast.Name)}
+    import builtins
+    assert not _read(tree) - bound - set(dir(builtins))
