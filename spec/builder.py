@@ -67,8 +67,7 @@ class Builder:
             if cls is Incomplete:
                 return self.incomplete(value, path)
             if isinstance(value, list):
-                term = self.term
-                return tuple([term(v, f"{path}[{i}]", expect) for i, v in enumerate(value)])
+                return self._items(value, path, expect)
             if not isinstance(value, dict):
                 return value
         if "__ref__" in value:
@@ -79,6 +78,21 @@ class Builder:
             return self.typed(value, path)
         raise SpecDecodeError("an object without __type__, __ref__ or __registered__",
                               path, node_type=expect)
+
+    def _items(self, value: list, path: str, expect: str | None):
+        """``term`` of a list: its items' terms (a decoded record straight from the cache,
+        without the item's path)."""
+        term, cache, out = self.term, self.cache, []
+        for i, v in enumerate(value):
+            if v.__class__ is dict:
+                rid = v.get("__ref__")
+                if rid.__class__ is int:
+                    hit = cache.get(rid, _MISSING)
+                    if hit is not _MISSING:
+                        out.append(hit)
+                        continue
+            out.append(term(v, f"{path}[{i}]", expect))
+        return tuple(out)
 
     def typed(self, obj: dict, path: str):
         t = obj.get("__type__")
@@ -164,12 +178,23 @@ class Builder:
     def field(self, obj: dict, name: str, path: str, default=..., kind: str | None = None):
         """The decoded field ``name`` of ``obj``; missing -> SpecDecodeError unless a
         default is given."""
-        if name not in obj:
+        value = obj.get(name, _MISSING)
+        if value is _MISSING:
             if default is not ...:
                 return default
             raise SpecDecodeError(f"{obj.get('__type__')} lacks field {name!r}", path,
                                   node_type=obj.get("__type__"), field_name=name)
-        return self.term(obj[name], f"{path}.{name}", kind)
+        # (what ``term`` gives at once, without the field's path: a scalar, a decoded record)
+        cls = value.__class__
+        if cls is str or cls is int or cls is float or cls is bool or value is None:
+            return value
+        if cls is dict:
+            rid = value.get("__ref__")
+            if rid.__class__ is int:
+                hit = self.cache.get(rid, _MISSING)
+                if hit is not _MISSING:
+                    return hit
+        return self.term(value, f"{path}.{name}", kind)
 
     def raw(self, obj: dict, name: str, path: str, types, default=...):
         """A plain JSON field checked against ``types``."""

@@ -95,7 +95,10 @@ def _formulas(op):
 
 def check_constants(ck, sites) -> None:
     """``constant-invalid`` for every Iverson literal outside int64 and every formula constant
-    that float64 cannot hold, at each Broadcasted site."""
+    that float64 cannot hold, at each Broadcasted site. (A formula object met again, as
+    operators share them, is judged once; kept alive with its judgement, so ids stay
+    unique.)"""
+    judged: dict[int, tuple] = {}
     for s in sites:
         node = s.node
         if not isinstance(node, Broadcasted):
@@ -111,7 +114,10 @@ def check_constants(ck, sites) -> None:
                              "(|value| <= 2**63 - 1)", path, s.titles)
                     break
         for inner, formula in _formulas(op):
-            problem = formula_problem(formula)
+            hit = judged.get(id(formula))
+            if hit is None:
+                hit = judged[id(formula)] = (formula, formula_problem(formula))
+            problem = hit[1]
             if problem is not None:
                 ck.error("constant-invalid", f"in the formula of {type(inner).__name__}: "
                          f"{problem}", getattr(inner, "path", "") or path, s.titles)

@@ -67,7 +67,10 @@ def _check(ck, what: str, texts, path: str, titles=()) -> None:
 def check_names(ck, doc, sites) -> None:
     """``name-invalid`` for every record of ``doc``'s repository (when ``doc`` is a loaded
     document) and every block tag and operator of ``sites`` whose text holds a lone
-    surrogate."""
+    surrogate. A document whose text cannot spell one (``Document.no_surrogates``: ASCII, no
+    ``\\uD`` escape) has none to find."""
+    if getattr(doc, "no_surrogates", False):
+        return
     seen: set[int] = set()
     for kind, records in (("axis", getattr(doc, "axes", {})),
                           ("symbol", getattr(doc, "symbols", {})),

@@ -43,6 +43,9 @@ class Document:
     auxiliary: Auxiliary = field(default_factory=Auxiliary)
     address: str | None = None  # the FILE#part that chose this diagram (spec.envelope)
     broadcasts: list[str] = field(default_factory=list)  # spec.auxiliary.broadcast_paths
+    no_surrogates: bool = False
+    """The text holds only ASCII characters and no ``\\uD`` escape, so no string decoded from
+    it can hold a lone surrogate (:mod:`spec.checks_names` need not search its names)."""
 
 
 MAX_SPEC_BYTES = 256 * 2**20
@@ -154,7 +157,8 @@ def _load_text(text: str, source: str, salvage: bool, part: str | None) -> Docum
     # data is set once decoded, below
     out = Document(data=None, source=source, envelope=envelope,  # type: ignore[arg-type]
                    salvage=report,
-                   text_length=len(text), address=opened.address)
+                   text_length=len(text), address=opened.address,
+                   no_surrogates=_surrogate_free(text))
     if opened.auxiliary is not None:
         out.auxiliary = read_auxiliary(opened.auxiliary)
         out.broadcasts = broadcast_paths(doc)
@@ -204,6 +208,14 @@ def load_path(path: str | os.PathLike, salvage: bool = False,
     ``path#part``."""
     source = os.fspath(path) if part is None else f"{os.fspath(path)}#{part}"
     return load_text(read_text(path, max_bytes), source, salvage, part)
+
+
+def _surrogate_free(text: str) -> bool:
+    """Whether no JSON string of ``text`` can decode to a lone surrogate: only ASCII (no raw
+    surrogate) and no ``\\ud``/``\\uD`` escape (a surrogate is spelled ``\\uD800`` to
+    ``\\uDFFF``). A false "no" (``\\ud`` after an escaped backslash) only costs the full
+    search."""
+    return text.isascii() and "\\ud" not in text and "\\uD" not in text
 
 
 def _too_big(source, what: str, limit: int) -> str:

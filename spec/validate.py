@@ -124,8 +124,8 @@ class Checker:
         self.out: list[Diagnostic] = []
         self._typing_failed: set[int] = set()
         self._malformed: set[int] = set()
-        self._typed: dict[tuple[int, str], tuple] = {}
-        """``typed``'s answers by (node id, attr), with the node (kept alive: ids stay
+        self._typed: dict[str, dict[int, tuple]] = {"dom": {}, "cod": {}}
+        """``typed``'s answers by attr and node id, with the node (kept alive: ids stay
         unique): many checks ask for the same node's dom/cod, and the answer depends only
         on the node."""
 
@@ -165,12 +165,15 @@ class Checker:
         an axis (a ``type-error`` here, once per term: no comparison of shapes applies).
         Asked again, it answers from a memo (not after a ``RecursionError``: that depends on
         the depth of the asking)."""
-        hit = self._typed.get((id(node), attr))
+        memo = self._typed.get(attr)
+        if memo is None:
+            memo = self._typed[attr] = {}
+        hit = memo.get(id(node))
         if hit is not None:
             return hit[1]
         out = self._typed_once(node, attr)
         if out is not _RECURSED:
-            self._typed[(id(node), attr)] = (node, out)
+            memo[id(node)] = (node, out)
             return out
         return None
 
