@@ -74,6 +74,7 @@ def test_the_rank_that_went_wrong_is_named_and_every_rank_stopped(fn, error, tex
     assert _no_rank_left(before)
 
 
+@pytest.mark.slow
 @GLOO[0]
 def test_a_finished_rank_leaves_without_the_interpreters_shutdown(tmp_path):
     """A rank that returned (its group destroyed, its result written) ends with ``os._exit``:

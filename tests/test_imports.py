@@ -20,7 +20,14 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from tests.import_graph import ROOT, import_graph, imported_names, module_files, package_dirs
+from tests.import_graph import (
+    ROOT,
+    import_graph,
+    imported_names,
+    module_files,
+    package_dirs,
+    source_tree,
+)
 
 BARE = {"ir", "spec", "interpreter", "codegen"}
 
@@ -48,8 +55,7 @@ def test_module_names_follow_the_package_dir_map():
 def test_no_code_imports_the_bare_folder_names():
     found = []
     for path in _repo_sources():
-        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for node in ast.walk(tree):
+        for node in ast.walk(source_tree(path)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and not node.level:
