@@ -7,13 +7,14 @@ import inspect
 import itertools
 import sys
 import types
+from collections.abc import Mapping
 from importlib import resources
 
 import sympy
-import torch
 
 from ncdc.ir.env import Env
 from ncdc.ir.errors import SpecError
+from ncdc.ir.lazy import lazy_module
 from ncdc.ir.morphisms import Block, Morphism, Truncated
 from ncdc.ir.names import plain_title
 from ncdc.ir.numeric import FreeNumeric
@@ -33,8 +34,27 @@ from .names import class_name as to_class_name
 from .names import comment_text, docstring, string_literal
 from .storage import MemberFormats, stored_loader, verify
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-          "float16": torch.float16}
+torch = lazy_module("torch")
+
+
+class _Dtypes(Mapping):
+    """dtype name -> torch dtype, looked up when asked (importing this module loads no torch)."""
+
+    NAMES = ("float64", "float32", "bfloat16", "float16")
+
+    def __getitem__(self, name: str):
+        if name not in self.NAMES:
+            raise KeyError(name)
+        return getattr(torch, name)
+
+    def __iter__(self):
+        return iter(self.NAMES)
+
+    def __len__(self) -> int:
+        return len(self.NAMES)
+
+
+DTYPES = _Dtypes()
 _counter = itertools.count()
 
 

@@ -23,6 +23,26 @@ _LATEX_WRAPPERS = re.compile(r"\\(?:text|mathrm|mathbf|mathit|operatorname|mathb
 _COMMAND = re.compile(r"\\([A-Za-z]+)")
 _NON_WORD = re.compile(r"[^0-9A-Za-z]+")
 
+NN_MODULE_ATTRIBUTES = frozenset({
+    "T_destination", "_apply", "_call_impl", "_compiled_call_impl", "_get_backward_hooks",
+    "_get_backward_pre_hooks", "_get_name", "_load_from_state_dict",
+    "_maybe_warn_non_full_backward_hook", "_named_members", "_register_load_state_dict_pre_hook",
+    "_register_state_dict_hook", "_replicate_for_data_parallel", "_save_to_state_dict",
+    "_slow_forward", "_version", "_wrapped_call_impl", "add_module", "apply", "bfloat16",
+    "buffers", "call_super_init", "children", "compile", "cpu", "cuda", "double", "dump_patches",
+    "eval", "extra_repr", "float", "forward", "get_buffer", "get_extra_state", "get_parameter",
+    "get_submodule", "half", "ipu", "load_state_dict", "modules", "mtia", "named_buffers",
+    "named_children", "named_modules", "named_parameters", "parameters", "register_backward_hook",
+    "register_buffer", "register_forward_hook", "register_forward_pre_hook",
+    "register_full_backward_hook", "register_full_backward_pre_hook",
+    "register_load_state_dict_post_hook", "register_load_state_dict_pre_hook", "register_module",
+    "register_parameter", "register_state_dict_post_hook", "register_state_dict_pre_hook",
+    "requires_grad_", "set_extra_state", "set_submodule", "share_memory", "state_dict", "to",
+    "to_empty", "train", "type", "xpu", "zero_grad"
+})
+"""``dir(torch.nn.Module)`` less dunders, at torch 2.13 (written out: importing the code generator
+loads no torch; ``tests/test_codegen_names.py`` checks it against the installed torch)."""
+
 # names every generated class already uses (nn.Module attributes, our own locals)
 RESERVED_ATTRIBUTES = frozenset({
     "training", "forward", "state_dict", "parameters", "buffers", "children", "modules",
@@ -32,7 +52,7 @@ RESERVED_ATTRIBUTES = frozenset({
     "get_buffer", "named_parameters", "named_buffers", "named_children", "named_modules",
     "load_state_dict", "requires_grad_", "share_memory", "ipu", "xpu", "mtia", "compile",
     "reset_parameters", "stand_in", "data_missing", "held", "config",
-}) | frozenset(name for name in dir(__import__("torch").nn.Module) if not name.startswith("__"))
+}) | NN_MODULE_ATTRIBUTES
 
 
 PRELUDES = ("linear", "storage", "quant", "views", "pairs", "fixed")

@@ -73,14 +73,20 @@ def _rank_main(fn, rank: int, world: int, port: int, backend: str, args: tuple,
                                 world_size=world, timeout=timedelta(seconds=timeout))
         try:
             result = {"value": fn(rank, world, *args)}
+            dist.barrier()  # rank 0 holds the group's store: no rank leaves before all are done
         finally:
             dist.destroy_process_group()
     except Exception as exc:  # noqa: BLE001 - reported to the parent, which raises
         result = {"error": traceback.format_exc(), "message": _one_line(exc)}
     with open(out, "wb") as f:
         pickle.dump(result, f)
-    if "error" in result:  # the launcher stops every rank at once
-        raise SystemExit(1)
+    # the group is destroyed and the result written: leave without the interpreter's shutdown,
+    # whose C++ static destructors (torch's and gloo's threads) can abort a rank that finished
+    # cleanly ("terminate called without an active exception"); a failed rank exits 1 and the
+    # launcher stops every rank at once
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1 if "error" in result else 0)
 
 
 def _one_line(exc: BaseException) -> str:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import ClassVar
 
@@ -27,6 +29,23 @@ PYNCD = DATA / "pyncd"
 TRANSFORMER = PYNCD / "transformer.json"
 ATTENTION_CORE = PYNCD / "attention_core.json"
 
+
+def _import_unrewritten(*names: str) -> None:
+    """Import ``names`` past pytest's assertion rewriter. pytest rewrites the asserts of every
+    package of a distribution that carries a pytest plugin, hypothesis included: without
+    bytecode (``PYTHONDONTWRITEBYTECODE``, a fresh clone) that costs every test process about a
+    second of collection for asserts that are hypothesis's own, not the tests'."""
+    hooks = [h for h in sys.meta_path if type(h).__name__ == "AssertionRewritingHook"]
+    for hook in hooks:
+        sys.meta_path.remove(hook)
+    try:
+        for name in names:
+            importlib.import_module(name)
+    finally:
+        sys.meta_path[:0] = hooks
+
+
+_import_unrewritten("hypothesis", "hypothesis.strategies")
 
 SLOW_TESTS = os.environ.get("NCDC_SLOW_TESTS", "") not in ("", "0")
 EXHAUSTIVE = (pytest.mark.slow,
@@ -280,3 +299,13 @@ def page_path(tmp_path_factory):
     out = tmp_path_factory.mktemp("view") / "model.html"
     assert main(["view", "-o", str(out)]) == 0
     return out
+
+
+@pytest.fixture(scope="session")
+def gloo():
+    """Skips the test without torch.distributed's gloo backend (:data:`tests.distributed_marks.
+    GLOO`); looked at when a test runs, not when its module is collected."""
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_gloo_available():
+        pytest.skip("torch.distributed with gloo is not available")

@@ -9,6 +9,7 @@ imports its own package's re-exports closes a circle with it.
 from __future__ import annotations
 
 import ast
+import functools
 import tomllib
 from pathlib import Path
 
@@ -47,11 +48,23 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
+def source_tree(path: Path) -> ast.Module:
+    """``path`` parsed, once per process while the file is unchanged: the structure tests read
+    the same sources many times over."""
+    stat = path.stat()
+    return _parse(path, stat.st_mtime_ns, stat.st_size)
+
+
+@functools.cache
+def _parse(path: Path, mtime_ns: int, size: int) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), str(path))
+
+
 def imported_names(path: Path, module: str) -> list[tuple[str, str | None, int]]:
     """(absolute dotted module, imported name or None, line) for each name an import in ``path``
     brings in; ``from X import y`` gives ``(X, y)``, ``import X`` gives ``(X, None)``. Imports
     under ``if TYPE_CHECKING:`` never run and are skipped."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = source_tree(path)
     is_package = path.stem == "__init__"
     skipped: set[int] = set()
     for node in ast.walk(tree):

@@ -1,39 +1,86 @@
-"""Heavy modules imported on first attribute access, for test modules that need them only inside
-test functions: ``from tests.lazy import torch`` binds ``torch`` at once and loads it when a test
-first touches ``torch.<anything>``, so collecting such a module costs nothing (torch takes about
-1.5 s to import, ml_dtypes about 0.9 s).
+"""Heavy modules imported on first use, for test modules that need them only inside test
+functions, so that collecting such a module costs nothing (torch takes about 1.5 s to import,
+ml_dtypes about 0.9 s, transformers and its models seconds):
 
-A module already imported is returned as it is. A lazily loaded module is entered in
-``sys.modules`` under its own name, so a later ``import torch`` anywhere gets the same object
-(and loads it, as any attribute access does): there is one module, loaded once.
+* ``from tests.lazy import torch`` binds ``torch`` at once and imports it when a test first
+  touches ``torch.<anything>`` (:func:`ncdc.ir.lazy.lazy_module`; pytest's probing of a test
+  module's globals while collecting imports nothing); likewise every name of :data:`LAZY`;
+* ``from tests.lazy import F`` (or another name of :data:`DEFERRED`) binds a stand-in for a
+  function, class or module inside torch that imports it on its first call or attribute access.
+  A stand-in cannot be subclassed: a module-level class deriving from a torch class is
+  defined inside a function decorated ``@Deferred``, which builds it on first use.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
+import functools
+import importlib
 from types import ModuleType
+
+from ncdc.ir.lazy import LazyModule, lazy_module
 
 LAZY = ("torch", "ml_dtypes")
 """The modules this file gives by name (``from tests.lazy import NAME``)."""
 
+DEFERRED = {
+    "F": ("torch.nn.functional", None),
+    "transformers": ("transformers", None),  # replaces its own module in sys.modules
+    "functional_call": ("torch.func", "functional_call"),
+    "FlopCounterMode": ("torch.utils.flop_counter", "FlopCounterMode"),
+    "tree_flatten": ("torch.utils._pytree", "tree_flatten"),
+    "profile": ("torch.profiler", "profile"),
+}
+"""name -> (module, attribute or None for the module itself) of the stand-ins this file gives."""
+
+
+class Collectable(LazyModule):
+    """A lazy module that answers itself what pytest asks of every global of a test module it
+    collects (``__test__``, ``__class__``, ``__wrapped__``: dunders; ``_mock_name``)."""
+
+    _mock_name = None
+
 
 def lazy(name: str) -> ModuleType:
-    """``name`` as a module loaded on first attribute access (:class:`importlib.util.LazyLoader`);
-    the module itself when it is imported already."""
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.loader is None:
-        raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-    loader = importlib.util.LazyLoader(spec.loader)
-    spec.loader = loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    loader.exec_module(module)
-    return module
+    """The module ``name``, imported on first use (:class:`Collectable`): for a module that
+    only some tests need, ``S = lazy("ncdc.codegen.prelude.storage")``."""
+    return lazy_module(name, Collectable)
 
 
-def __getattr__(name: str) -> ModuleType:
+class Deferred:
+    """A stand-in for what ``build()`` returns, built on first use (a call or an attribute), once.
+
+    As a decorator it defers a class that derives from a torch class: ``@Deferred`` over a
+    function that defines the class and returns it; calling the stand-in constructs an instance.
+    """
+
+    _mock_name = None  # pytest's probe (see Collectable)
+
+    def __init__(self, build):
+        self._build = build
+        self._target = None
+
+    def resolve(self):
+        """The object stood in for, built now if it was not yet."""
+        if self._target is None:
+            self._target = self._build()
+        return self._target
+
+    def __call__(self, *args, **kwargs):
+        return self.resolve()(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+
+def _imported(module: str, attribute: str | None):
+    target = importlib.import_module(module)
+    return target if attribute is None else getattr(target, attribute)
+
+
+def __getattr__(name: str) -> ModuleType | Deferred:
     if name in LAZY:
         return lazy(name)
+    if name in DEFERRED:
+        return Deferred(functools.partial(_imported, *DEFERRED[name]))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

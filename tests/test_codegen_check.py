@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.codegen.fingerprint import structural_key
 from ncdc.verify.check import ModuleCache, check_morphism, run_generated
 from tests.conftest import ATTENTION_CORE, TRANSFORMER, loaded
+from tests.lazy import torch
 
 CACHE = ModuleCache()
 """Generated modules shared by every test of this file (one per block body and mode)."""

@@ -14,7 +14,6 @@ import itertools
 import numpy as np
 import pytest
 import sympy
-import torch
 
 from ncdc import codegen, interpreter
 from ncdc.codegen.chunks import chunk_axis, pointwise
@@ -24,6 +23,7 @@ from ncdc.ir.env import Env
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FREE_INPUT
 from ncdc.ir.params import param_specs
+from tests.lazy import torch
 from tests.oracles import attention
 from tests.oracles.common import random_params
 from tests.oracles.ir_build import (
@@ -145,7 +145,7 @@ def _size(env, label):
     return int(next(v for s, v in env.values.items() if s.label == label))
 
 
-def _swa(bundled, quant="exact", w=None, dtype=torch.float64, seed=3):
+def _swa(bundled, quant="exact", w=None, seed=3):
     """(env, params, generated module's namespace, module) of the Sliding Window Attention at
     tiny sizes with random non-trivial parameters."""
     env = bundled.bind("tiny", sizes={"w": w} if w else None).env
@@ -155,7 +155,7 @@ def _swa(bundled, quant="exact", w=None, dtype=torch.float64, seed=3):
                            seed, base)
     g = codegen.generate(blk, env, quant=quant, runtime={"loader"})
     ns = codegen.load_module(g.source)
-    module = codegen.instantiate(ns, g.class_name, dtype)
+    module = codegen.instantiate(ns, g.class_name, codegen.DTYPES["float64"])
     g.load_params(module, params)
     return env, params, g, ns, module
 

@@ -19,11 +19,11 @@ import time
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import codegen, interpreter
 from ncdc.verify.check import CheckResult, compare, run_generated
 from tests.conftest import exhaustive
+from tests.lazy import torch
 
 
 def _prelude():
@@ -98,13 +98,14 @@ def test_grouped_matmul_op_gradients_and_registration():
     torch.library.opcheck(p.grouped_matmul, (rows, weight, 1, slots))
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float64"])
 @pytest.mark.parametrize("shape", [(40, 16, 8, 4), (9, 3, 5, 4)])
 def test_grouped_products_against_per_pair_products(dtype, shape, monkeypatch):
     """The op's kernel: one ``torch._grouped_mm`` over the pairs grouped by slot where its
     stride rules allow (float32/bfloat16, 16-byte strides) and half the slots are busy, else
     one product per busy slot; both give every pair's own product (against a loop over pairs,
     in float64), and the grouped kernel the per-slot products bit for bit."""
+    dtype = getattr(torch, dtype)
     p = _prelude()
     pairs, inner, out, n = shape
     gen = torch.Generator().manual_seed(3)

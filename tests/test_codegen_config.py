@@ -9,12 +9,12 @@ import dataclasses
 import inspect
 
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, load_module
 from ncdc.ir.numeric import FreeNumeric
 from tests.conftest import TRANSFORMER, loaded
+from tests.lazy import torch
 
 SWITCHES = {"self", "config", "quant", "stand_in", "static_shapes"}
 

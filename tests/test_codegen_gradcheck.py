@@ -4,10 +4,9 @@ its gradient is the selected entries')."""
 from __future__ import annotations
 
 import pytest
-import torch
-from torch.func import functional_call
 
 from ncdc.codegen import compile_torch
+from tests.lazy import functional_call, torch
 
 
 @pytest.mark.parametrize("title", ["Mixing Coefficients", "Attention Core", "Expert Gate"])

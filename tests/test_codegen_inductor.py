@@ -9,9 +9,9 @@ import re
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import codegen
+from tests.lazy import torch
 
 _FOR = re.compile(r"for\(int64_t (\w+)=static_cast<int64_t>\((-?\d+)L?\); \1<static_cast<int64_t>"
                   r"\((-?\d+)L?\)")

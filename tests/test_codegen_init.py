@@ -10,10 +10,10 @@ import warnings
 import numpy as np
 import pytest
 import sympy
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, load_module
+from tests.lazy import torch
 
 
 @pytest.fixture(scope="module")

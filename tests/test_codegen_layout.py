@@ -5,32 +5,36 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
+from tests.lazy import Deferred, torch, tree_flatten
 
 COPYING = ("aten.copy_", "aten.clone", "aten._to_copy", "aten.contiguous", "aten._reshape_copy",
            "aten.index_select", "aten.cat", "aten.stack")
 
 
-class ParameterReads(TorchDispatchMode):
-    """Every ATen call that reads a parameter's storage: (op, parameter name)."""
+@Deferred
+def ParameterReads():
+    from torch.utils._python_dispatch import TorchDispatchMode
 
-    def __init__(self, module):
-        super().__init__()
-        self.names = {p.untyped_storage().data_ptr(): n for n, p in module.named_parameters()}
-        self.calls: list[tuple[str, str]] = []
+    class ParameterReads(TorchDispatchMode):
+        """Every ATen call that reads a parameter's storage: (op, parameter name)."""
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        for a in tree_flatten((args, kwargs or {}))[0]:
-            if isinstance(a, torch.Tensor):
-                name = self.names.get(a.untyped_storage().data_ptr())
-                if name is not None:
-                    self.calls.append((str(func), name))
-        return func(*args, **(kwargs or {}))
+        def __init__(self, module):
+            super().__init__()
+            self.names = {p.untyped_storage().data_ptr(): n for n, p in module.named_parameters()}
+            self.calls: list[tuple[str, str]] = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            for a in tree_flatten((args, kwargs or {}))[0]:
+                if isinstance(a, torch.Tensor):
+                    name = self.names.get(a.untyped_storage().data_ptr())
+                    if name is not None:
+                        self.calls.append((str(func), name))
+            return func(*args, **(kwargs or {}))
+
+    return ParameterReads
 
 
 def _layer0(bundled, preset="tiny"):

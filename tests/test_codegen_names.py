@@ -9,18 +9,19 @@ import subprocess
 
 import pytest
 import sympy
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ncdc
 from ncdc.codegen.emit import SizePrinter, einsum_letters
 from ncdc.codegen.generate import generate, load_module
+from ncdc.codegen.names import NN_MODULE_ATTRIBUTES, RESERVED_ATTRIBUTES
 from ncdc.ir.errors import SpecError
 from ncdc.ir.names import Name
 from ncdc.ir.numeric import FreeNumeric
 from ncdc.spec.loader import load_text
 from ncdc.verify.check import check_morphism
+from tests.lazy import torch
 
 HOSTILE = ["None", "F", "super", "range", "torch", "nn", "math", "functools", "warnings", "self",
            "held", "forward", "training", "lead", "tape", "quant", "stand_in", "ValueError",
@@ -31,6 +32,13 @@ HOSTILE = ["None", "F", "super", "range", "torch", "nn", "math", "functools", "w
            "data_missing", "register_buffer", "__init__", "T_1", "Linear"]
 NAMES = st.one_of(st.sampled_from(HOSTILE), st.text(max_size=6))
 
+
+
+def test_the_written_out_module_attributes_are_the_installed_torchs():
+    """Every attribute of the installed ``nn.Module`` is reserved: no generated member shadows it."""
+    installed = {name for name in dir(torch.nn.Module) if not name.startswith("__")}
+    assert installed == set(NN_MODULE_ATTRIBUTES)
+    assert installed <= RESERVED_ATTRIBUTES
 
 def _spec(mk, titles, symbols, axes, ops):
     """Outer block, over tokens x: a Linear m -> n (bias) in a block, an RMSNorm over n (epsilon a symbol), a

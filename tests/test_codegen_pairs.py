@@ -8,13 +8,12 @@ import importlib.util
 
 import numpy as np
 import pytest
-import torch
-from torch.utils.flop_counter import FlopCounterMode
 
 from ncdc import codegen, interpreter
 from ncdc.codegen.generator import Generator
 from ncdc.ir.morphisms import Composed, Rearrangement
 from ncdc.verify.check import CheckResult, check_morphism, compare, run_generated
+from tests.lazy import FlopCounterMode, torch
 
 TOKENS = 24
 

@@ -6,11 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
-from torch import nn
-from torch.profiler import profile
 
 from ncdc import codegen
+from tests.lazy import Deferred, profile, torch
 
 LAMBDA = 10.0
 
@@ -28,15 +26,19 @@ def _module(bundled, dtype, static):
     return mod, module
 
 
-class _FixedGate(nn.Module):
-    """A router that returns given gates and liveness (the part under test comes after it)."""
+@Deferred
+def _FixedGate():
+    class _FixedGate(torch.nn.Module):
+        """A router that returns given gates and liveness (the part under test comes after it)."""
 
-    def __init__(self, gate, live):
-        super().__init__()
-        self.gate, self.live = gate, live
+        def __init__(self, gate, live):
+            super().__init__()
+            self.gate, self.live = gate, live
 
-    def forward(self, m):
-        return self.gate, self.live
+        def forward(self, m):
+            return self.gate, self.live
+
+    return _FixedGate
 
 
 def _routing(tokens, e, k, seed):

@@ -9,7 +9,6 @@ import keyword
 import numpy as np
 import pytest
 import sympy
-import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,12 +17,12 @@ from ncdc.codegen.emit import SizePrinter, align_code, wrap_line
 from ncdc.codegen.formula import FormulaPrinter
 from ncdc.codegen.names import class_name, docstring, identifier, snake_case
 from ncdc.codegen.passes import drop_unused, fold_masks
-from ncdc.codegen.prelude.views import affine_read, affine_write
 from ncdc.codegen.rules import RULES, load_rules
 from ncdc.codegen.statements import ASSIGN, IF, RETURN, Statement, print_body
 from ncdc.ir.numeric import FREE_INPUT, FreeNumeric
 from ncdc.ir.operators import ALL_OPERATORS
 from ncdc.ir.rewrites import REWRITE_OPERATORS
+from tests.lazy import torch
 
 
 def test_rules_cover_every_operator_in_both_backends():
@@ -200,6 +199,8 @@ def _naive_read(src, rows, sizes):
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_affine_read_matches_naive_gather(data):
+    from ncdc.codegen.prelude.views import affine_read
+
     r = data.draw(st.integers(1, 3))
     p = data.draw(st.integers(1, 2))
     sizes = tuple(data.draw(st.lists(st.integers(1, 4), min_size=r, max_size=r)))
@@ -214,6 +215,8 @@ def test_affine_read_matches_naive_gather(data):
 
 
 def test_affine_write_scatters_and_marks_holes():
+    from ncdc.codegen.prelude.views import affine_write
+
     x = torch.arange(6.0).reshape(2, 3)
     vals, live = affine_write(x, [((1,), 2)], (6,))
     assert torch.equal(live, torch.tensor([False, False, True, True, True, False]))

@@ -14,10 +14,10 @@ import tokenize
 from pathlib import Path
 
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import compile_torch, generate, generate_source, instantiate, load_module
+from tests.lazy import torch
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 REGEN = os.environ.get("NCDC_REGEN_GOLDEN") == "1"

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import codegen, interpreter
 from ncdc.verify.check import CheckResult, compare, run_generated
+from tests.lazy import torch
 
 
 def _layer0(spec):

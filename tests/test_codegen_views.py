@@ -4,9 +4,8 @@ data-dependent shapes). Their values are checked against naive loops in test_cod
 from __future__ import annotations
 
 import pytest
-import torch
 
-from ncdc.codegen.prelude.views import affine_read, affine_write
+from tests.lazy import torch
 from tests.profiling import peak_forward_bytes
 
 
@@ -17,6 +16,8 @@ def _same_storage(a, b) -> bool:
 def test_forward_reads_are_views_of_the_source():
     """``src[x + v]`` over ``(x, v)``, strided and shifted reads inside the source: views of
     the source itself; with padding, views of the padded copy (the size of the source)."""
+    from ncdc.codegen.prelude.views import affine_read
+
     src = torch.randn(3, 10, 4)
     windows, live = affine_read(src, [((1, 1), 0)], (7, 4), dim=-2)
     assert windows.shape == (3, 7, 4, 4) and bool(live.all()) and _same_storage(windows, src)
@@ -33,6 +34,8 @@ def test_forward_reads_are_views_of_the_source():
 def test_view_helpers_trace_as_one_graph():
     """A window read backwards (padded, flipped), its liveness and a scatter with writes
     outside: one graph under dynamo, and the compiled function equals eager."""
+    from ncdc.codegen.prelude.views import affine_read, affine_write
+
 
     def f(x):
         win, live = affine_read(x, [((1, -1), 0)], (x.shape[-2], 3), dim=-2)
@@ -50,6 +53,8 @@ def test_view_helpers_trace_as_one_graph():
 def test_backward_reads_come_flipped_as_views():
     """``flip=False``: a box dim read backwards comes in reverse order (values and ``live``)
     and the result is a view of the padded source, never a tokens x window copy."""
+    from ncdc.codegen.prelude.views import affine_read
+
     gen = torch.Generator().manual_seed(3)
     src = torch.randn(2, 9, 5, generator=gen)
     for rows, sizes, dim, backwards in [([((1, -1), 0)], (9, 4), -2, [1]),
@@ -74,6 +79,8 @@ def test_backward_reads_come_flipped_as_views():
 
 
 def test_flipped_window_read_traces_as_one_graph():
+    from ncdc.codegen.prelude.views import affine_read
+
     def f(x):
         win, live = affine_read(x, [((1, -1), 0)], (x.shape[-2], 3), dim=-2, flip=False)
         return (win * live[..., None]).sum(-2)

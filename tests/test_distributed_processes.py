@@ -41,6 +41,15 @@ def _fail_rank_1(rank, world):
     time.sleep(600)
 
 
+def _atexit_marks(rank, world, folder):
+    """Registers an exit handler that would leave a file in ``folder``."""
+    import atexit
+    from pathlib import Path
+
+    atexit.register(lambda: Path(folder, f"rank{rank}").write_text("the interpreter shut down"))
+    return rank
+
+
 def _no_rank_left(before) -> bool:
     return set(multiprocessing.active_children()) <= before
 
@@ -62,6 +71,20 @@ def test_the_rank_that_went_wrong_is_named_and_every_rank_stopped(fn, error, tex
     took = time.monotonic() - started
     assert text in str(e.value) and e.value.rank == 1
     assert took < 120, took                 # the stall limit or the failure, not the timeout
+    assert _no_rank_left(before)
+
+
+@pytest.mark.slow
+@GLOO[0]
+def test_a_finished_rank_leaves_without_the_interpreters_shutdown(tmp_path):
+    """A rank that returned (its group destroyed, its result written) ends with ``os._exit``:
+    no exit handler and no C++ static destructor runs, so a clean rank cannot abort on the
+    way out (gloo's threads: "terminate called without an active exception")."""
+    from ncdc.distributed import launch
+
+    before = set(multiprocessing.active_children())
+    assert launch(_atexit_marks, 2, str(tmp_path), timeout=300) == [0, 1]
+    assert list(tmp_path.iterdir()) == []
     assert _no_rank_left(before)
 
 

@@ -20,13 +20,15 @@ import pytest
 import ncdc
 from ncdc.cli import main
 from ncdc.codegen.generate import generate, instantiate, load_module
-from ncdc.codegen.prelude import storage as S
 from ncdc.distributed import launch, sharded_runs
 from ncdc.interpreter.inputs import random_inputs
 from ncdc.interpreter.storage_policy import StoragePolicy
 from ncdc.ir.errors import DistributedError
 from tests.distributed_marks import GLOO, LAUNCH_TIMEOUT
-from tests.lazy import torch
+from tests.lazy import lazy, torch
+
+S = lazy("ncdc.codegen.prelude.storage")
+"""The prelude module, imported (with torch) by the first test that uses it."""
 
 pytestmark = GLOO
 

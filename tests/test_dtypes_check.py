@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 import ncdc
 from ncdc import interpreter
@@ -16,6 +15,7 @@ from ncdc.verify.check import ModuleCache, check_morphism
 from ncdc.verify.recorded import record_block_inputs
 from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to, tolerance
 from tests.conftest import ATTENTION_CORE, TRANSFORMER
+from tests.lazy import torch
 
 CACHE = ModuleCache()
 NARROW = ("float32", "bfloat16", "float16")
@@ -153,13 +153,13 @@ def test_rotary_after_double_is_float64_exact(bundled, tiny_env):
     assert np.max(np.abs(got - want)) < 1e-13 * np.max(np.abs(want))
 
 
-@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
-def test_rotary_runs_in_every_dtype_and_returns_it(bundled, tiny_env, dtype):
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float32"])
+def test_rotary_runs_in_every_dtype_and_returns_it(bundled, tiny_env, name):
+    dtype = getattr(torch, name)
     node, g, mod = _rotary(bundled, tiny_env)
     module = instantiate(mod, g.class_name, torch.float32).to(dtype)
     xs = interpreter.random_inputs(node, tiny_env, 0)
-    x = round_to(xs[0], {torch.bfloat16: "bfloat16", torch.float16: "float16",
-                         torch.float32: "float32"}[dtype])
+    x = round_to(xs[0], name)
     want = interpreter.interpret(node, tiny_env)(x)[0]
     with torch.no_grad():
         out = module(torch.from_numpy(x).to(dtype))

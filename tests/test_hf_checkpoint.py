@@ -23,22 +23,26 @@ asserted to apply, so a change of HF's code fails here rather than passing silen
 """
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import inspect
 import math
 import sys
 import types
 
-import ml_dtypes
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
-hf_v4 = pytest.importorskip("transformers.models.deepseek_v4.modeling_deepseek_v4")
+from ncdc.api import interpret
+from ncdc.checkpoint.interp import interpreter_params
+from ncdc.ir.params import param_specs
+from tests.lazy import Deferred, ml_dtypes, torch, transformers
 
-from ncdc.api import interpret  # noqa: E402
-from ncdc.checkpoint.interp import interpreter_params  # noqa: E402
-from ncdc.ir.params import param_specs  # noqa: E402
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                reason="transformers is not installed")
+hf_v4 = Deferred(lambda: importlib.import_module(
+    "transformers.models.deepseek_v4.modeling_deepseek_v4"))
+"""HF's DeepSeek-V4 modelling module, imported by the first test that uses it."""
 
 TOKENS = 12                                   # the tiny preset's x = a * b
 SIZES = {"w": 4}                              # HF's sliding_window
@@ -64,15 +68,16 @@ KEEP_PRE = [("        collapsed = (pre.unsqueeze(-1) * hidden_streams)",
 def hf_module(*patches):
     """HF's modeling_deepseek_v4 executed anew from its source with ``patches`` (pairs of
     old, new text; each must occur) applied."""
-    src = inspect.getsource(hf_v4)
+    v4 = hf_v4.resolve()
+    src = inspect.getsource(v4)
     for old, new in [p for group in patches for p in group]:
         assert old in src, f"HF's modeling_deepseek_v4 no longer contains {old!r}"
         src = src.replace(old, new)
-    name = f"{hf_v4.__name__}_ncdc_{abs(hash(src))}"
+    name = f"{v4.__name__}_ncdc_{abs(hash(src))}"
     mod = types.ModuleType(name)
-    mod.__package__, mod.__file__ = hf_v4.__package__, hf_v4.__file__
+    mod.__package__, mod.__file__ = v4.__package__, v4.__file__
     sys.modules[name] = mod
-    exec(compile(src, hf_v4.__file__, "exec", dont_inherit=True), mod.__dict__)
+    exec(compile(src, v4.__file__, "exec", dont_inherit=True), mod.__dict__)
     return mod
 
 

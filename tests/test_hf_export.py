@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.util
 import json
 import math
 import os
@@ -23,14 +24,15 @@ import pytest
 
 import ncdc
 from ncdc.cli import main
+from tests.lazy import torch
 
 from .conftest import TRANSFORMER, loaded
 
 # transformers copies each loaded folder's code into its modules cache: a temporary one here
 # (read when transformers is first imported)
 os.environ.setdefault("HF_MODULES_CACHE", os.path.join(tempfile.gettempdir(), "ncdc-hf-modules"))
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("transformers") is None,
+                                reason="transformers is not installed")
 
 TR_SIZES = {"v@Embedding": 13, "v@Aggregator": 13, "m": 8, "h": 2, "d_{ff}": 16,
             "k@L_{q}": 4, "k@L_{v}": 4}

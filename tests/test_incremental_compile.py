@@ -14,13 +14,13 @@ import functools
 import inspect
 
 import pytest
-import torch
 
 import ncdc
 from ncdc import codegen, interpreter
 from ncdc.codegen.decoder import token_input
 from ncdc.ir.axes import is_token_axis
 from tests.conftest import EXHAUSTIVE
+from tests.lazy import Deferred, torch
 
 SWA = "Sliding Window Attention"
 MODEL = "(model)"
@@ -200,15 +200,19 @@ def test_the_counter_sees_recompilation():
         assert counter.frame_count > 1
 
 
-class _Step(torch.nn.Module):
-    """``model.step`` as a module's ``forward``, for ``torch.export``."""
+@Deferred
+def _Step():
+    class _Step(torch.nn.Module):
+        """``model.step`` as a module's ``forward``, for ``torch.export``."""
 
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
 
-    def forward(self, *inputs, state):
-        return self.model.step(*inputs, state=state)
+        def forward(self, *inputs, state):
+            return self.model.step(*inputs, state=state)
+
+    return _Step
 
 
 EXPORTED = [MODEL, pytest.param("Sliding Window Layer", marks=EXHAUSTIVE)]

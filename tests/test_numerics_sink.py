@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
@@ -15,9 +14,9 @@ from ncdc.ir import dataflow
 from ncdc.ir.pipeline import normalize
 from ncdc.ir.rewrites import SinkShift, stable_composition
 from ncdc.verify.tolerance import UNIT_ROUNDOFF, round_to
+from tests.lazy import torch
 
-DTYPES = {"float64": torch.float64, "float32": torch.float32, "bfloat16": torch.bfloat16,
-          "float16": torch.float16}
+DTYPES = ("float64", "float32", "bfloat16", "float16")
 
 
 @pytest.fixture(scope="module")
@@ -89,8 +88,8 @@ def _interpret(core, env, xs, live, plain=False):
 
 def _generated(generated, xs, live, dtype):
     g, mod = generated
-    module = instantiate(mod, g.class_name, torch.float32).to(DTYPES[dtype])
-    args = [torch.from_numpy(round_to(x, dtype)).to(DTYPES[dtype]) for x in xs]
+    module = instantiate(mod, g.class_name, torch.float32).to(getattr(torch, dtype))
+    args = [torch.from_numpy(round_to(x, dtype)).to(getattr(torch, dtype)) for x in xs]
     kw = {} if live is None else {"window_latent_live": torch.from_numpy(live)}
     with torch.no_grad():
         out = module(*args, **kw)
@@ -162,7 +161,7 @@ def test_the_literal_form_overflows_where_the_shifted_one_does_not(core, env, mo
 CASES = [("scores", -1e4), ("sink", 1e4), ("mixed", 0.0), ("both", 1e4 + 3)]
 
 
-@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(("case", "sink"), CASES, ids=[c for c, _ in CASES])
 def test_extreme_inputs_in_every_dtype(core, env, generated, dtype, case, sink):
     """Scores of +-1e4 (each row near one of them), sinks of +-1e4, dead slots and two rows

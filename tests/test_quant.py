@@ -8,9 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ncdc.codegen.prelude import quant as tq
 from ncdc.interpreter import quant as nq
-from tests.lazy import ml_dtypes, torch
+from tests.lazy import lazy, ml_dtypes, torch
+
+tq = lazy("ncdc.codegen.prelude.quant")
+"""The prelude module, imported (with torch) by the first test that uses it."""
 
 PRELUDE = Path(__file__).resolve().parents[1] / "codegen" / "prelude" / "quant.py"
 

@@ -9,10 +9,8 @@ from __future__ import annotations
 import math
 import re
 
-import ml_dtypes
 import numpy as np
 import pytest
-import torch
 
 from ncdc import interpreter
 from ncdc.checkpoint.module import build_meta, interpreter_arrays, materialize
@@ -23,10 +21,12 @@ from ncdc.ir.datatypes import kind
 from ncdc.ir.operators import Linear
 from ncdc.ir.params import param_specs
 from ncdc.verify.check import check_morphism
+from tests.lazy import ml_dtypes, torch
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*seeded stand-in values")
 
-ELEMENT = {"mxfp8": (ml_dtypes.float8_e4m3fn, 448.0), "mxfp4": (ml_dtypes.float4_e2m1fn, 6.0)}
+ELEMENT = {"mxfp8": ("float8_e4m3fn", 448.0), "mxfp4": ("float4_e2m1fn", 6.0)}
+"""format -> (its element type in ml_dtypes, its largest element)."""
 # the blocks holding every learned array of the tiny model (the layers, the Engram, the
 # embedding): Linear biases [4, 4], tables, gains, grouped and stacked weights of 3 to 5 dims
 BLOCKS = ["Sliding Window Layer", "Engram of Layer 1", "Embedding"]
@@ -46,6 +46,7 @@ def mx_values(x: np.ndarray, fmt: str, lead: int) -> np.ndarray:
     from their start, one E8M0 scale ``2^ceil(log2(max(amax, 1e-4) / top))`` per group, the
     elements rounded to E4M3 / E2M1 by ml_dtypes."""
     elem, top = ELEMENT[fmt]
+    elem = getattr(ml_dtypes, elem)
     if lead:
         runs = x.reshape(math.prod(x.shape[:lead]), -1).T
     else:
@@ -188,9 +189,7 @@ def test_check_draws_non_zero_biases_and_agrees(bundled, fmt):
                               seen[1][next(k for k in seen[1] if k.endswith("H_{2}.bias"))])
 
 
-@pytest.mark.skipif(not torch.distributed.is_available()
-                    or not torch.distributed.is_gloo_available(),
-                    reason="torch.distributed with gloo is not available")
+@pytest.mark.usefixtures("gloo")
 def test_hold_rounds_fsdp_sharded_parameters(bundled, tmp_path):
     """``hold`` on a float module whose weights are DTensors (a one-process gloo mesh): the
     whole weight is rounded as the interpreter holds it, not the local shard alone."""

@@ -17,7 +17,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen.boundary import mask_names
@@ -26,11 +25,14 @@ from ncdc.interpreter.storage_policy import apply_policy
 from ncdc.ir.datatypes import kind, storage_encoding
 from ncdc.ir.env import Env
 from ncdc.ir.errors import UsageError
+from ncdc.ir.lazy import lazy_module
 from ncdc.ir.morphisms import Block
 from ncdc.ir.params import param_specs
 from ncdc.ir.readings import apply_reading
 
 from . import tolerance as tol_
+
+torch = lazy_module("torch")
 
 TOLERANCE = {"float64": tol_.FLOAT64_TOLERANCE}
 """Fixed tolerances (float64 only); other dtypes: :func:`ncdc.verify.tolerance.tolerance`."""

@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
-import torch
 
 from ncdc import interpreter
 from ncdc.codegen.boundary import mask_names
@@ -23,9 +22,12 @@ from ncdc.ir.axes import is_token_axis
 from ncdc.ir.env import Env
 from ncdc.ir.errors import UsageError
 from ncdc.ir.incremental import Analysis, analyse
+from ncdc.ir.lazy import lazy_module
 from ncdc.ir.morphisms import Morphism
 
 from .check import CheckResult, compare, to_torch
+
+torch = lazy_module("torch")
 
 TOLERANCE = 1e-12
 """Relative tolerance of a decoded position against the whole sequence, float64 exact."""

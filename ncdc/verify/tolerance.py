@@ -23,11 +23,13 @@ reported (``tests/test_dtypes_check.py``).
 from __future__ import annotations
 
 import numpy as np
-import torch
 
 from ncdc import interpreter
+from ncdc.ir.lazy import lazy_module
 from ncdc.ir.morphisms import Broadcasted
 from ncdc.ir.walk import walk
+
+torch = lazy_module("torch")
 
 UNIT_ROUNDOFF = {"float64": 2.0 ** -53, "float32": 2.0 ** -24, "bfloat16": 2.0 ** -8,
                  "float16": 2.0 ** -11}
@@ -38,8 +40,6 @@ SAFETY = 4.0
 ACCUMULATION_ROUNDOFF = 2.0 ** -24
 """torch accumulates sums and products of float32, bfloat16 and float16 values in float32."""
 
-_TORCH = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
 
 def round_to(a, dtype: str):
     """A float64 (complex128) array rounded to ``dtype`` and back (naturals unchanged)."""
@@ -48,9 +48,9 @@ def round_to(a, dtype: str):
         return a
     t = torch.from_numpy(np.array(a, copy=True, order="C"))
     if t.is_complex():
-        parts = torch.view_as_real(t).to(_TORCH[dtype]).to(torch.float64)
+        parts = torch.view_as_real(t).to(getattr(torch, dtype)).to(torch.float64)
         return torch.view_as_complex(parts.contiguous()).numpy()
-    return t.to(_TORCH[dtype]).to(torch.float64).numpy()
+    return t.to(getattr(torch, dtype)).to(torch.float64).numpy()
 
 
 def round_params(params: dict, dtype: str) -> dict:
