@@ -243,9 +243,6 @@ def one_row_chunks(monkeypatch):
         return imports, body.replace("CHUNK_BYTES = 4 << 20", "CHUNK_BYTES = 1")
 
     monkeypatch.setattr(gen_mod, "_prelude", one_row)
-    gen_mod._definitions.cache_clear()  # the pasted definitions are cached per prelude
-    yield
-    gen_mod._definitions.cache_clear()
 
 
 @pytest.mark.parametrize("quant", ["exact", "emulate"])

@@ -2,7 +2,7 @@
 ``torch.einsum`` of the same spec, the result in the output's order and contiguous, and no
 matmul where the einsum is not one batched matrix product."""
 import pytest
-import torch
+from tests.lazy import torch
 
 from ncdc.codegen.matmul import matmul_code
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 
 import pytest
-import torch
+from tests.lazy import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module

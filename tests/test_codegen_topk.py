@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
+from tests.lazy import torch
 
 from ncdc import codegen
 
