@@ -60,6 +60,7 @@ from .errors import SpecError
 from .frozen import quick_init
 from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
+from .operators.measure import in_work
 from .operators import (
     AdditionOp,
     Arithmetic,
@@ -391,6 +392,14 @@ class SinkShift(Operator):
     axis, s)`` per degree position (``M = s`` where no entry is live); ``x - M`` keeps ``x``'s
     liveness, ``s - M`` spans the whole degree. Introduced by :func:`stable_composition`, never
     decoded from a spec."""
+
+    glyph = "shift"
+    family = "elementwise"
+
+    def flops(self, b):
+        """The joint maximum (one comparison per entry of ``x`` and one with ``s``), then one
+        subtraction per entry of ``x`` and one for ``s``: ``2 |x| + 2``."""
+        return 2 * in_work(b) + 2
 
 
 REWRITE_OPERATORS = (SinkShift,)

@@ -102,6 +102,19 @@ def test_attention_core(spec):
     assert max(sympy.Poly(arr.bytes, a, b, c_, w).total_degree() for arr in core.arrays) == 3
 
 
+def test_attention_core_after_the_pipeline(spec):
+    """The normalized term (what the backends run) has a cost too: the sink shift the pipeline
+    puts before the exponentials adds its joint maximum and two subtractions per row (2 w + 2
+    per query token), and the shifted sink's exponential is taken per row (x times, not once)."""
+    from ncdc.ir.pipeline import normalize
+
+    a, b, c_, w = S(spec, "a", "b", "c", "w")
+    x = a * b
+    core = block(spec, "Attention Core")
+    shifted = cost(normalize(core))
+    assert sympy.expand(shifted.flops - cost(core).flops - x * (2 * w + 2) - (x - 1)) == 0
+
+
 def test_ngram_table(spec, released):
     G, K, D, n, m, T1 = S(spec, "G", "K", "D", "n", "m", "T_{1}")
     c = cost(spec.site(NGRAM_TABLE).node)
