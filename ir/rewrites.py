@@ -60,7 +60,6 @@ from .errors import SpecError
 from .frozen import quick_init
 from .morphisms import Block, Broadcasted, Composed, ProductOfMorphisms, Rearrangement
 from .numeric import FREE_INPUT, Sigmoid
-from .operators.measure import in_work
 from .operators import (
     AdditionOp,
     Arithmetic,
@@ -73,6 +72,7 @@ from .operators import (
     TypeConvert,
     View,
 )
+from .operators.measure import in_work
 
 
 class LogSumExp(sympy.Function):

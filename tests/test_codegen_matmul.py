@@ -2,9 +2,9 @@
 ``torch.einsum`` of the same spec, the result in the output's order and contiguous, and no
 matmul where the einsum is not one batched matrix product."""
 import pytest
-from tests.lazy import torch
 
 from ncdc.codegen.matmul import matmul_code
+from tests.lazy import torch
 
 
 def _run(code, **arrays):

@@ -6,11 +6,11 @@ from __future__ import annotations
 import ast
 
 import pytest
-from tests.lazy import torch
 
 from ncdc import interpreter
 from ncdc.codegen import generate, instantiate, load_module
 from ncdc.codegen.generate import PRELUDE_ORDER, _prelude, _read, used_preludes
+from tests.lazy import torch
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tests.lazy import torch
 
 from ncdc import codegen
+from tests.lazy import torch
 
 
 def _kept(row, k):
