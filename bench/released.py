@@ -233,7 +233,8 @@ def main(argv=None) -> int:
     print(f"  cost model: weights {human(weights)} under the policy; preflight peak "
           f"estimate {human(peak)}")
     ph = Phases()
-    g = ph.run("generate", codegen.generate, layer, env, weights=policy)
+    g = ph.run("generate", codegen.generate, layer, env, weights=policy,
+               runtime={"loader"})
     mod = codegen.load_module(g.source)
     model = ph.run("build on meta", build, mod, g, {})
     ph.run("to_empty", model.to_empty, device="cpu")
