@@ -264,8 +264,8 @@ def profile_rows(sizes, preset, dtypes, tokens, repeat, device):
     pair bookkeeping), timed by forward hooks on the chosen clock over interleaved eager calls:
     the MoE profile of docs/performance.md."""
     parts = {"hf": ("mlp", "mlp.gate", "mlp.experts", "mlp.shared_experts"),
-             "ncdc": ("single_pass_mhc_moe.mixture_of_experts",
-                      *(f"single_pass_mhc_moe.mixture_of_experts.{n}"
+             "ncdc": ("single_pass_mhc_moe.body",
+                      *(f"single_pass_mhc_moe.body.{n}"
                         for n in ("expert_gate", "routed_experts", "shared_expert")))}
     for dtype in dtypes:
         hf, nc = HF(sizes, dtype, device), Ncdc(preset, sizes, dtype, device)

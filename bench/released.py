@@ -151,7 +151,7 @@ def check_moe(spec, preset, sizes, model, g, seen, k: int) -> float:
     """Per token: the MoE with its expert axis cut to the ``k`` experts the token selects (the
     top k among all are the top k among themselves; gate weights normalise over them)."""
     block = spec.site(MOE).node
-    sub = model.single_pass_mhc_moe.mixture_of_experts
+    sub = model.single_pass_mhc_moe.body
     names = [n for n, key in g.param_keys.items() if key.startswith(MOE + "/")]
     prefix = MOE.rsplit("/", 1)[0] + "/"
     env_k = spec.bind(preset, {**sizes, "e": k}).env
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
     xs = [torch.from_numpy(rng.standard_normal(env.sizes(a.shape))).to(torch.bfloat16)
           for a in layer.dom]
     seen_att = record_inputs(model.single_pass_mhc)
-    seen_moe = record_inputs(model.single_pass_mhc_moe.mixture_of_experts)
+    seen_moe = record_inputs(model.single_pass_mhc_moe.body)
     with torch.no_grad():
         out = ph.run("forward (bfloat16)", model, *xs)
     out = out if isinstance(out, tuple) else (out,)

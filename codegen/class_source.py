@@ -92,6 +92,7 @@ class ClassParts:
     forward: list  # Statements
     ret: list
     derivable: dict
+    doc: str | None = None  # the docstring's text, where not the one of the interface
 
 
 def class_source(c: ClassParts) -> str:
@@ -101,7 +102,7 @@ def class_source(c: ClassParts) -> str:
     if c.info.method:
         return method_source(c)
     lines = [f"class {c.info.name}({BASE}):"]
-    doc = doc_text(c.iface, c.info.outputs)
+    doc = c.doc or doc_text(c.iface, c.info.outputs)
     lit = docstring(doc, INDENT)
     check_docstring(lit, INDENT, doc)
     lines.append(INDENT + lit)
@@ -146,10 +147,12 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     if info.needs_static:
         params.append("static_shapes=False")
     info.user_data = tuple(dict.fromkeys([*needs.user_data, *(
-        t for m in info.members if isinstance(m, Sub) for t in m.info.user_data)]))
+        t for m in info.members if isinstance(m, Sub) for c in (m.info, m.body) if c is not None
+        for t in c.user_data)]))
     config = takes_config(info)
-    sig = "self" + (", config=None" if config else "") + (", *, " + ", ".join(params)
-                                                          if params else "")
+    sig = "self" + (", config" + ("" if info.arguments else "=None") if config else "")
+    sig += "".join(", " + a for a in info.arguments)
+    sig += ", *, " + ", ".join(params) if params else ""
     args = ["config"] if config else []
     if needs.quant:
         args.append("quant" if config else "quant=quant")
@@ -166,7 +169,7 @@ def init_lines(gen, info: ClassInfo, needs: Needs, sizes, members) -> list[str]:
     if members.reset:
         init.append(Statement(EXPR, "self.reset_parameters()"))
     lines = []
-    if len(init) > 1 or params:  # else the base class's __init__ does it all
+    if len(init) > 1 or params or info.arguments:  # else the base class's __init__ does it all
         lines = [INDENT + f"def __init__({sig}):", *print_body(init, INDENT * 2), ""]
     if members.reset or needs.user_data:
         reset = list(members.reset)

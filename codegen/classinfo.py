@@ -25,11 +25,15 @@ class Param:
 
 @dataclass
 class Sub:
-    """A submodule attribute: one instance, or a ModuleList of ``repeat`` instances."""
+    """A submodule attribute: one instance, or a ModuleList of ``repeat`` instances, built by
+    ``make`` (code). A class taking a submodule as a constructor argument (``ClassInfo.arguments``)
+    holds it as a Sub with ``info`` None; its caller's Sub names the class passed (``body``)."""
 
     attr: str
-    info: ClassInfo
+    info: ClassInfo | None
     repeat: int | None
+    make: str = ""
+    body: ClassInfo | None = None  # the class of the submodule passed to ``info``'s constructor
 
 
 @dataclass
@@ -62,6 +66,8 @@ class ClassInfo:
     experts: tuple | None = None  # pairs mode: (EXPERT_DIMS, INPUT_RANKS) (codegen/experts.py)
     method: str | None = None  # a block with no state of its own: this method of the base class
     tables: tuple = ()  # (sites, real parts) of each rotary table the caller computes and passes
+    arguments: tuple = ()  # submodules the constructor takes, after the config (codegen/bodies.py)
+    parts: object = None  # the codegen.class_source.ClassParts its source was written from
 
 
 def shape_text(array: Array) -> str:

@@ -22,9 +22,10 @@ from ncdc.ir.params import param_specs, repetitions
 from ncdc.ir.pipeline import normalize
 from ncdc.ir.walk import walk
 
+from .bodies import merge_bodies
 from .boundary import input_statics
 from .class_source import base_class_source
-from .classinfo import INDENT, ClassInfo, Param, Sub
+from .classinfo import INDENT, ClassInfo, Param
 from .config import config_source
 from .decoder import decoder_methods
 from .generator import Generator
@@ -345,6 +346,7 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
         return info
 
     info = gen.build_class(make)
+    merge_bodies(gen, info)
     if "decoding" in features:
         info.source = info.source.rstrip("\n") + "\n" + decoder_methods(gen, morphism, INDENT)
     name = info.name
@@ -364,27 +366,23 @@ def generate(morphism: Morphism, env: Env, *, quant: str = "exact",
 
 def instance_params(info: ClassInfo, prefix: str = ""):
     """(state_dict key, site, role) of every parameter and buffer, in IR pre-order."""
-    for m in info.members:
-        if isinstance(m, Param):
-            yield prefix + m.attr, m.site, m.role
-        elif isinstance(m, Sub):
-            if m.repeat is not None:
-                for i in range(m.repeat):
-                    yield from instance_params(m.info, f"{prefix}{m.attr}.{i}.")
-            else:
-                yield from instance_params(m.info, f"{prefix}{m.attr}.")
+    for key, p in params_by_key(info, prefix):
+        yield key, p.site, p.role
 
 
-def params_by_key(info: ClassInfo, prefix: str = ""):
-    """(state_dict key, Param) of every parameter and buffer, in IR pre-order."""
+def params_by_key(info: ClassInfo, prefix: str = "", body: ClassInfo | None = None):
+    """(state_dict key, Param) of every parameter and buffer, in IR pre-order (``body``: the
+    class of the submodule ``info``'s constructor takes, codegen/bodies.py)."""
     for m in info.members:
         if isinstance(m, Param):
             yield prefix + m.attr, m
-        elif m.repeat is not None:
+            continue
+        cls, inner = (body, None) if m.info is None else (m.info, m.body)
+        if m.repeat is not None:
             for i in range(m.repeat):
-                yield from params_by_key(m.info, f"{prefix}{m.attr}.{i}.")
+                yield from params_by_key(cls, f"{prefix}{m.attr}.{i}.", inner)
         else:
-            yield from params_by_key(m.info, f"{prefix}{m.attr}.")
+            yield from params_by_key(cls, f"{prefix}{m.attr}.", inner)
 
 
 def member_formats(info: ClassInfo, prefix: str = ""):

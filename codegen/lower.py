@@ -206,9 +206,9 @@ class ClassBuilder:
         derivable = self.sizes.derivations()
         info.kw_symbols = sorted((s for s in self.sizes.data_used if s not in derivable),
                                  key=lambda s: gen.sym_name(s))
-        info.source = class_source(ClassParts(gen, info, self.iface, self.needs, self.batch,
-                                              self.sizes, self.members, self.fw.body, ret,
-                                              derivable))
+        info.parts = ClassParts(gen, info, self.iface, self.needs, self.batch, self.sizes,
+                                self.members, self.fw.body, ret, derivable)
+        info.source = class_source(info.parts)
         if info.method:  # an earlier block's method of the same code serves this one too
             code = method_code(info.source)
             same = next((m for m in gen.order if m.method and m.source

@@ -137,5 +137,5 @@ class Members:
         else:
             self.init.append(Statement(ASSIGN, f"nn.ModuleList([{make} for _ in range({count})])",
                                        (f"self.{attr}",)))
-        self.items.append(Sub(attr, info, repeat))
+        self.items.append(Sub(attr, info, repeat, make))
         return attr

@@ -9,6 +9,7 @@ they were, above the statement that follows.
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 from collections import Counter
 
@@ -182,18 +183,33 @@ def _cast_source(out: list[Statement], ci: int, v: str) -> int | None:
 
 
 def return_directly(body: list[Statement]) -> list[Statement]:
-    """``y = expr`` followed by ``return y`` (``y`` read nowhere else) becomes ``return expr``."""
+    """``y = expr`` followed by ``return y`` (``y`` read nowhere else) becomes ``return expr``;
+    so does ``a, b = self.block(...)`` followed by ``return a, b`` (a generated block returns
+    its several outputs as that tuple)."""
     if len(body) < 2:
         return body
     ret, prev = body[-1], body[-2]
-    name = ret.expr if ret.kind == RETURN else ""
-    if not name.isidentifier() or ret.headings or prev.kind != ASSIGN \
-            or prev.targets != (name,) or prev.depth != ret.depth:
+    names = tuple(n.strip() for n in ret.expr.split(",")) if ret.kind == RETURN else ()
+    if not all(n.isidentifier() for n in names) or ret.headings or prev.kind != ASSIGN \
+            or prev.targets != names or prev.depth != ret.depth:
         return body
-    if occurrences(body, name) != 2:
+    if len(names) > 1 and (prev.rounding is not None or not _calls_self(prev.expr)):
+        return body
+    if any(occurrences(body, n) != 2 for n in names):
         return body
     return body[:-2] + [Statement(RETURN, prev.expr, rounding=prev.rounding,
                                   headings=prev.headings, depth=ret.depth)]
+
+
+def _calls_self(code: str) -> bool:
+    """``code`` is one call ``self.<name>(...)``."""
+    try:
+        node = ast.parse(code, mode="eval").body
+    except SyntaxError:
+        return False
+    f = node.func if isinstance(node, ast.Call) else None
+    return (isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name)
+            and f.value.id == "self")
 
 
 def _unsuffixed(name: str) -> str | None:

@@ -326,17 +326,19 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     whole = code_lines(source)
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
-    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 279
-    # class lines (317 before blocks holding nothing of their own became base-class methods, the
-    # rotary table was passed in and the inverse rotary embedding became the same method; 375
-    # before the config, names by role and the standard modules) and 562 file lines (985 before
-    # the runtime came on request): one class per block with parameters (10 vs 4; the two
-    # Single-Pass mHC classes differ only in their body), the base class's init_weights and
-    # extra_repr; in the file the helpers the classes call: the routed experts' pairs, affine
-    # reads, chunks. The loader, decoding and sharding come only with runtime=...
-    # (test_codegen_plain.py). These bounds guard against growth.
-    assert ours <= 279, (ours, hand, round(ours / hand, 2))
-    assert whole <= 562, (whole, hand, round(whole / hand, 2))
+    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 262
+    # class lines (264 before a block returning a called block's outputs returned the call, 279
+    # before the two Single-Pass mHC classes, which differed only in their body, became one
+    # class taking its body as an argument; 317 before blocks holding nothing
+    # of their own became base-class methods, the rotary table was passed in and the inverse
+    # rotary embedding became the same method; 375 before the config, names by role and the
+    # standard modules) and 545 file lines (985 before the runtime came on request): one class
+    # per block with parameters (9 vs 4), the base class's init_weights and extra_repr; in the
+    # file the helpers the classes call: the routed experts' pairs, affine reads, chunks. The
+    # loader, decoding and sharding come only with runtime=... (test_codegen_plain.py). These
+    # bounds guard against growth.
+    assert ours <= 262, (ours, hand, round(ours / hand, 2))
+    assert whole <= 545, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
@@ -385,6 +387,16 @@ def test_rounding_folds_only_where_nothing_else_reads():
                    Statement(ASSIGN, "a", ("b",), depth=1), Statement(RETURN, "b")]
     assert printed(conditional) == ["    b = c", "    if flag:", "        b = a", "    return b"]
     assert fold_masks(conditional, 4) == conditional
+    # a called block's several outputs returned as they come: only a call of a block (a
+    # tuple), never an unpacked value, and only where the names are read nowhere else
+    called = [Statement(ASSIGN, "self.block(x, y)", ("a", "b")), Statement(RETURN, "a, b")]
+    assert printed(return_directly(called)) == ["    return self.block(x, y)"]
+    unpacked = [Statement(ASSIGN, "x", ("a", "b")), Statement(RETURN, "a, b")]
+    assert return_directly(unpacked) == unpacked
+    swapped = [called[0], Statement(RETURN, "b, a")]
+    assert return_directly(swapped) == swapped
+    read = [called[0], Statement(ASSIGN, "a + 1", ("c",)), Statement(RETURN, "a, b")]
+    assert return_directly(read) == read
 
 
 def test_one_rotary_table_per_forward(bundled, tiny):

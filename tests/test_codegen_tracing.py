@@ -58,11 +58,11 @@ def test_eager_keeps_the_sparse_form(bundled):
     """An eager call of the default module computes the experts at exactly the live pairs, and
     agrees with the interpreter; ``static_shapes=True`` gives the static form."""
     _, module, args, check = _layer0(bundled)
-    assert not module.single_pass_mhc_moe.mixture_of_experts.static_shapes
+    assert not module.single_pass_mhc_moe.body.static_shapes
     assert _pair_forms(module, args) == ["sparse"]
     res = check(module)
     assert res.ok and res.max_rel < 1e-12, res.problem
-    module.single_pass_mhc_moe.mixture_of_experts.static_shapes = True
+    module.single_pass_mhc_moe.body.static_shapes = True
     assert _pair_forms(module, args) == ["static"]
 
 

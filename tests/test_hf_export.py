@@ -441,7 +441,7 @@ def test_layer0_gradient_checkpointing(layer0):
         if checkpointing:
             model.activation_checkpointing_enable()
         count = []
-        attention = model.ncdc.single_pass_mhc.sliding_window_attention
+        attention = model.ncdc.single_pass_mhc.body
         attention.register_forward_hook(lambda *a, count=count: count.append(1))
         outs = model(*(torch.from_numpy(x) for x in inputs)).outputs
         sum((o ** 2).sum() for o in outs).backward()
