@@ -60,20 +60,39 @@ def _parse(path: Path, mtime_ns: int, size: int) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), str(path))
 
 
+_BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def import_statements(tree: ast.AST, type_checking: bool = True):
+    """Every ``import`` and ``from ... import`` statement of ``tree``, at any depth (functions,
+    branches, handlers), in no particular order; without ``type_checking``, none under ``if
+    TYPE_CHECKING:``. Only statements are walked: an import is never inside an expression."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node
+            continue
+        if not type_checking and isinstance(node, ast.If) and _is_type_checking(node):
+            stack.extend(node.orelse)
+            continue
+        stack.extend(c for c in ast.iter_child_nodes(node) if isinstance(c, _BLOCKS))
+
+
 def imported_names(path: Path, module: str) -> list[tuple[str, str | None, int]]:
     """(absolute dotted module, imported name or None, line) for each name an import in ``path``
     brings in; ``from X import y`` gives ``(X, y)``, ``import X`` gives ``(X, None)``. Imports
     under ``if TYPE_CHECKING:`` never run and are skipped."""
-    tree = source_tree(path)
+    stat = path.stat()
+    return list(_imported_names(path, module, stat.st_mtime_ns, stat.st_size))
+
+
+@functools.cache
+def _imported_names(path: Path, module: str, mtime_ns: int, size: int) -> tuple:
     is_package = path.stem == "__init__"
-    skipped: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and _is_type_checking(node):
-            skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     found = []
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
+    for node in sorted(import_statements(source_tree(path), type_checking=False),
+                       key=lambda n: (n.lineno, n.col_offset)):
         if isinstance(node, ast.Import):
             found.extend((alias.name, None, node.lineno) for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -85,7 +104,7 @@ def imported_names(path: Path, module: str) -> list[tuple[str, str | None, int]]
             else:
                 base = node.module or ""
             found.extend((base, alias.name, node.lineno) for alias in node.names)
-    return found
+    return tuple(found)
 
 
 def resolve(target: str, modules: set[str]) -> str | None:

@@ -23,6 +23,7 @@ import pytest
 from tests.import_graph import (
     ROOT,
     import_graph,
+    import_statements,
     imported_names,
     module_files,
     package_dirs,
@@ -55,10 +56,10 @@ def test_module_names_follow_the_package_dir_map():
 def test_no_code_imports_the_bare_folder_names():
     found = []
     for path in _repo_sources():
-        for node in ast.walk(source_tree(path)):
+        for node in import_statements(source_tree(path)):
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and not node.level:
+            elif not node.level:
                 names = [node.module or ""]
             else:
                 continue
