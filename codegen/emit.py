@@ -312,6 +312,30 @@ def _pack(pieces: list[str], indent: str, limit: int, first_prefix: str) -> list
     return lines
 
 
+def _hugged(head: str, arg: str, tail: str, indent: str, limit: int) -> list[str] | None:
+    """A call's one argument that is itself a call with several arguments, its bracket kept on
+    the first line (``nn.Parameter(torch.empty(`` then the arguments, hanging), or None."""
+    opens = [i for i, ch, d in _scan(arg) if ch == "(" and d == 0]
+    if not opens or not arg.endswith(")") or not arg[:opens[0]].replace(".", "_").isidentifier():
+        return None
+    k = opens[0]
+    args, start = [], k + 1
+    for j, ch, d in _scan(arg[k:]):
+        if d == 0 and ch == ")" and k + j != len(arg) - 1:
+            return None  # the argument is more than one call
+        if d == 1 and ch == ",":
+            args.append(arg[start:k + j + 1].strip())
+            start = k + j + 1
+    if not args:
+        return None
+    args.append(arg[start:-1].strip())
+    first = head + arg[:k + 1]
+    end = ")" + tail
+    body = _pack([a for a in args if a], indent + "    ", limit - len(end), indent + "    ")
+    out = [first] + body[:-1] + [body[-1] + end]
+    return out if all(len(ln) <= limit for ln in out) else None
+
+
 def wrap_line(line: str, limit: int = 100) -> list[str]:  # noqa: C901 - one branch per way to break a line: comment, call, operator
     """PEP 8 wrapping of one generated statement: a long trailing comment moves above, a call
     breaks after its opening bracket (hanging indent), a long expression is parenthesised and
@@ -391,6 +415,10 @@ def wrap_line(line: str, limit: int = 100) -> list[str]:  # noqa: C901 - one bra
             if len(inner) <= limit:
                 return [indent + lhs + rhs[:i + 1], inner]
             deeper = wrap_line(inner, limit)
+            hugged = _hugged(indent + lhs + rhs[:i + 1], rhs[i + 1:close], rhs[close:], indent,
+                             limit)
+            if hugged is not None and len(hugged) < len(deeper) + 1:
+                return hugged
             if len(deeper) > 1:
                 return [indent + lhs + rhs[:i + 1]] + deeper
             break

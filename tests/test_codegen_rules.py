@@ -147,6 +147,8 @@ LONG = [
      "[((1, -1), 0)], (x_m.shape[-2], self.w))  # reads outside are dead"),
     ("        as_mxfp8_2 = mx_block_round(as_bf16_with_a_long_name, 'E4M3', 32) if self.emulate "
      "else as_bf16_with_a_long_name  # held in Q(E4M3|UE8M0/32)"),
+    ("        self.w_oa = nn.Parameter(torch.empty(self.config.head_groups * "
+     "self.config.output_rank, self.config.heads_per_group * self.config.latent_width))"),
 ]
 
 
@@ -156,6 +158,17 @@ def test_wrap_line_keeps_the_statement(line):
     assert all(len(ln) <= 100 for ln in wrapped)
     body = "\n".join(ln[8:] if ln.startswith("        ") else ln.lstrip() for ln in wrapped)
     assert ast.dump(ast.parse(body)) == ast.dump(ast.parse(line.strip()))
+
+
+def test_a_call_of_one_call_keeps_both_brackets_on_its_first_line():
+    """``f(g(a, b))`` too long for two lines breaks inside ``g``, hanging: three lines, not
+    four; where ``f`` takes more than the one call it breaks as before."""
+    assert wrap_line(LONG[-1]) == [
+        "        self.w_oa = nn.Parameter(torch.empty(",
+        "            self.config.head_groups * self.config.output_rank,",
+        "            self.config.heads_per_group * self.config.latent_width))"]
+    two = LONG[-1].replace("latent_width))", "latent_width), requires_grad=False)")
+    assert wrap_line(two)[0] == "        self.w_oa = nn.Parameter("
 
 
 def test_drop_unused_removes_only_dead_assignments():

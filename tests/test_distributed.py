@@ -207,10 +207,13 @@ def test_expert_axis_found_from_the_ir(bundled):
 
 
 def _classes(info):
+    """Every class the root builds: its submodules' and the bodies they are built around."""
     yield info
     for m in info.members:
         if isinstance(m, Sub):
-            yield from _classes(m.info)
+            for c in (m.info, m.body):  # info None: the constructor's body argument
+                if c is not None:
+                    yield from _classes(c)
 
 
 @pytest.mark.slow
