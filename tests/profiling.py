@@ -1,5 +1,8 @@
-"""Peak memory of a forward, measured one way for the tests and `bench/codegen.py`."""
-from tests.lazy import torch
+"""Peak memory of a forward, measured one way for the tests and `bench/codegen.py`,
+`bench/hf.py` (which load this file by path, so it imports nothing of ``tests``)."""
+from ncdc.ir.lazy import lazy_module
+
+torch = lazy_module("torch")
 
 
 def peak_forward_bytes(module, args) -> int:

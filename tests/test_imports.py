@@ -177,3 +177,16 @@ def test_cheap_imports_stay_cheap(name):
                        timeout=120, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_the_benches_load_the_profiling_helper_by_path(tmp_path):
+    """``bench/codegen.py`` and ``bench/hf.py`` load ``tests/profiling.py`` by its path, from a
+    directory where ``tests`` is no package: it must import nothing of ``tests``."""
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('p', {str(ROOT / 'tests' / 'profiling.py')!r})\n"
+            "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)\n"
+            "print(callable(mod.peak_forward_bytes), 'tests' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "False"]
