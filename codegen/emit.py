@@ -338,8 +338,9 @@ def _hugged(head: str, arg: str, tail: str, indent: str, limit: int) -> list[str
 
 def wrap_line(line: str, limit: int = 100) -> list[str]:  # noqa: C901 - one branch per way to break a line: comment, call, operator
     """PEP 8 wrapping of one generated statement: a long trailing comment moves above, a call
-    breaks after its opening bracket (hanging indent), a long expression is parenthesised and
-    breaks before its operators."""
+    breaks between its arguments, aligned with its opening bracket where that takes fewer lines,
+    else after the bracket (hanging indent), a long expression is parenthesised and breaks
+    before its operators."""
     if len(line) <= limit or len(line) > 40 * limit:  # past 40 lines' worth: an unbreakable
         return [line]  # name from the spec; rescanning it per break would cost quadratic time
     indent = line[:len(line) - len(line.lstrip())]
@@ -402,8 +403,15 @@ def wrap_line(line: str, limit: int = 100) -> list[str]:  # noqa: C901 - one bra
         args.append(rhs[start:close].strip())
         tail = rhs[close:]
         first = indent + lhs + rhs[:i + 1]
-        body = _pack([a for a in args if a], indent + "    ", limit - len(tail), indent + "    ")
-        return [first] + body[:-1] + [body[-1] + tail]
+        pieces = [a for a in args if a]
+        body = _pack(pieces, indent + "    ", limit - len(tail), indent + "    ")
+        hanging = [first] + body[:-1] + [body[-1] + tail]
+        # aligned with the opening bracket where that takes fewer lines
+        aligned = _pack(pieces, " " * len(first), limit - len(tail), first)
+        aligned[-1] += tail
+        if len(aligned) < len(hanging) and all(len(ln) <= limit for ln in aligned):
+            return aligned
+        return hanging
     # one long argument: break after the first bracket
     for i, ch, d in _scan(rhs):
         if ch in "([" and d == 0:
@@ -417,7 +425,7 @@ def wrap_line(line: str, limit: int = 100) -> list[str]:  # noqa: C901 - one bra
             deeper = wrap_line(inner, limit)
             hugged = _hugged(indent + lhs + rhs[:i + 1], rhs[i + 1:close], rhs[close:], indent,
                              limit)
-            if hugged is not None and len(hugged) < len(deeper) + 1:
+            if hugged is not None and len(hugged) <= len(deeper) + 1:
                 return hugged
             if len(deeper) > 1:
                 return [indent + lhs + rhs[:i + 1]] + deeper

@@ -171,6 +171,18 @@ def test_a_call_of_one_call_keeps_both_brackets_on_its_first_line():
     assert wrap_line(two)[0] == "        self.w_oa = nn.Parameter("
 
 
+def test_a_call_aligns_its_arguments_with_the_bracket_where_that_saves_a_line():
+    """Arguments that fit on two lines aligned with the opening bracket break there (PEP 8's
+    first form); where aligning takes as many lines, the hanging indent stays."""
+    line = ("        self.h_2 = Linear(self.config.streams * self.config.hidden_width, "
+            "self.config.streams * self.config.streams)")
+    assert wrap_line(line) == [
+        "        self.h_2 = Linear(self.config.streams * self.config.hidden_width,",
+        "                          self.config.streams * self.config.streams)"]
+    deep = "        " + "x" * 60 + " = f(" + ", ".join(["a" * 30] * 3) + ")"
+    assert wrap_line(deep)[0].endswith(" = f(")
+
+
 def test_drop_unused_removes_only_dead_assignments():
     body = [Statement(ASSIGN, "f(x)", ("a",)),
             Statement(ASSIGN, "g(a)", ("b_live",), comment="a mask nobody reads"),

@@ -326,19 +326,17 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     whole = code_lines(source)
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
-    # goal (issue 21): classes <= 1.5x (260), whole file <= 3x (520); not met. Measured 261
-    # class lines (262 before a call of one call kept both brackets on its first line, 264
-    # before a block returning a called block's outputs returned the call, 279 before the two
-    # Single-Pass mHC classes, which differed only in their body, became one class taking its
-    # body as an argument; 317 before blocks holding nothing of their own became base-class
-    # methods, the rotary table was passed in and the inverse rotary embedding became the same
-    # method; 375 before the config, names by role and the standard modules) and 544 file lines
-    # (985 before the runtime came on request): one class per block with parameters (9 vs 4),
-    # the base class's init_weights and extra_repr; in the file the helpers the classes call:
-    # the routed experts' pairs, affine reads, chunks. The loader, decoding and sharding come
-    # only with runtime=... (test_codegen_plain.py). These bounds guard against growth.
-    assert ours <= 261, (ours, hand, round(ours / hand, 2))
-    assert whole <= 544, (whole, hand, round(whole / hand, 2))
+    # goal (issue 21): classes <= 1.5x (260), met; whole file <= 3x (520), not met. Measured
+    # 257 class lines (261 before a call's arguments aligned with its bracket where that saves
+    # a line; 279 before the two Single-Pass mHC classes, which differed only in their body,
+    # became one class taking its body as an argument; 317 before blocks holding nothing of
+    # their own became base-class methods and the rotary table was passed in; 375 before the
+    # config, names by role and the standard modules) and 540 file lines (985 before the
+    # runtime came on request): in the file the helpers the classes call, the routed experts'
+    # pairs, affine reads, chunks. The loader, decoding and sharding come only with
+    # runtime=... (test_codegen_plain.py). These bounds guard against growth.
+    assert ours <= 257, (ours, hand, round(ours / hand, 2))
+    assert whole <= 540, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
