@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Mapping
 from importlib import resources
 
-from ncdc.ir.errors import BindingError, Diagnostic, SpecError
+from ncdc.ir.errors import BindingError, Diagnostic, SpecError, UsageError
 from ncdc.ir.morphisms import Block, Morphism
 from ncdc.ir.params import ParamSpec, param_specs
 from ncdc.ir.walk import Site, blocks, walk
@@ -289,19 +289,28 @@ def compile_torch(what, env=None, *, spec: Spec | None = None, preset: str | Non
                   sizes: Mapping[str, object] | None = None,
                   constants: Mapping[str, object] | None = None, quant: str = "exact",
                   dtype: str = "float64", module_name: str | None = None,
-                  max_memory: str | int | None = None, unsafe_skip_checks: bool = False):
+                  max_memory: str | int | None = None, unsafe_skip_checks: bool = False,
+                  runtime="loader"):
     """``(source, module)``: standalone PyTorch source for a spec or block, and an instance of
     its root ``nn.Module`` (in ``dtype``). Targets, sizes and the gate as for
     :func:`interpret`; the memory estimate counts the module's parameters at ``dtype``'s
-    width and the activations of one forward pass."""
+    width and the activations of one forward pass. ``runtime``: the features the file carries
+    besides the model (names of ``ncdc.codegen.RUNTIME``, comma-separated or an iterable, or
+    ``"all"``; as ``ncdc compile --with``); an unknown one is a :class:`UsageError`."""
     from ncdc.codegen import compile_torch as _compile
+    from ncdc.codegen.generate import runtime_features
 
+    try:
+        features = runtime_features(runtime)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"runtime: {exc}") from None
     morphism, owner = _target(what, spec)
     binding = _binding(morphism, owner, env, preset, sizes, constants)
     _gate(morphism, owner, binding, command="compile_torch", max_memory=max_memory,
           held=_held(dtype), unsafe=unsafe_skip_checks)
     return _compile(morphism, binding.env, quant=quant, dtype=dtype, module_name=module_name,
-                    size_names=owner.size_names() if owner is not None else None)
+                    size_names=owner.size_names() if owner is not None else None,
+                    runtime=features)
 
 
 __all__ = ["DEFAULT_PRESET", "PRESETS", "Binding", "Block", "Diagnostic", "Spec",

@@ -111,3 +111,18 @@ def test_compile_torch_binds_like_the_cli_and_matches_the_interpreter(transforme
     got = module(torch.from_numpy(x))
     got = got[0] if isinstance(got, tuple) else got
     assert np.allclose(got.detach().numpy(), y, rtol=1e-12, atol=1e-12)
+
+
+def test_compile_torch_carries_the_runtime_asked_for(bundled):
+    """``runtime`` as ``ncdc compile --with``: the loader by default, decoding's ``prefill`` and
+    ``step`` when asked, an unknown feature refused typed (a ``UsageError``, one line)."""
+    block = bundled.block("Sliding Window Attention")
+    source, model = ncdc.compile_torch(block, preset="tiny", dtype="float32")
+    assert "def load_interpreter_params" in source and not hasattr(model, "step")
+    source, model = ncdc.compile_torch(block, preset="tiny", dtype="float32",
+                                       runtime="decoding")
+    assert callable(model.step) and callable(model.prefill)
+    for bad in ("bogus", ["loader", 3], 7):
+        with pytest.raises(ncdc.SpecError, match="runtime") as info:
+            ncdc.compile_torch(block, preset="tiny", runtime=bad)
+        assert type(info.value).__name__ == "UsageError" and "\n" not in str(info.value)
