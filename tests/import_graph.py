@@ -13,7 +13,10 @@ import functools
 import tomllib
 from pathlib import Path
 
-import networkx as nx
+from tests.lazy import lazy
+
+nx = lazy("networkx")  # imported by the first test that draws a graph
+
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -32,11 +32,19 @@ DEFERRED = {
 """name -> (module, attribute or None for the module itself) of the stand-ins this file gives."""
 
 
+PYTEST_PROBES = ("_mock_name", "_pytestfixturefunction")
+"""What pytest reads of every global of a test module it collects, besides dunders
+(``__test__``, ``__wrapped__``): mock's name (pytest 7-9) and the fixture marker (pytest 9)."""
+
+
 class Collectable(LazyModule):
     """A lazy module that answers itself what pytest asks of every global of a test module it
-    collects (``__test__``, ``__class__``, ``__wrapped__``: dunders; ``_mock_name``)."""
+    collects: dunders (as every :class:`LazyModule`) and :data:`PYTEST_PROBES` (as absent)."""
 
-    _mock_name = None
+    def __getattr__(self, name: str):
+        if name in PYTEST_PROBES:
+            raise AttributeError(name)
+        return super().__getattr__(name)
 
 
 def lazy(name: str) -> ModuleType:
@@ -52,8 +60,6 @@ class Deferred:
     function that defines the class and returns it; calling the stand-in constructs an instance.
     """
 
-    _mock_name = None  # pytest's probe (see Collectable)
-
     def __init__(self, build):
         self._build = build
         self._target = None
@@ -68,7 +74,7 @@ class Deferred:
         return self.resolve()(*args, **kwargs)
 
     def __getattr__(self, name: str):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") or name in PYTEST_PROBES:
             raise AttributeError(name)
         return getattr(self.resolve(), name)
 

@@ -53,8 +53,15 @@ def _check(which: str, index: int | None, quant: str, dtype: str = "float64"):
     return r
 
 
-BUNDLED_SITES = range(len(_distinct_sites(_spec("bundled"))))
-TRANSFORMER_SITES = range(len(_distinct_sites(_spec("transformer"))))
+DISTINCT_SITES = {"bundled": 87, "transformer": 8}
+"""How many structurally distinct blocks each spec has: the tests are parametrized by index
+without loading the specs at collection (``test_the_distinct_site_counts_are_current``)."""
+BUNDLED_SITES = range(DISTINCT_SITES["bundled"])
+TRANSFORMER_SITES = range(DISTINCT_SITES["transformer"])
+
+
+def test_the_distinct_site_counts_are_current():
+    assert {which: len(_distinct_sites(_spec(which))) for which in DISTINCT_SITES} == DISTINCT_SITES
 
 
 @pytest.mark.parametrize("quant", ["exact", pytest.param("emulate", marks=pytest.mark.slow)])

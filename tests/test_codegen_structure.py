@@ -5,8 +5,11 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import networkx as nx
 import pytest
+
+from tests.lazy import lazy
+
+nx = lazy("networkx")  # imported by the first test that draws a graph
 
 ROOT = Path(__file__).resolve().parents[1] / "codegen"
 

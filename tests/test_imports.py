@@ -17,7 +17,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import networkx as nx
 import pytest
 
 from tests.import_graph import (
@@ -29,6 +28,9 @@ from tests.import_graph import (
     package_dirs,
     source_tree,
 )
+from tests.lazy import lazy
+
+nx = lazy("networkx")  # imported by the first test that draws a graph
 
 BARE = {"ir", "spec", "interpreter", "codegen"}
 
