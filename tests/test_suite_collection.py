@@ -1,14 +1,17 @@
 """Collecting the suite is cheap: ``pytest --collect-only`` in a fresh interpreter imports none
 of torch, ml_dtypes, transformers or safetensors (test modules take them from
-:mod:`tests.lazy`, the library binds torch with :func:`ncdc.ir.lazy.lazy_module`), and it stays
-within a CPU-time bound.
+:mod:`tests.lazy`, the library binds torch with :func:`ncdc.ir.lazy.lazy_module`), and a
+collection with bytecode at hand stays within a CPU-time bound.
 
-Measured on the 2-core machine with pytest 9.2 (CPU seconds of the collecting process, the
-whole suite): 7.0-7.4 s without bytecode (``PYTHONDONTWRITEBYTECODE=1`` and no ``__pycache__``,
-as a fresh clone's first run: pytest rewrites the 2,500 asserts of every test module anew, about
-half of it), 2.6-2.8 s with it. CPU time, not wall time, so that a loaded machine does not make
-the bound flaky; the bound leaves headroom over the slower of the two, and an import of torch
-and transformers (4-6 s more) still exceeds it.
+The test collects twice in fresh interpreters with bytecode written to a private
+``PYTHONPYCACHEPREFIX``: the first run compiles every module and has pytest rewrite the 2,500
+asserts of the test modules (a fresh clone's first run, or any run under
+``PYTHONDONTWRITEBYTECODE=1``), the second is the collection a developer waits for, and only
+the second is bounded. Measured on the 2-core machine with pytest 9.2 (CPU seconds of the
+collecting process): 7.0-7.4 s for the first, 2.6-2.8 s for the second. CI's machine took 10.7 s
+for the first, so a bound on it would measure the machine; the second's bound leaves that
+factor of headroom, and importing torch and transformers (4-6 s more) still exceeds it, besides
+failing the import check.
 """
 from __future__ import annotations
 
@@ -18,9 +21,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "ml_dtypes", "transformers", "safetensors")
-CPU_BOUND_S = 10.0
+WARM_CPU_BOUND_S = 6.0
 
 SCRIPT = f"""
 import sys
@@ -36,13 +41,23 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def test_collecting_the_suite_imports_nothing_heavy_and_is_cheap():
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+def _collect(env: dict[str, str]) -> tuple[list[str], float]:
     before = _children_cpu()
     r = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, cwd=ROOT,
                        env=env, timeout=300, check=False)
     cpu = _children_cpu() - before
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    heavy = [line for line in r.stdout.splitlines() if line.startswith("HEAVY ")]
+    return [line for line in r.stdout.splitlines() if line.startswith("HEAVY ")], cpu
+
+
+@pytest.mark.slow
+def test_collecting_the_suite_imports_nothing_heavy_and_is_cheap(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTEST_") and k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "pycache")
+    heavy, _ = _collect(env)
     assert heavy == ["HEAVY []"], heavy
-    assert cpu < CPU_BOUND_S, f"collection took {cpu:.1f} s of CPU"
+    assert any((tmp_path / "pycache").rglob("*.pyc")), "no bytecode was written"
+    heavy, cpu = _collect(env)
+    assert heavy == ["HEAVY []"], heavy
+    assert cpu < WARM_CPU_BOUND_S, f"collection with bytecode took {cpu:.1f} s of CPU"
