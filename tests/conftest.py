@@ -23,6 +23,10 @@ import pytest
 
 import ncdc
 
+# inductor compiles in this process: a pool of compile workers (one per core) would import torch
+# in each and compete with pytest-xdist's workers for the same two cores
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
 DATA = Path(__file__).resolve().parent / "data"
 PYNCD = DATA / "pyncd"
 """Copies of the two older-generation pyncd exports delivered in shared/specs/pyncd."""
