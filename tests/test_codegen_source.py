@@ -326,17 +326,18 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     whole = code_lines(source)
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
-    # goal (issue 21): classes <= 1.5x (260), met; whole file <= 3x (520), not met. Measured
+    # goal (issue 21): classes <= 1.5x (260) and whole file <= 3x (520), both met. Measured
     # 257 class lines (261 before a call's arguments aligned with its bracket where that saves
     # a line; 279 before the two Single-Pass mHC classes, which differed only in their body,
     # became one class taking its body as an argument; 317 before blocks holding nothing of
     # their own became base-class methods and the rotary table was passed in; 375 before the
-    # config, names by role and the standard modules) and 540 file lines (985 before the
-    # runtime came on request): in the file the helpers the classes call, the routed experts'
-    # pairs, affine reads, chunks. The loader, decoding and sharding come only with
-    # runtime=... (test_codegen_plain.py). These bounds guard against growth.
+    # config, names by role and the standard modules) and 519 file lines (540 before the pairs
+    # helpers shared their scatter and the gradients their products; 985 before the runtime
+    # came on request): in the file the helpers the classes call, the routed experts' pairs,
+    # affine reads, chunks. The loader, decoding and sharding come only with runtime=...
+    # (test_codegen_plain.py). These bounds guard against growth.
     assert ours <= 257, (ours, hand, round(ours / hand, 2))
-    assert whole <= 540, (whole, hand, round(whole / hand, 2))
+    assert whole <= 520, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 

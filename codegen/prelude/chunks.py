@@ -34,13 +34,11 @@ def _copied(a) -> bool:
     """Whether the chunks of ``a`` are copied: a reduced-precision CPU view whose elements
     overlap, with no broadcast dim (a copy would materialise it), in an eager call (a compiler
     chooses its own layouts)."""
-    if (a.device.type != "cpu" or a.element_size() >= 4 or not a.is_floating_point()
-            or torch.compiler.is_compiling() or torch.compiler.is_exporting()):
-        return False
     dims = [(n, abs(st)) for n, st in zip(a.shape, a.stride()) if n > 1]
-    if any(st == 0 for _, st in dims):
-        return False
-    return 1 + sum((n - 1) * st for n, st in dims) < math.prod(n for n, _ in dims)
+    return (a.device.type == "cpu" and a.element_size() < 4 and a.is_floating_point()
+            and not (torch.compiler.is_compiling() or torch.compiler.is_exporting())
+            and all(st for _, st in dims)
+            and 1 + sum((n - 1) * st for n, st in dims) < math.prod(n for n, _ in dims))
 
 
 def _compact(a, d):

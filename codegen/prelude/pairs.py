@@ -21,6 +21,7 @@ stay in pair order until ``add_rows`` sums them into their rows.
 import math
 
 import torch
+import torch.nn.functional as F
 
 
 def tracing():
@@ -34,10 +35,8 @@ def live_pairs(live, lead, k=None, static=False):
     n = live.shape[-1]
     flat = live.expand(*lead, n).reshape(-1, n)
     if static or tracing():
-        positions = torch.arange(n, device=live.device)
-        picks = torch.where(flat, positions, n).sort(dim=-1).values[:, :k]
-        if k > n:
-            picks = torch.cat([picks, picks.new_full((picks.shape[0], k - n), n)], dim=-1)
+        picks = torch.where(flat, torch.arange(n, device=live.device), n)
+        picks = F.pad(picks, (0, max(0, k - n)), value=n).sort(dim=-1).values[:, :k]
         pair_live = (picks < n).reshape(-1)
         slots = torch.where(pair_live, picks.reshape(-1), 0)
         order = torch.argsort(slots, stable=True)
@@ -69,10 +68,9 @@ def take_rows(x, rank, lead, pairs):
 def take_pairs(x, rank, lead, pairs):
     """``x`` (trailing ``rank`` dims, the sparse axis first, broadcast to ``lead``) at every
     pair: ``[pairs, *trailing[1:]]``."""
-    rows, slots, _ = pairs
     tail = x.shape[x.dim() - rank:]
     flat = x.expand(*lead, *tail).reshape(-1, *tail[1:])
-    return flat.index_select(0, rows * tail[0] + slots)
+    return flat.index_select(0, pairs[0] * tail[0] + pairs[1])
 
 
 def _grouped_mm_takes(rows, grouped):
@@ -96,33 +94,26 @@ def _products(rows, weight, dim, counts):
             and _grouped_mm_takes(rows, weight.movedim(dim, 0)):
         ends = torch.tensor(counts, device=rows.device).cumsum(0, dtype=torch.int32)
         return torch._grouped_mm(rows, weight.movedim(dim, 0), offs=ends)
-    out, start = rows.new_empty(rows.shape[0], 0), 0
+    parts, start = [], 0
     for slot, count in enumerate(counts):
         if count:
-            part = rows[start:start + count] @ weight.select(dim, slot).reshape(rows.shape[1], -1)
-            if start == 0:
-                out = part.new_empty(rows.shape[0], part.shape[1])
-            out[start:start + count] = part
+            matrix = weight.select(dim, slot).reshape(rows.shape[1], -1)
+            parts.append(rows[start:start + count] @ matrix)
             start += count
-    return out
-
-
-def _counts(slots, n):
-    return torch.bincount(slots, minlength=n).tolist()
+    return torch.cat(parts) if parts else rows.new_empty(0, 0)
 
 
 def _slot_gradients(grad, rows, weight, dim, slots):
-    """The gradients of ``_products`` with respect to ``rows`` and ``weight``."""
-    grad_rows, grad_weight, start = torch.zeros_like(rows), torch.zeros_like(weight), 0
-    for slot, count in enumerate(_counts(slots, weight.shape[dim])):
-        if count:
-            w = weight.select(dim, slot).reshape(rows.shape[1], -1)
-            g = grad[start:start + count]
-            grad_rows[start:start + count] = g @ w.t()
-            part = grad_weight.select(dim, slot)
-            part.copy_((rows[start:start + count].t() @ g).reshape(part.shape))
-            start += count
-    return grad_rows, grad_weight
+    """The gradients of ``_products`` with respect to ``rows`` and ``weight``: per slot, the
+    slot's gradient rows times its matrix transposed, and its rows transposed times them."""
+    stacked = weight.movedim(dim, 0)
+    matrices = stacked.reshape(stacked.shape[0], rows.shape[1], -1)
+    counts = torch.bincount(slots, minlength=stacked.shape[0]).tolist()
+    pieces = list(zip(rows.split(counts), grad.split(counts), matrices))
+    grad_weight = torch.empty_like(weight)
+    products = torch.stack([r.t() @ g for r, g, _ in pieces])
+    grad_weight.movedim(dim, 0).copy_(products.view(stacked.shape))
+    return torch.cat([g @ m.t() for _, g, m in pieces]), grad_weight
 
 
 def _define_grouped_matmul():
@@ -131,16 +122,15 @@ def _define_grouped_matmul():
     ``ncdc::grouped_matmul_backward``) and FLOP counts, so a compiled or exported graph holds
     it whole; defined once per process with ``torch.library.Library`` (plain kernels: a first
     call imports nothing)."""
-    try:
+    if hasattr(torch.ops.ncdc, "grouped_matmul"):
         return torch.ops.ncdc.grouped_matmul
-    except (AttributeError, RuntimeError):
-        pass
     lib = torch.library.Library("ncdc", "FRAGMENT")
     lib.define("grouped_matmul(Tensor rows, Tensor weight, int dim, Tensor slots) -> Tensor")
     lib.define("grouped_matmul_backward(Tensor grad, Tensor rows, Tensor weight, int dim, "
                "Tensor slots) -> (Tensor, Tensor)")
     lib.impl("grouped_matmul", lambda rows, weight, dim, slots: _products(
-        rows, weight, dim, _counts(slots, weight.shape[dim])), "CompositeExplicitAutograd")
+        rows, weight, dim, torch.bincount(slots, minlength=weight.shape[dim]).tolist()),
+        "CompositeExplicitAutograd")
     lib.impl("grouped_matmul_backward", _slot_gradients, "CompositeExplicitAutograd")
     torch.library.register_fake(
         "ncdc::grouped_matmul", lambda rows, weight, dim, slots: rows.new_empty(
@@ -164,13 +154,11 @@ def _define_grouped_matmul():
 
     from torch.utils.flop_counter import register_flop_formula
 
-    @register_flop_formula(torch.ops.ncdc.grouped_matmul)
-    def _(rows, weight, *args, out_shape=None, **kwargs):  # shapes: the products done
-        return 2 * rows[0] * rows[1] * out_shape[1]
-
-    @register_flop_formula(torch.ops.ncdc.grouped_matmul_backward)
-    def _(grad, rows, *args, out_shape=None, **kwargs):  # both gradients
-        return 4 * grad[0] * grad[1] * rows[1]
+    # shapes: the products done, and both gradients
+    register_flop_formula(torch.ops.ncdc.grouped_matmul)(
+        lambda rows, weight, *args, out_shape=None, **kw: 2 * rows[0] * rows[1] * out_shape[1])
+    register_flop_formula(torch.ops.ncdc.grouped_matmul_backward)(
+        lambda grad, rows, *args, out_shape=None, **kw: 4 * grad[0] * grad[1] * rows[1])
 
     return torch.ops.ncdc.grouped_matmul
 
@@ -196,23 +184,26 @@ def pairwise_matmul(x, weight, dim, pairs):
     return out.reshape(x.shape[0], *out_shape)
 
 
+def _scatter(values, at, live, total, add=False):
+    """The pairs array ``values`` placed at the flat rows ``at`` of ``total`` (added where
+    ``add``, else copied: each row is written once), 0 elsewhere; a pair that is not live (the
+    static form) goes to a spare row, even where it is NaN."""
+    if isinstance(live, torch.Tensor):
+        at = torch.where(live, at, total)
+    out = values.new_zeros(total + 1, *values.shape[1:])
+    return (out.index_add_(0, at, values) if add else out.index_copy(0, at, values))[:total]
+
+
 def add_rows(values, lead, pairs):
     """The sum of the pairs array ``values`` over the live pairs of each row: ``[*lead, *rest]``
     (0 at a row without pairs)."""
     rows, _, third = pairs
-    total = math.prod(lead)
-    if isinstance(third, torch.Tensor):  # dead pairs go to a spare row, even where they are NaN
-        rows = torch.where(third, rows, total)
-    out = values.new_zeros(total + 1, *values.shape[1:]).index_add_(0, rows, values)[:total]
-    return out.reshape(*lead, *values.shape[1:])
+    summed = _scatter(values, rows, third, math.prod(lead), add=True)
+    return summed.reshape(*lead, *values.shape[1:])
 
 
 def pairs_to_dense(values, lead, n, pairs):
     """The pairs array ``values`` laid out densely, ``[*lead, n, *rest]`` (0 at other slots)."""
     rows, slots, third = pairs
-    total = math.prod(lead) * n
-    at = rows * n + slots
-    if isinstance(third, torch.Tensor):  # dead pairs go to a spare row
-        at = torch.where(third, at, total)
-    out = values.new_zeros(total + 1, *values.shape[1:]).index_copy(0, at, values)[:total]
-    return out.reshape(*lead, n, *values.shape[1:])
+    dense = _scatter(values, rows * n + slots, third, math.prod(lead) * n)
+    return dense.reshape(*lead, n, *values.shape[1:])

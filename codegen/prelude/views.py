@@ -16,14 +16,9 @@ def _positions(rows, sizes, device):
     """c_j for every position of the box `sizes`, as int64 tensors broadcast over the box."""
     grids = [torch.arange(n, device=device).view([n if k == i else 1 for k in range(len(sizes))])
              for i, n in enumerate(sizes)]
-    out = []
-    for strides, shift in rows:
-        c = torch.full([1] * len(sizes), shift, dtype=torch.int64, device=device)
-        for s, g in zip(strides, grids):
-            if s:
-                c = c + s * g
-        out.append(c)
-    return out
+    return [sum((s * g for s, g in zip(strides, grids) if s),
+                torch.full([1] * len(sizes), shift, dtype=torch.int64, device=device))
+            for strides, shift in rows]
 
 
 def affine_read(source, rows, sizes, dim=None, flip=True):
