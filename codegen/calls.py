@@ -97,8 +97,9 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
     names = []
     if sel is not None:
         origins = frozenset({ARGUMENT if sel is cb.iface.selection else site})
+    bases = _result_names(cb, info, snake)
     for k, (arr, st, full) in enumerate(info.outputs):
-        base = snake if len(info.outputs) == 1 else f"{snake}_{k + 1}"
+        base = bases[k]
         var = cb.fw.names.fresh(base)
         live = cb.fw.names.fresh(var + "_live") if st is not None else None
         if sel is not None and info.pairs_outputs[k]:
@@ -194,3 +195,25 @@ def _selection(cb, axis) -> Selection:
         sel = Selection(axis, var, mask.live)
         cb.pairs.selections[axis.uid] = sel
     return sel
+
+
+def _result_names(cb, info, snake: str) -> list[str]:
+    """The names of a call's results: the callee's attribute name for one result; for several,
+    the names the callee's own code gives them (``shifted, sigmoid, sinkhorn_round =
+    self.mixing_coefficients(...)``) where those are distinct identifiers free in the caller,
+    less a number they carry, else the attribute name numbered."""
+    if len(info.outputs) == 1:
+        return [snake]
+    own = list(info.output_names)
+    for names in ([_unnumbered(n) for n in own], own):  # unnumbered where that is free
+        if (len(names) == len(info.outputs) and len(set(names)) == len(names)
+                and all(n.isidentifier() and n not in cb.fw.names.taken for n in names)):
+            return names
+    return [f"{snake}_{k + 1}" for k in range(len(info.outputs))]
+
+
+def _unnumbered(name: str) -> str:
+    """``name`` less the ``_2``-style number a :class:`Namer` gave it."""
+    base, sep, tail = name.rpartition("_")
+    return base if sep and base and tail.isdigit() else name
+

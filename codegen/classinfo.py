@@ -63,6 +63,7 @@ class ClassInfo:
     tape_after: dict = field(default_factory=dict)
     members: list = field(default_factory=list)
     pairs_outputs: tuple = ()  # per output: returned as a pairs array (pairs mode)
+    output_names: tuple = ()  # per output: the name the class's own code gives it
     experts: tuple | None = None  # pairs mode: (EXPERT_DIMS, INPUT_RANKS) (codegen/experts.py)
     method: str | None = None  # a block with no state of its own: this method of the base class
     tables: tuple = ()  # (sites, real parts) of each rotary table the caller computes and passes

@@ -154,6 +154,7 @@ class ClassBuilder:
             self.iface.pairs_size = self.axis_size(self.iface.selection.axis)
             self.lead()
         outs = [flips.plain(self.fw, w) for w in outs]
+        info.output_names = tuple(w.var for w in outs)
         for w in outs:
             if w.pairs is not None and w.pairs is not self.iface.selection:
                 escape(w.origins, "a pairs array leaves the block")
