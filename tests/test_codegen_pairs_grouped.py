@@ -166,3 +166,25 @@ def test_expert_weights_are_held_one_expert_after_another(bundled):
     meta.load_state_dict({k: v.contiguous() for k, v in module.state_dict().items()})
     assert slot_major(meta) and torch.equal(meta.routed_experts.w_d, module.routed_experts.w_d)
     assert slot_major(module.to(torch.bfloat16))
+
+
+@pytest.mark.parametrize("experts,busy", [(3, 0), (0, 0), (3, 2)])
+def test_gradients_where_a_rank_has_no_pairs_or_no_experts(experts, busy):
+    """``ncdc::grouped_matmul``'s backward at a rank holding no pairs, or no experts at all (an
+    expert-parallel slice): the gradients have the operands' shapes and are hand-computed
+    per slot (zero where no pair is)."""
+    from ncdc.codegen.prelude import pairs
+
+    gen = torch.Generator().manual_seed(0)
+    slots = torch.tensor([1] * busy, dtype=torch.int64)
+    rows = torch.randn(busy, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    weight = torch.randn(4, experts, 5, dtype=torch.float64, generator=gen, requires_grad=True)
+    out = pairs.grouped_matmul(rows, weight, 1, slots)
+    (out.reshape(busy, 5) * torch.arange(5.0, dtype=torch.float64)).sum().backward()
+    g = torch.arange(5.0, dtype=torch.float64).expand(busy, 5)
+    want_w = torch.zeros(4, experts, 5, dtype=torch.float64)
+    if busy:
+        want_w[:, 1] = rows.detach().t() @ g
+    torch.testing.assert_close(weight.grad, want_w, rtol=0, atol=1e-12)
+    want_rows = g @ weight.detach()[:, 1].t() if busy else torch.zeros(0, 4, dtype=torch.float64)
+    torch.testing.assert_close(rows.grad, want_rows, rtol=0, atol=1e-12)

@@ -104,16 +104,17 @@ def _products(rows, weight, dim, counts):
 
 
 def _slot_gradients(grad, rows, weight, dim, slots):
-    """The gradients of ``_products`` with respect to ``rows`` and ``weight``: per slot, the
-    slot's gradient rows times its matrix transposed, and its rows transposed times them."""
-    stacked = weight.movedim(dim, 0)
-    matrices = stacked.reshape(stacked.shape[0], rows.shape[1], -1)
-    counts = torch.bincount(slots, minlength=stacked.shape[0]).tolist()
-    pieces = list(zip(rows.split(counts), grad.split(counts), matrices))
-    grad_weight = torch.empty_like(weight)
-    products = torch.stack([r.t() @ g for r, g, _ in pieces])
-    grad_weight.movedim(dim, 0).copy_(products.view(stacked.shape))
-    return torch.cat([g @ m.t() for _, g, m in pieces]), grad_weight
+    """The gradients of ``_products`` with respect to ``rows`` and ``weight``: per busy slot,
+    its gradient rows times its matrix transposed, and its rows transposed times them."""
+    counts = torch.bincount(slots, minlength=weight.shape[dim]).tolist()
+    grad_rows, grad_weight, start = torch.zeros_like(rows), torch.zeros_like(weight), 0
+    for slot, count in enumerate(counts):
+        if count:
+            w, g = weight.select(dim, slot), grad[start:start + count]
+            grad_rows[start:start + count] = g @ w.reshape(rows.shape[1], -1).t()
+            grad_weight.select(dim, slot).copy_((rows[start:start + count].t() @ g).view(w.shape))
+            start += count
+    return grad_rows, grad_weight
 
 
 def _define_grouped_matmul():
