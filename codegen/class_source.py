@@ -234,8 +234,9 @@ def prologue(c: ClassParts) -> list[Statement]:
         out.append(Statement(ASSIGN, f"{sel.pairs} is None", (iface.all_pairs,)))
         out.append(Statement(IF, iface.all_pairs, comment=f"every (row, "
                              f"{comment_text(sel.axis.label, 20)}) pair, dense results"))
-        out.append(Statement(ASSIGN, f"every_pair(lead, {iface.pairs_size}, "
-                             f"{iface.inputs[0].var}.device)", (sel.pairs,), depth=1))
+        every = f"{iface.inputs[0].var}.new_ones({iface.pairs_size}, dtype=torch.bool)"
+        out.append(Statement(ASSIGN, f"live_pairs({every}, lead, {iface.pairs_size})",
+                             (sel.pairs,), depth=1))
     return out
 
 

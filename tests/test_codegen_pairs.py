@@ -61,7 +61,7 @@ def test_prelude_helpers_against_loops():
                                rtol=1e-13)
     assert np.array_equal(p.pairs_to_dense(v, lead, n, pairs).numpy(),
                           dense.reshape(*lead, n, o))
-    every = p.every_pair(lead, n)
+    every = p.live_pairs(torch.ones(n, dtype=torch.bool), lead, n)  # every pair, as generated
     assert every[2] == [6] * n and np.array_equal(
         p.pairs_to_dense(torch.ones(6 * n, 1), lead, n, every).numpy(), np.ones((*lead, n, 1)))
     empty = p.live_pairs(torch.zeros(*lead, n, dtype=torch.bool), lead)

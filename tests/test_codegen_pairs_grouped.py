@@ -188,3 +188,30 @@ def test_gradients_where_a_rank_has_no_pairs_or_no_experts(experts, busy):
     torch.testing.assert_close(weight.grad, want_w, rtol=0, atol=1e-12)
     want_rows = g @ weight.detach()[:, 1].t() if busy else torch.zeros(0, 4, dtype=torch.float64)
     torch.testing.assert_close(rows.grad, want_rows, rtol=0, atol=1e-12)
+
+
+def test_a_few_busy_slots_without_gradients_skip_the_op(monkeypatch):
+    """A decode step's routed experts (a few busy slots of many, eager, no gradient) run the
+    per-slot products directly, not through ``ncdc::grouped_matmul``'s dispatch; with a
+    gradient to compute, or half the slots busy, the op runs. Both give the hand-computed
+    products."""
+    from ncdc.codegen.prelude import pairs
+
+    gen = torch.Generator().manual_seed(0)
+    weight = torch.randn(4, 8, 5, dtype=torch.float64, generator=gen)
+    calls = []
+    op = pairs.grouped_matmul
+    monkeypatch.setattr(pairs, "grouped_matmul", lambda *a: calls.append(1) or op(*a))
+    for live_slots, grad, via_op in (([1, 6], False, False), ([1, 6], True, True),
+                                     ([0, 1, 2, 5, 6], False, True)):
+        live = torch.zeros(3, 8, dtype=torch.bool)
+        live[:, live_slots] = True
+        p = pairs.live_pairs(live, (3,))
+        x = torch.randn(3, 4, dtype=torch.float64, generator=gen, requires_grad=grad)
+        calls.clear()
+        with torch.set_grad_enabled(grad):
+            got = pairs.pairwise_matmul(pairs.take_rows(x, 1, (3,), p), weight, 1, p)
+        want = torch.stack([x[r] @ weight[:, s]
+                            for r, s in zip(p[0].tolist(), p[1].tolist(), strict=True)])
+        torch.testing.assert_close(got, want, rtol=1e-13, atol=0)
+        assert bool(calls) == via_op, (live_slots, grad)

@@ -331,18 +331,19 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
     # goal (issue 21): classes <= 1.5x (260) and whole file <= 3x (520), both met. Measured
-    # 256 class lines (257 before a multi-result call's results took the callee's names; 261
+    # 257 class lines (the all-pairs call to live_pairs, which replaced a helper, takes two;
+    # 256 before; 257 before a multi-result call's results took the callee's names; 261
     # before a call's arguments aligned with its bracket where that saves a line; 279 before
     # the two Single-Pass mHC classes, which differed only in their body, became one class
     # taking its body as an argument; 317 before blocks holding nothing of their own became
     # base-class methods and the rotary table was passed in; 375 before the config, names by
-    # role and the standard modules) and 519 file lines (540 before the pairs helpers shared
+    # role and the standard modules) and 518 file lines (540 before the pairs helpers shared
     # their scatter and the gradients their products; 985 before the runtime came on request):
     # in the file the helpers the classes call, the routed experts' pairs, affine reads,
     # chunks. The loader, decoding and sharding come only with runtime=...
     # (test_codegen_plain.py). These bounds guard against growth.
-    assert ours <= 256, (ours, hand, round(ours / hand, 2))
-    assert whole <= 519, (whole, hand, round(whole / hand, 2))
+    assert ours <= 257, (ours, hand, round(ours / hand, 2))
+    assert whole <= 518, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 

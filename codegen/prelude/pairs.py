@@ -45,14 +45,6 @@ def live_pairs(live, lead, k=None, static=False):
     return rows, slots, torch.bincount(slots, minlength=n).tolist()
 
 
-def every_pair(lead, n, device=None):
-    """Every (row, slot) pair of ``[*lead, n]``, grouped by slot."""
-    count = math.prod(lead)
-    rows = torch.arange(count, device=device).repeat(n)
-    slots = torch.arange(n, device=device).repeat_interleave(count)
-    return rows, slots, [count] * n
-
-
 def by_slot(dim, *shape):
     """``torch.empty(*shape)`` held one slot (index of dim ``dim``) after another in memory, so
     each slot's slice, the operand of one product, is a contiguous matrix."""
@@ -170,13 +162,18 @@ grouped_matmul = _define_grouped_matmul()
 def pairwise_matmul(x, weight, dim, pairs):
     """``x[p] @ weight.select(dim, slot of p)`` at every pair ``p``. ``x`` is
     ``[pairs, *inner]``; ``weight`` holds the inner dims first, then the output dims, the sparse
-    axis at ``dim`` among them: one ``ncdc::grouped_matmul``. A weight held in a storage format
+    axis at ``dim`` among them: one ``ncdc::grouped_matmul`` (where it would loop over a few busy
+    slots in an eager call that needs no gradient, the loop itself: plain products, the counts at
+    hand, no dispatch; a decode step). A weight held in a storage format
     (``StoredWeight``) is dequantized one slot at a time in the sparse form, whole in the
     static form."""
     inner = x.shape[1:]
     out_shape = (weight.shape[:dim] + weight.shape[dim + 1:])[len(inner):]
     rows = x.reshape(x.shape[0], math.prod(inner))
-    if isinstance(weight, torch.Tensor):
+    if isinstance(pairs[2], list) and 2 * sum(map(bool, pairs[2])) < len(pairs[2]) and not (
+            torch.is_grad_enabled() and (rows.requires_grad or getattr(weight, "requires_grad", 0))):
+        out = _products(rows, weight, dim, pairs[2])  # the op's per-slot loop, without the op
+    elif isinstance(weight, torch.Tensor):
         out = grouped_matmul(rows, weight, dim, pairs[1])
     elif isinstance(pairs[2], torch.Tensor):
         out = grouped_matmul(rows, weight.dequantize(), dim, pairs[1])
