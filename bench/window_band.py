@@ -34,13 +34,20 @@ def band_rows(window):
                              window.storage_offset())
 
 
-def _blocks(rows, n, w):
-    """``rows`` padded to whole blocks, viewed as overlapping blocks ``[..., nb, 2w - 1, c]``."""
+def _band_blocks(window):
+    """``(blocks, n, w, nb)`` for a band view ``window [..., n, w, c]``: the rows it reads,
+    zero-padded to whole blocks and viewed as ``nb`` overlapping blocks ``[nb, 2w - 1, c]`` of
+    ``2w - 1`` rows each (leading dims of the window broadcast); None where it is no band."""
+    rows = band_rows(window)
+    if rows is None or any(m != 1 for m in rows.shape[:-2]):
+        return None
+    n, w = window.shape[-3], window.shape[-2]
     nb = -(-n // w)
     rows = F.pad(rows, (0, 0, 0, nb * w - n))
     st = rows.stride()
-    return rows.as_strided((*rows.shape[:-2], nb, 2 * w - 1, rows.shape[-1]),
-                           (*st[:-2], w * st[-2], st[-2], st[-1])), nb
+    blocks = rows.as_strided((*rows.shape[:-2], nb, 2 * w - 1, rows.shape[-1]),
+                             (*st[:-2], w * st[-2], st[-2], st[-1]))
+    return blocks.reshape(nb, 2 * w - 1, -1), n, w, nb
 
 
 def _band_of(full, w):
@@ -50,38 +57,37 @@ def _band_of(full, w):
                            full.storage_offset())
 
 
-def _fold(t, nb):
-    """``[L..., nb, r, k]`` as ``[nb, L * r, k]`` (the leading dims into the rows)."""
-    return t.reshape(-1, nb, *t.shape[-2:]).transpose(0, 1).reshape(nb, -1, t.shape[-1])
+def _folded(t, n, w, nb):
+    """``t [L..., n, k]`` padded to ``nb`` blocks of ``w`` rows, as ``[nb, L * w, k]``: each
+    block's rows at every leading index, one matrix per block."""
+    blocked = F.pad(t, (0, 0, 0, nb * w - n)).unflatten(-2, (nb, w))
+    return blocked.reshape(-1, nb, w, t.shape[-1]).transpose(0, 1).reshape(nb, -1, t.shape[-1])
 
 
-def window_scores(q, window):
-    """``einsum('...xc,...xwc->...xw', q, window)`` for a band view ``window`` shared by every
-    leading index of ``q``."""
-    rows = band_rows(window)
-    if rows is None:
-        return torch.einsum('...xc,...xwc->...xw', q, window)
-    n, w = window.shape[-3], window.shape[-2]
-    blocks, nb = _blocks(rows, n, w)
-    queries = F.pad(q, (0, 0, 0, nb * w - n)).unflatten(-2, (nb, w))
-    full = torch.matmul(_fold(queries, nb), blocks.reshape(nb, 2 * w - 1, -1).transpose(-2, -1))
-    band = _band_of(full.view(nb, -1, w, 2 * w - 1).transpose(0, 1), w)
-    return band.reshape(*q.shape[:-2], nb * w, w)[..., :n, :]
+def _unfolded(t, lead, n, w):
+    """The inverse of :func:`_folded`: ``[nb, L * w, k]`` as ``[*lead, n, k]``."""
+    k = t.shape[-1]
+    return t.view(t.shape[0], -1, w, k).transpose(0, 1).reshape(*lead, -1, k)[..., :n, :]
 
 
-def window_sums(p, window):
-    """``einsum('...xw,...xwc->...xc', p, window)`` for a band view ``window`` shared by every
-    leading index of ``p``."""
-    rows = band_rows(window)
-    if rows is None:
-        return torch.einsum('...xw,...xwc->...xc', p, window)
-    n, w = window.shape[-3], window.shape[-2]
-    blocks, nb = _blocks(rows, n, w)
-    full = p.new_zeros(*p.shape[:-2], nb, w, 2 * w - 1)
-    _band_of(full, w).copy_(F.pad(p, (0, 0, 0, nb * w - n)).unflatten(-2, (nb, w)))
-    out = torch.matmul(_fold(full, nb), blocks.reshape(nb, 2 * w - 1, -1))
-    out = out.view(nb, -1, w, out.shape[-1]).transpose(0, 1)
-    return out.reshape(*p.shape[:-2], nb * w, -1)[..., :n, :]
+SCORES, SUMS = '...xc,...xwc->...xw', '...xw,...xwc->...xc'
+"""The Attention Core's two products over the window: the scores, and the weighted sums."""
+
+
+def window_product(equation, a, window):
+    """``torch.einsum(equation, a, window)`` for :data:`SCORES` or :data:`SUMS` over a band view
+    ``window`` shared by every leading index of ``a``, as one matrix product per block."""
+    found = _band_blocks(window)
+    if found is None:
+        return torch.einsum(equation, a, window)
+    blocks, n, w, nb = found
+    if equation == SCORES:
+        full = torch.matmul(_folded(a, n, w, nb), blocks.transpose(-2, -1))  # [nb, L*w, 2w-1]
+        band = _band_of(full.view(nb, -1, w, 2 * w - 1), w)
+        return _unfolded(band.reshape(nb, -1, w), a.shape[:-2], n, w)
+    full = a.new_zeros(nb, a.shape[:-2].numel() * w, 2 * w - 1)
+    _band_of(full.view(nb, -1, w, 2 * w - 1), w).copy_(_folded(a, n, w, nb).view(nb, -1, w, w))
+    return _unfolded(torch.matmul(full, blocks), a.shape[:-2], n, w)
 
 
 def window_view(source, w):
@@ -102,9 +108,9 @@ def _time(fns, repeat):
 
 def _runs(q, p, window):
     """Both products, each way."""
-    return {"einsum": lambda: (torch.einsum('...xc,...xwc->...xw', q, window),
-                               torch.einsum('...xw,...xwc->...xc', p, window)),
-            "banded": lambda: (window_scores(q, window), window_sums(p, window))}
+    return {"einsum": lambda: (torch.einsum(SCORES, q, window), torch.einsum(SUMS, p, window)),
+            "banded": lambda: (window_product(SCORES, q, window),
+                               window_product(SUMS, p, window))}
 
 
 def main(argv=None) -> int:
@@ -127,10 +133,9 @@ def main(argv=None) -> int:
             p = torch.randn(h, x, w, generator=gen).to(dtype)
             win = window_view(source, w)
             errors = []
-            for banded, eq, a in ((window_scores, '...xc,...xwc->...xw', q),
-                                  (window_sums, '...xw,...xwc->...xc', p)):
+            for eq, a in ((SCORES, q), (SUMS, p)):
                 want = torch.einsum(eq, a.double(), win.double())
-                errors.append(float((banded(a, win).double() - want).abs().max()
+                errors.append(float((window_product(eq, a, win).double() - want).abs().max()
                                     / want.abs().max()))
             t = _time(_runs(q, p, win), args.repeat)
             print(f"{str(dtype)[6:]:>8} x {x:>5}: einsum {t['einsum'][0]:7.2f} / "

@@ -2,23 +2,17 @@
 bytes under the policy, and the check against the interpreter passes (and can fail)."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
 import re
 
 import pytest
 
+from tests.bench_scripts import load_bench
 from tests.lazy import torch
-
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench" / "released.py"
 
 
 @pytest.fixture(scope="module")
 def released():
-    spec = importlib.util.spec_from_file_location("bench_released", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("released")
 
 
 @pytest.mark.slow

@@ -3,23 +3,16 @@ against a hand-written float64 loop over queries and window slots, at token coun
 whole blocks, a part of one, and fewer than a window; a view that is not a band falls back."""
 from __future__ import annotations
 
-import importlib.util
-import pathlib
-
 import numpy as np
 import pytest
 
+from tests.bench_scripts import load_bench
 from tests.lazy import torch
-
-BENCH = pathlib.Path(__file__).resolve().parents[1] / "bench" / "window_band.py"
 
 
 @pytest.fixture(scope="module")
 def band():
-    spec = importlib.util.spec_from_file_location("bench_window_band", BENCH)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_bench("window_band")
 
 
 @pytest.mark.parametrize("x", [1, 3, 8, 13])
@@ -36,10 +29,10 @@ def test_banded_products_match_a_loop(band, x):
                 scores[i, t, j] = q[i, t] @ padded[t + j]
                 sums[i, t] += p[i, t, j] * padded[t + j]
     win = band.window_view(torch.from_numpy(source), w)
-    assert band.band_rows(win) is not None
-    np.testing.assert_allclose(band.window_scores(torch.from_numpy(q), win).numpy(), scores,
+    assert band.band_rows(win) is not None and band._band_blocks(win) is not None  # no fallback
+    np.testing.assert_allclose(band.window_product(band.SCORES, torch.from_numpy(q), win).numpy(), scores,
                                rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(band.window_sums(torch.from_numpy(p), win).numpy(), sums,
+    np.testing.assert_allclose(band.window_product(band.SUMS, torch.from_numpy(p), win).numpy(), sums,
                                rtol=1e-12, atol=1e-12)
 
 
@@ -47,5 +40,5 @@ def test_a_copy_of_the_window_is_no_band(band):
     win = band.window_view(torch.randn(6, 5, dtype=torch.float64), 4).contiguous()
     assert band.band_rows(win) is None
     q = torch.randn(2, 6, 5, dtype=torch.float64)
-    torch.testing.assert_close(band.window_scores(q, win),
+    torch.testing.assert_close(band.window_product(band.SCORES, q, win),
                                torch.einsum('...xc,...xwc->...xw', q, win))
