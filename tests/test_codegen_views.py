@@ -31,6 +31,34 @@ def test_forward_reads_are_views_of_the_source():
     assert not bool(live[0, 0]) and torch.equal(padded[:, 5, 2], src[:, 4])
 
 
+def test_reads_inside_the_source_know_their_liveness_without_comparing():
+    """A read that needs no padding (every position inside, as a decode step's window read of
+    its kept entries) is live everywhere, known without computing a position: no comparison
+    runs. A read that pads still compares, and is dead exactly outside."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from ncdc.codegen.prelude.views import affine_read
+
+    class Ops(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.names = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.append(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    src = torch.randn(8, 4)
+    with Ops() as inside:
+        _, live = affine_read(src, [((1, -1), 7)], (1, 8), dim=-2, flip=False)
+    assert bool(live.all()) and not {"ge", "lt"} & set(inside.names), inside.names
+    with Ops() as padded:
+        _, live = affine_read(src, [((1, -1), 0)], (8, 8), dim=-2, flip=False)
+    assert {"ge", "lt"} <= set(padded.names)
+    want = torch.tensor([[x - (7 - j) >= 0 for j in range(8)] for x in range(8)])
+    assert torch.equal(live, want)
+
+
 def test_view_helpers_trace_as_one_graph():
     """A window read backwards (padded, flipped), its liveness and a scatter with writes
     outside: one graph under dynamo, and the compiled function equals eager."""

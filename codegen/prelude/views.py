@@ -56,8 +56,8 @@ def affine_read(source, rows, sizes, dim=None, flip=True):
     flat_pads = [v for pair in reversed(pads) for v in pair]
     padded = F.pad(source, flat_pads) if any(flat_pads) else source
     live = torch.ones(sizes, dtype=torch.bool, device=source.device)
-    for c, n_src in zip(_positions(rows, sizes, source.device), extent):
-        live = live & (c >= 0) & (c < n_src)
+    for c, n_src in zip(_positions(rows, sizes, source.device) if any(flat_pads) else (), extent):
+        live = live & (c >= 0) & (c < n_src)  # (no padding: every read falls inside)
     moving = [[j for j, (strides, _) in enumerate(rows) if strides[i]] for i in range(r)]
     if any(len(js) > 1 for js in moving):  # a diagonal across source dims: gather
         index = [c - lo for c, lo in zip(_positions(rows, sizes, source.device),
