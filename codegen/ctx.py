@@ -244,7 +244,27 @@ class Ctx:
                        + "".join(letters[lab] for lab in t[1]) for t in terms)
         batched = any(len(t) < 3 or t[2] for t in terms)
         spec = f"{ins}->{'...' if batched else ''}{''.join(letters[lab] for lab in out)}"
+        band = self._band(terms, out)
+        if band is not None:  # prelude views.band_einsum: a window read as blocks in 16 bits
+            return (f"band_einsum({spec!r}, {terms[0][0]}, {terms[1][0]}, "
+                    f"{letters[band[0]]!r}, {letters[band[1]]!r})")
         return f"torch.einsum({spec!r}, {', '.join(t[0] for t in terms)})"
+
+    def _band(self, terms: list[tuple], out: list):
+        """``(x, w)`` labels where the second of two terms holds a window axis ``w`` guided by
+        ``x`` (an affine sparse axis, ``w|x``), ``x`` also in the first term and the result, and
+        ``w`` in the result or the first term but not both; else None."""
+        if len(terms) != 2:
+            return None
+        (_, la, *_), (_, lb, *_) = terms
+        for lw in lb:
+            axis = self.axis(lw)
+            guides = getattr(axis, "guides", ())
+            for lx in lb:
+                if lx != lw and self.axis(lx) in guides and lx in la and lx in out \
+                        and (lw in out) != (lw in la):
+                    return lx, lw
+        return None
 
     def rel(self, lab):
         return self.relabel.get(lab, lab)

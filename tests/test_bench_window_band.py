@@ -1,44 +1,22 @@
-"""bench/window_band.py: its banded window products are the einsums they time, checked
-against a hand-written float64 loop over queries and window slots, at token counts that fill
-whole blocks, a part of one, and fewer than a window; a view that is not a band falls back."""
+"""bench/window_band.py: its three ways of computing the window products give the same values
+(the band way is checked against a hand-written loop in test_codegen_band.py), and one small
+run prints a row per dtype and token count."""
 from __future__ import annotations
-
-import numpy as np
-import pytest
 
 from tests.bench_scripts import load_bench
 from tests.lazy import torch
 
 
-@pytest.fixture(scope="module")
-def band():
-    return load_bench("window_band")
-
-
-@pytest.mark.parametrize("x", [1, 3, 8, 13])
-def test_banded_products_match_a_loop(band, x):
-    h, c, w = 3, 5, 4
-    rng = np.random.default_rng(x)
-    source, q, p = rng.standard_normal((x, c)), rng.standard_normal((h, x, c)), \
-        rng.standard_normal((h, x, w))
-    padded = np.concatenate([np.zeros((w - 1, c)), source])
-    scores, sums = np.zeros((h, x, w)), np.zeros((h, x, c))
-    for i in range(h):
-        for t in range(x):
-            for j in range(w):  # (t, j) reads padded row t + j: token t - (w - 1) + j
-                scores[i, t, j] = q[i, t] @ padded[t + j]
-                sums[i, t] += p[i, t, j] * padded[t + j]
-    win = band.window_view(torch.from_numpy(source), w)
-    assert band.band_rows(win) is not None and band._band_blocks(win) is not None  # no fallback
-    np.testing.assert_allclose(band.window_product(band.SCORES, torch.from_numpy(q), win).numpy(), scores,
-                               rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(band.window_product(band.SUMS, torch.from_numpy(p), win).numpy(), sums,
-                               rtol=1e-12, atol=1e-12)
-
-
-def test_a_copy_of_the_window_is_no_band(band):
-    win = band.window_view(torch.randn(6, 5, dtype=torch.float64), 4).contiguous()
-    assert band.band_rows(win) is None
-    q = torch.randn(2, 6, 5, dtype=torch.float64)
-    torch.testing.assert_close(band.window_product(band.SCORES, q, win),
-                               torch.einsum('...xc,...xwc->...xw', q, win))
+def test_the_three_ways_agree_and_a_small_run_prints(capsys):
+    band = load_bench("window_band")
+    for dtype, tol in ((torch.float32, 1e-5), (torch.bfloat16, 2e-2)):
+        source, q, p = torch.randn(13, 5), torch.randn(3, 13, 5), torch.randn(3, 13, 4)
+        got = {k: f() for k, f in band.runs(q.to(dtype), p.to(dtype),
+                                            band.window_view(source.to(dtype), 4)).items()}
+        for k in ("copy", "band"):
+            for a, b in zip(got[k], got["einsum"], strict=True):
+                torch.testing.assert_close(a.float(), b.float(), rtol=tol, atol=tol)
+    assert band.main(["--heads", "2", "--width", "8", "--window", "4", "--tokens", "3,9",
+                      "--repeat", "1"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if " x " in line]
+    assert len(rows) == 4 and all("band/copy" in r for r in rows)

@@ -118,3 +118,58 @@ def affine_write(source, rows, sizes):
     values = source.new_zeros(*lead, total + 1).index_copy(-1, index, source.reshape(*lead, -1))
     live = torch.zeros(total + 1, dtype=torch.bool, device=source.device).index_fill(0, index, True)
     return values[..., :total].reshape(*lead, *sizes), live[:total].reshape(sizes)
+
+
+
+def _band(t, labels, row, slot, size):
+    """``t`` (trailing dims ``labels``) read as a band, a strided view: dim ``slot``, of
+    ``size``, at ``(i, j)`` is ``t``'s ``(i, i + j)``, ``i`` being dim ``row``."""
+    r, j = (t.dim() - len(labels) + labels.index(c) for c in (row, slot))
+    return t.as_strided([size if k == j else m for k, m in enumerate(t.shape)],
+                        [s + t.stride(j) * (k == r) for k, s in enumerate(t.stride())],
+                        t.storage_offset())
+
+
+def band_einsum(equation, a, b, x, w):
+    """``torch.einsum(equation, a, b)``, where the dims ``x`` and ``w`` (letters) of ``b`` may
+    be a band: a view whose entry ``(x, w)`` reads row ``x + w`` of one dim of its source (equal
+    strides: a window read in reverse order, ``affine_read(..., flip=False)``). In an eager
+    16-bit CPU call of more than one row a band is multiplied in blocks of ``K = min(|x|, |w|)``
+    rows of ``x``, each against the ``K + |w| - 1`` source rows it reads: a few large products
+    instead of one small product per row (16-bit CPU products of small matrices run several
+    times slower, and copy an overlapping operand first). ``w`` is kept (``a`` lacks it: the
+    band is read off each block's product) or summed (``a`` holds it: laid on zeros as a band
+    first)."""
+    ins, out = equation.replace("...", "").split("->")
+    la, lb = ins.split(",")
+    ix, iw, ax = (t.dim() - len(lt) + lt.find(c)
+                  for t, lt, c in ((b, lb, x), (b, lb, w), (a, la, x)))
+    if not (x in la and x in lb and w in lb and x in out and (w in out) != (w in la)
+            and b.device.type == "cpu" and b.element_size() == 2 and b.is_floating_point()
+            and min(b.shape[iw], b.shape[ix]) > 1 and b.stride(ix) == b.stride(iw) > 0
+            and a.shape[ax] == b.shape[ix] and not torch.compiler.is_compiling()
+            and not torch.compiler.is_exporting()):
+        return torch.einsum(equation, a, b)
+    n, W = b.shape[ix], b.shape[iw]
+    K = min(n, W)  # rows of x per block
+    B, Q, R = [c for c in "BQRJKL" if c not in equation][:3]
+    keep = [k for k in range(b.dim()) if k != iw]  # the source rows: b without w, x grown
+    src = b.as_strided([n + W - 1 if k == ix else b.shape[k] for k in keep],
+                       [b.stride(k) for k in keep], b.storage_offset())
+    sx, pad = keep.index(ix), -n % K
+    src = F.pad(src, [0, 0] * (src.dim() - 1 - sx) + [0, pad])
+    blocks = src.as_strided([*src.shape[:sx], (n + pad) // K, K + W - 1, *src.shape[sx + 1:]],
+                            [*src.stride()[:sx], K * src.stride(sx), *src.stride()[sx:]])
+    a = F.pad(a, [0, 0] * (a.dim() - 1 - ax) + [0, pad]).unflatten(ax, ((n + pad) // K, K))
+    la = la.replace(x, B + Q)
+    if w in la:  # summed: each block's rows laid on zeros as its band
+        full = a.new_zeros([K + W - 1 if k == a.dim() - len(la) + la.index(w) else m
+                            for k, m in enumerate(a.shape)])
+        _band(full, la, Q, w, W).copy_(a)
+        a, la = full, la.replace(w, R)
+    labels, dots = out.replace(x, B + Q).replace(w, R), "..." * ("..." in equation)
+    got = torch.einsum(f"{dots}{la},{dots}{lb.replace(w, '').replace(x, B + R)}->{dots}{labels}",
+                       a, blocks)
+    got = _band(got, labels, Q, R, W) if w in out else got  # kept: each block's band
+    at = got.dim() - len(labels) + labels.index(B)
+    return got.flatten(at, at + 1).narrow(at, 0, n)
