@@ -7,8 +7,7 @@ window; the block path must be the one that ran (past one row). Elsewhere (float
 traced call) it is ``torch.einsum``. ``chunked`` passes the window to it as a view."""
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from unittest import mock
 
 import numpy as np
@@ -20,13 +19,7 @@ SCORES, SUMS = "...xc,...xwc->...xw", "...xw,...xwc->...xc"
 
 
 def _prelude(name):
-    path = importlib.util.find_spec("ncdc.codegen").submodule_search_locations[0] + \
-        f"/prelude/{name}.py"
-    spec = importlib.util.spec_from_file_location(f"{name}_prelude", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dynamo reads a traced function's module
-    spec.loader.exec_module(mod)
-    return mod
+    return importlib.import_module(f"ncdc.codegen.prelude.{name}")
 
 
 def _window(source, w):
@@ -87,7 +80,7 @@ def test_elsewhere_it_is_the_einsum():
     torch.testing.assert_close(compiled(a, win), torch.einsum(SCORES, a, win))
 
 
-def test_chunks_pass_the_window_as_a_view():
+def test_chunks_pass_the_window_as_a_view(monkeypatch):
     """Each chunk of a bfloat16 window is a slice of the window itself (the band products
     read it so), within the byte budget, and the chunked result is the whole one."""
     chunks, views = _prelude("chunks"), _prelude("views")
@@ -99,7 +92,7 @@ def test_chunks_pass_the_window_as_a_view():
         seen.append(win)
         scores = views.band_einsum(SCORES, q, win, "x", "w")
         return views.band_einsum(SUMS, scores.softmax(-1), win, "x", "w")
-    chunks.CHUNK_BYTES = 10 * 4 * 16 * 2  # 10 rows of the widest intermediate, [4, x, 16]
+    monkeypatch.setattr(chunks, "CHUNK_BYTES", 10 * 4 * 16 * 2)  # 10 rows of [4, x, 16]
     got = chunks.chunked(core, q, win, dims=(-2, -3), out_dims=(-2,), width=16)
     assert len(seen) == 4 and all(s.data_ptr() == win.narrow(1, 10 * i, 10).data_ptr()
                                   and s.stride() == win.stride() for i, s in enumerate(seen))
