@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ncdc.ir.axes import AffineSparseAxis
 from ncdc.ir.morphisms import Broadcasted
 
 from . import dtypes, liveness
@@ -259,7 +260,7 @@ class Ctx:
         (_, la, *_), (_, lb, *_) = terms
         for lw in lb:
             axis = self.axis(lw)
-            guides = getattr(axis, "guides", ())
+            guides = axis.guides if isinstance(axis, AffineSparseAxis) else ()
             for lx in lb:
                 if lx != lw and self.axis(lx) in guides and lx in la and lx in out \
                         and (lw in out) != (lw in la):

@@ -142,10 +142,11 @@ def band_einsum(equation, a, b, x, w):
     first)."""
     ins, out = equation.replace("...", "").split("->")
     la, lb = ins.split(",")
-    ix, iw, ax = (t.dim() - len(lt) + lt.find(c)
+    if not (x in la and x in lb and w in lb and x in out and (w in out) != (w in la)):
+        return torch.einsum(equation, a, b)
+    ix, iw, ax = (t.dim() - len(lt) + lt.index(c)
                   for t, lt, c in ((b, lb, x), (b, lb, w), (a, la, x)))
-    if not (x in la and x in lb and w in lb and x in out and (w in out) != (w in la)
-            and b.device.type == "cpu" and b.element_size() == 2 and b.is_floating_point()
+    if not (b.device.type == "cpu" and b.element_size() == 2 and b.is_floating_point()
             and min(b.shape[iw], b.shape[ix]) > 1 and b.stride(ix) == b.stride(iw) > 0
             and a.shape[ax] == b.shape[ix] and not torch.compiler.is_compiling()
             and not torch.compiler.is_exporting()):
