@@ -150,3 +150,28 @@ def test_cli_incremental_names_the_unbounded_read(transformer, capsys):
                  "Attention Core"])
     text = capsys.readouterr().out
     assert code == 1 and "not incremental" in text and "SoftMax" in text
+
+
+def test_state_keys_follow_the_module_tree():
+    """A read's state key is its module's path at the call: the same after a step (the path
+    found once is reused) and the new path once the module is moved inside a wrapper."""
+    layer = _prepared("Sliding Window Layer").module
+    n, m = layer.config.streams, layer.config.hidden_width
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.rand(3, n, generator=gen, dtype=torch.float64) + 0.5,
+          torch.randn(3, n, m, generator=gen, dtype=torch.float64)]
+    with torch.no_grad():
+        _, state = layer.prefill(*[x[:2] for x in xs])
+        assert {k for k in state if k != "tokens"} == {"single_pass_mhc.body.win"}
+        out, again = layer.step(*[x[2:] for x in xs], state=state)
+        assert set(again) == set(state)
+        body = layer.single_pass_mhc.body
+        wrapper = torch.nn.Module()
+        wrapper.inner = body
+        wrapper.forward = body.forward
+        layer.single_pass_mhc.body = wrapper
+        try:
+            _, moved = layer.step(*[x[2:] for x in xs], state=state)
+        finally:
+            layer.single_pass_mhc.body = body
+    assert "single_pass_mhc.body.inner.win" in moved

@@ -21,9 +21,37 @@ from .views import affine_read
 _DECODING = None  # the prefill or step call in progress (its state and kept entries), else None
 
 
+_NAMES = {}
+"""The module paths last found per root (``id`` of the root: ``{id(submodule): path}``), of at
+most 8 roots; a path is used only once the root's submodule at it is checked to be the module."""
+
+
+def _module_path(root, module):
+    """The path of ``module`` in ``root`` (``"?"`` if not in it), found by ``named_modules`` once
+    per root and checked against the module tree on every use (a path whose submodule is not the
+    module, after a submodule was replaced, is found again)."""
+    names = _NAMES.get(id(root))
+    path = None if names is None else names.get(id(module))
+    if path is not None and _at(root, path) is module:
+        return path
+    if len(_NAMES) >= 8:
+        _NAMES.clear()
+    names = _NAMES[id(root)] = {id(m): name for name, m in root.named_modules()}
+    return names.get(id(module), "?")
+
+
+def _at(root, path):
+    """The submodule of ``root`` at ``path`` (None where there is none)."""
+    for part in path.split(".") if path else ():
+        root = root._modules.get(part)
+        if root is None:
+            return None
+    return root
+
+
 def _site_key(d, module, site):
     """``<module path>.<site>``, with ``~k`` on the k-th call of one module in a call."""
-    base = ".".join(p for p in (d["names"].get(id(module), "?"), site) if p)
+    base = ".".join(p for p in (_module_path(d["root"], module), site) if p)
     n = d["calls"].get(base, 0)
     d["calls"][base] = n + 1
     return base if n == 0 else f"{base}~{n}"
@@ -91,8 +119,7 @@ def decode(module, state, inputs, kwargs, tokens):
     start = state.get("tokens")
     start = (torch.zeros((), dtype=torch.int64, device=inputs[k].device) if start is None
              else torch.as_tensor(start, dtype=torch.int64))
-    d = {"names": {id(m): name for name, m in module.named_modules()}, "state": state,
-         "start": start, "calls": {}, "kept": {}}
+    d = {"root": module, "state": state, "start": start, "calls": {}, "kept": {}}
     _DECODING = d
     try:
         outputs = module(*inputs, **kwargs)
