@@ -5,11 +5,12 @@ axis where the block computes each token alone and grows along a window (``codeg
 from __future__ import annotations
 
 from ncdc.ir.arrays import Array
+from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 from ncdc.ir.morphisms import Block
 from ncdc.ir.params import repetitions
 
-from . import chunks, flips, liveness
+from . import chunks, dtypes, flips, liveness
 from .classinfo import shape_text
 from .escapes import ARGUMENT, NotCompact, escape
 from .experts import note_unsliceable
@@ -125,8 +126,12 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
             over = f"self.{attr}"
             cb.fw.comment(f"{comment_text(block.title)}, {reps} times with parameters per "
                           "iteration")
-        for w, var, st in zip(wires, outs, info.input_static, strict=False):
-            cb.fw.assign(var.var, w.var)
+        # a method's loop (it holds no parameters; no tables) carries its real values in float32
+        # at least, rounded to the forward's dtype once after it (codegen/PRECISION.md)
+        wide = [info.method and not tables and kind(w.array.datatype) == "real" for w in outs]
+        for w, var, st, widen in zip(wires, outs, info.input_static, wide, strict=False):
+            cb.fw.assign(var.var, f"{w.var}.to({dtypes.wide_real(cb.iface.inputs)})" if widen
+                         else w.var)
             if st is not None:
                 src = w.live if w.live is not None else "True"
                 cb.fw.assign(var.live, src)
@@ -138,6 +143,9 @@ def call_block(cb, block: Block, wires: list[Wire], lifted: tuple = ()) -> list[
         call = ", ".join(loop_args + tables + kwargs)
         with cb.fw.nested(FOR, over, loop_var):
             cb.fw.assign(tuple(names), f"{callee}({call})", shapes)
+        for w, widen in zip(outs, wide, strict=False):
+            if widen:
+                cb.fw.assign(w.var, f"{w.var}.to({dtypes.real_dtype(cb.iface.inputs)})")
     else:
         callee = f"self.{info.method or cb.members.add_sub(snake, info, make)}"
         target = tuple(names) if names else ("_",)
