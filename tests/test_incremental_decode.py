@@ -175,3 +175,33 @@ def test_state_keys_follow_the_module_tree():
         finally:
             layer.single_pass_mhc.body = body
     assert "single_pass_mhc.body.inner.win" in moved
+
+
+def test_a_step_without_gradients_runs_in_inference_mode_and_returns_ordinary_tensors():
+    """Without gradients the forward inside ``step`` runs in ``torch.inference_mode`` (seen by a
+    forward hook), yet its outputs and state are ordinary tensors: a later step with gradients
+    continues that state, and its gradient reaches the input. With gradients it does not."""
+    layer = _prepared("Sliding Window Layer").module
+    n, m = layer.config.streams, layer.config.hidden_width
+    gen = torch.Generator().manual_seed(1)
+    xs = [torch.rand(4, n, generator=gen, dtype=torch.float64) + 0.5,
+          torch.randn(4, n, m, generator=gen, dtype=torch.float64)]
+    seen = []
+    hook = layer.single_pass_mhc.register_forward_hook(
+        lambda *_: seen.append(torch.is_inference_mode_enabled()))
+    try:
+        with torch.no_grad():
+            out, state = layer.prefill(*[x[:3] for x in xs])
+            eager, _ = layer.step(*[x[3:] for x in xs], state=state)
+        assert seen == [True, True]
+        for t in (*out, *eager, *state.values()):
+            assert not t.is_inference()
+        x = xs[1][3:].clone().requires_grad_()
+        got, again = layer.step(xs[0][3:], x, state=state)
+        assert seen == [True, True, False]
+    finally:
+        hook.remove()
+    assert set(again) == set(state)
+    torch.testing.assert_close(got[1].detach(), eager[1], rtol=0, atol=0)
+    got[1].sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
