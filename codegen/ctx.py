@@ -235,8 +235,9 @@ class Ctx:
     def einsum(self, terms: list[tuple], out: list) -> str:
         """``torch.einsum`` code over labelled terms ``(code, labels[, batched])``; leading
         (batch) dims of batched terms broadcast via ``...``; one batched matrix product is
-        ``torch.matmul`` (:mod:`codegen.matmul`)."""
-        product = matmul_code(terms, out)
+        ``torch.matmul`` (:mod:`codegen.matmul`), unless it reads a window as a band."""
+        band = self._band(terms, out)
+        product = matmul_code(terms, out) if band is None else None
         if product is not None:
             return product
         order = [lab for t in terms for lab in t[1]] + list(out)
@@ -245,7 +246,6 @@ class Ctx:
                        + "".join(letters[lab] for lab in t[1]) for t in terms)
         batched = any(len(t) < 3 or t[2] for t in terms)
         spec = f"{ins}->{'...' if batched else ''}{''.join(letters[lab] for lab in out)}"
-        band = self._band(terms, out)
         if band is not None:  # prelude views.band_einsum: a window read as blocks in 16 bits
             return (f"band_einsum({spec!r}, {terms[0][0]}, {terms[1][0]}, "
                     f"{letters[band[0]]!r}, {letters[band[1]]!r})")

@@ -4,7 +4,9 @@
 own (``'...xnm,...xna->...xam'`` came back as a permuted ``[x, m, a]``, which made every later
 elementwise op strided); ``torch.matmul`` of the operands, transposed where their last two axes
 are the other way round, gives the result in the einsum's order and memory order, the product
-HF writes for the mHC's combine (``comb.transpose(-1, -2) @ streams``)."""
+HF writes for the mHC's combine (``comb.transpose(-1, -2) @ streams``). A vector times a matrix
+(the mHC's collapse ``'...xn,...xnm->...xm'``) is the same product with a row or column of one,
+``torch.matmul(s.unsqueeze(-2), h).squeeze(-2)``: one dispatch, without einsum's planning."""
 from __future__ import annotations
 
 from .emit import atom
@@ -13,8 +15,8 @@ from .emit import atom
 def matmul_code(terms: list[tuple], out: list) -> str | None:
     """``torch.matmul`` code for the einsum over ``terms`` (``(code, labels[, batched])``) giving
     ``out``, or None where it is not one: two batched operands sharing their leading axes (in the
-    output's order, leading it too), one summed axis, and one free axis each, as the output's
-    last two."""
+    output's order, leading it too), one summed axis, and at most one free axis each, as the
+    output's last axes (an operand without one is a vector: a row or column of one)."""
     if len(terms) != 2 or not all(len(t) < 3 or t[2] for t in terms):
         return None
     (ca, la), (cb, lb) = [(t[0], list(t[1])) for t in terms]
@@ -26,13 +28,18 @@ def matmul_code(terms: list[tuple], out: list) -> str | None:
     free_a = [lab for lab in la if lab not in lb]
     free_b = [lab for lab in lb if lab not in la]
     n = len(shared)
-    if (len(summed) != 1 or len(free_a) != 1 or len(free_b) != 1 or len(out) != n + 2
-            or la[:n] != shared or lb[:n] != shared or out[:n] != shared
-            or set(out[n:]) != {free_a[0], free_b[0]}):
+    if (len(summed) != 1 or len(free_a) > 1 or len(free_b) > 1 or not free_a + free_b
+            or len(out) != n + len(free_a + free_b) or la[:n] != shared or lb[:n] != shared
+            or out[:n] != shared or set(out[n:]) != {*free_a, *free_b}):
         return None
+    k = summed[0]
+    if not (free_a and free_b):  # a vector times a matrix, in the matrix's own layout
+        (cv, _), (cm, lm) = sorted(((ca, la), (cb, lb)), key=lambda t: len(t[1]))
+        if lm[n:] == [k, out[n]]:
+            return f"torch.matmul({atom(cv)}.unsqueeze(-2), {cm}).squeeze(-2)"
+        return f"torch.matmul({cm}, {atom(cv)}.unsqueeze(-1)).squeeze(-1)"
     if out[n] == free_b[0]:  # b's free axis comes first: b is the left factor
         (ca, la, free_a), (cb, lb, free_b) = (cb, lb, free_b), (ca, la, free_a)
-    k = summed[0]
     left = ca if la[n:] == [free_a[0], k] else f"{atom(ca)}.transpose(-2, -1)"
     right = cb if lb[n:] == [k, free_b[0]] else f"{atom(cb)}.transpose(-2, -1)"
     return f"torch.matmul({left}, {right})"

@@ -1,6 +1,6 @@
 """The einsums written as ``torch.matmul`` (codegen/matmul.py): the same numbers as
 ``torch.einsum`` of the same spec, the result in the output's order and contiguous, and no
-matmul where the einsum is not one batched matrix product."""
+matmul where the einsum is not one batched matrix (or matrix-vector) product."""
 import pytest
 
 from ncdc.codegen.matmul import matmul_code
@@ -17,6 +17,10 @@ def _run(code, **arrays):
     ("xmn", "xna", "xma", "...xmn,...xna->...xma"),
     ("xmn", "xan", "xam", "...xmn,...xan->...xam"),
     ("mn", "na", "ma", "...mn,...na->...ma"),
+    ("xn", "xnm", "xm", "...xn,...xnm->...xm"),  # the mHC's collapse: a row vector
+    ("xnm", "xn", "xm", "...xnm,...xn->...xm"),
+    ("xmn", "xn", "xm", "...xmn,...xn->...xm"),  # a column vector
+    ("n", "nm", "m", "...n,...nm->...m"),
 ])
 def test_matmul_equals_einsum(a_labels, b_labels, out, spec):
     sizes = {"x": 3, "n": 4, "m": 5, "a": 6}
@@ -31,13 +35,21 @@ def test_matmul_equals_einsum(a_labels, b_labels, out, spec):
     torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
 
 
+def test_a_vector_keeps_the_matrix_layout():
+    code = matmul_code([("s", ["x", "n"]), ("h", ["x", "n", "m"])], ["x", "m"])
+    assert code == "torch.matmul(s.unsqueeze(-2), h).squeeze(-2)"
+    code = matmul_code([("h", ["x", "m", "n"]), ("s", ["x", "n"])], ["x", "m"])
+    assert code == "torch.matmul(h, s.unsqueeze(-1)).squeeze(-1)"
+
+
 def test_the_combine_is_transposed_on_the_left():
     code = matmul_code([("h", ["x", "n", "m"]), ("c", ["x", "n", "a"])], ["x", "a", "m"])
     assert code == "torch.matmul(c.transpose(-2, -1), h)"
 
 
 @pytest.mark.parametrize("terms,out", [
-    ([("a", ["x", "n"]), ("b", ["x", "n", "m"])], ["x", "m"]),  # no free axis on one side
+    ([("a", ["x", "n"]), ("b", ["x", "n"])], ["x"]),  # no free axis on either side
+    ([("a", ["x", "n", "m"]), ("b", ["x", "n"])], ["m", "x"]),  # a vector's batch not first
     ([("a", ["x", "q"]), ("w", ["q", "h", "c"], False)], ["h", "x", "c"]),  # two free axes
     ([("a", ["x", "n", "m"]), ("b", ["n", "x", "a"])], ["x", "a", "m"]),  # batch not leading
     ([("a", ["x", "n", "m"]), ("b", ["x", "n", "a"])], ["a", "x", "m"]),  # batch not first
