@@ -16,6 +16,8 @@ pattern                                          safe form
 ``e^{a} Sigmoid(-a)`` (from ``e^a/(1 + e^a)``)   ``Sigmoid(a)``
 ``a Sigmoid(a)``                                 ``SiLU(a)`` (library SiLU where available)
 ``log(Sigmoid(a))``                              ``-LogSumExp(-a, 0)``
+``a - Max(a - b, 0)`` (``a - ReLU(a - b)``)        ``Min(a, b)``: exact, where ``a - (a - b)``
+                                                 loses ``b``'s low bits once ``a`` is large
 ==============================================  ===============================================
 
 Reciprocal square roots need no rule: sympy keeps ``1/sqrt(a)`` as ``a^(-1/2)``, printed as one
@@ -178,12 +180,31 @@ def log_sigmoid(e):
     return None
 
 
+def min_of_difference(e):
+    """``a - Max(a - b, 0)`` is ``Min(a, b)``, where ``b`` (``a`` less the ``Max``'s argument)
+    is no longer than that argument."""
+    if not e.is_Add:
+        return None
+    for t in e.args:
+        if not (t.is_Mul and len(t.args) == 2 and t.args[0] == -1
+                and isinstance(t.args[1], sympy.Max) and len(t.args[1].args) == 2
+                and sympy.Integer(0) in t.args[1].args):
+            continue
+        d = next(u for u in t.args[1].args if u != 0)
+        a = e - t
+        b = sympy.expand(a - d)
+        if sympy.count_ops(b) <= sympy.count_ops(d):
+            return sympy.Min(a, b)
+    return None
+
+
 RULES = (
     ("log-sum-exp", log_sum_exp),
     ("sigmoid", sigmoid),
     ("sigmoid of a ratio", sigmoid_of_ratio),
     ("log-sigmoid", log_sigmoid),
     ("silu", silu),
+    ("min of a difference", min_of_difference),
 )
 """(name, rule): a rule maps one node to its safe form, or None where it does not apply."""
 

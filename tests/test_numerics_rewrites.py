@@ -57,7 +57,27 @@ def test_each_rule_fires_where_it_should():
     assert stable(E(X)) == E(X)  # a bare exponential is left alone
     assert stable(sympy.log(X + 1)) == sympy.log(X + 1)  # no exponential inside
     assert stable(sympy.log(E(X) - 1)) == sympy.log(E(X) - 1)  # negative term: no rule
-    assert {name for name, _ in RULES} >= {"log-sum-exp", "sigmoid", "silu"}
+    assert {name for name, _ in RULES} >= {"log-sum-exp", "sigmoid", "silu",
+                                           "min of a difference"}
+
+
+def test_min_of_a_difference_is_exact_where_the_literal_form_rounds():
+    """``x - ReLU(x - lam)`` (the SwiGLU limit as the diagram draws it) is ``Min(x, lam)``; in
+    bfloat16 the literal form loses ``lam`` once ``x`` is large (``1000 - 992 = 8``), the safe
+    form returns ``lam`` itself, as the real-valued formula does."""
+    lam = sympy.Symbol("lam")
+    literal = X - sympy.Max(X - lam, 0)
+    assert stable(literal) == sympy.Min(X, lam)
+    assert stable(3 + literal) == sympy.Min(X + 3, lam + 3)
+    assert stable(X - sympy.Max(2 * X - lam, 0)) == sympy.Min(X, lam - X)
+    assert stable(X - sympy.Max(X - lam, 1)) == X - sympy.Max(X - lam, 1)
+    xs = torch.tensor([-3.0, 0.0, 9.5, 10.0, 12.0, 1000.0], dtype=torch.bfloat16)
+    want = torch.tensor([-3.0, 0.0, 9.5, 10.0, 10.0, 10.0], dtype=torch.bfloat16)
+    assert torch.equal(xs - torch.clamp(xs - 10, min=0), want) is False  # the literal rounds
+    ten = X - sympy.Max(X - 10, 0)
+    code = FormulaPrinter("x", str)(stable(ten))
+    assert torch.equal(eval(code, {"torch": torch, "x": xs}), want)  # noqa: S307
+    assert np.array_equal(lower(ten, Env())(xs.double().numpy()), want.double().numpy())
 
 
 @pytest.mark.parametrize("name", sorted(FORMULAS))
