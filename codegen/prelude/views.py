@@ -64,7 +64,7 @@ def affine_read(source, rows, sizes, dim=None, flip=True):
                                          (-b for b, _ in pads))]
         return padded[(Ellipsis, *index)], live
     backwards = [i for i in range(r) if any(strides[i] < 0 for strides, _ in rows)]
-    if backwards and not flip:
+    if backwards and not flip and any(flat_pads):  # (no padding: live everywhere, as flipped)
         live = live.flip(backwards)
     values, order, flips = padded, [], []
     for (strides, _), offset in zip(rows, offsets):
