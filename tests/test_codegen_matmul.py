@@ -50,11 +50,42 @@ def test_the_combine_is_transposed_on_the_left():
 @pytest.mark.parametrize("terms,out", [
     ([("a", ["x", "n"]), ("b", ["x", "n"])], ["x"]),  # no free axis on either side
     ([("a", ["x", "n", "m"]), ("b", ["x", "n"])], ["m", "x"]),  # a vector's batch not first
-    ([("a", ["x", "q"]), ("w", ["q", "h", "c"], False)], ["h", "x", "c"]),  # two free axes
     ([("a", ["x", "n", "m"]), ("b", ["n", "x", "a"])], ["x", "a", "m"]),  # batch not leading
     ([("a", ["x", "n", "m"]), ("b", ["x", "n", "a"])], ["a", "x", "m"]),  # batch not first
     ([("a", ["n", "m"]), ("b", ["n", "m"])], ["n"]),  # a diagonal, not a product
     ([("a", ["n", "m"])], ["m"]),
 ])
 def test_not_one_matrix_product(terms, out):
+    assert matmul_code(terms, out) is None
+
+
+@pytest.mark.parametrize("a_labels,w_labels,out,spec", [
+    ("xq", "qhc", "hxc", "...xq,qhc->...hxc"),  # a query's heads: the product, then a swap
+    ("xq", "qhc", "xhc", "...xq,qhc->...xhc"),
+    ("xq", "qhc", "chx", "...xq,qhc->...chx"),
+    ("xq", "qhc", "hcx", "...xq,qhc->...hcx"),  # a rotation of three: movedim
+    ("xq", "qm", "xm", "...xq,qm->...xm"),
+    ("q", "qhc", "ch", "...q,qhc->...ch"),
+])
+def test_a_weight_holding_the_summed_axis_first(a_labels, w_labels, out, spec):
+    sizes = {"x": 3, "q": 4, "h": 5, "c": 6, "m": 7}
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(2, *[sizes[c] for c in a_labels], generator=g, dtype=torch.float64)
+    w = torch.randn(*[sizes[c] for c in w_labels], generator=g, dtype=torch.float64)
+    code = matmul_code([("a", list(a_labels), True), ("w", list(w_labels), False)], list(out))
+    assert code is not None and code.startswith("torch.matmul(a, w")
+    got = _run(code, a=a, w=w)
+    want = torch.einsum(spec, a, w)
+    assert got.shape == want.shape
+    torch.testing.assert_close(got, want, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("terms,out", [
+    ([("a", ["x", "q"], True), ("w", ["h", "q", "c"], False)], ["h", "x", "c"]),  # k not first
+    ([("a", ["q", "x"], True), ("w", ["q", "c"], False)], ["x", "c"]),  # k not a's last
+    ([("a", ["g", "j"], True), ("w", ["g", "o", "j"], False)], ["g", "o"]),  # a shared axis
+    ([("a", ["x", "q"], True), ("w", ["q"], False)], ["x"]),  # nothing of the weight's own
+    ([("w", ["q", "c"], False), ("a", ["x", "q"], True)], ["x", "c"]),  # the weight first
+])
+def test_not_a_weight_product(terms, out):
     assert matmul_code(terms, out) is None

@@ -334,10 +334,11 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     # the classes, the helpers they call (the routed experts' pairs, affine reads, chunks, the
     # window's band products: 38 lines for 4-8% of a bfloat16 CPU forward, and ``linears``:
     # 11 lines, one product for the Mixing Coefficients' three narrow Linears, 2-3% of a
-    # bfloat16 forward and of a decode step; issue 26). The loader, decoding and sharding
+    # bfloat16 forward and of a decode step; the query's product as torch.matmul, two lines
+    # where the einsum took one, 1-2% of a decode step; issue 26). The loader, decoding and sharding
     # come only with runtime=... (test_codegen_plain.py). These bounds guard against growth.
     assert ours <= 259, (ours, hand, round(ours / hand, 2))
-    assert whole <= 551, (whole, hand, round(whole / hand, 2))
+    assert whole <= 552, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
