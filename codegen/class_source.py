@@ -15,7 +15,6 @@ from .emit import wrap_line
 from .experts import expert_attribute_lines
 from .names import check_docstring, comment_text, docstring, string_literal
 from .passes import simplify
-from .siblings import fuse_linears
 from .statements import ASSIGN, EXPR, IF, RETURN, Statement, print_body
 
 BASE = "Module"
@@ -205,7 +204,7 @@ def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
     sig = ", ".join(args) + (", *, " + ", ".join(kw) if kw else "")
     body = [s for var, live in optional for s in default_statements(var, live)]
     body += prologue(c)
-    body += fuse_linears(c.forward, c.members.linears)
+    body += c.forward
     body.append(Statement(RETURN, ", ".join(c.ret) if c.ret else "()"))
     indent = INDENT * 2
     return [INDENT + f"def {name}({sig}):"] + print_body(simplify(body, len(indent)), indent,

@@ -48,7 +48,6 @@ class Members:
         self.items: list = []  # Param and Sub, in order
         self._unit: str | None = None
         self.token_sites: set[str] = set()  # keys of token_read's caches (codegen/decoder.py)
-        self.linears: dict[str, int] = {}  # plain Linear layers' code: outputs (codegen/siblings.py)
 
     def unit(self) -> str:
         """A float scalar 1 buffer (follows the module's dtype and device), made once."""
@@ -84,13 +83,12 @@ class Members:
         return p
 
     def add_linear(self, base: str, site: Broadcasted, in_features: str, out_features: str,
-                   bias: bool, n_in: int, out_shape: list[str], outputs: int | None = None) -> str:
+                   bias: bool, n_in: int, out_shape: list[str]) -> str:
         """An ``nn.Linear`` (the prelude's, with the spec's initialisation) whose weight is the
         interpreter's ``[in..., out...]`` flattened to ``[out, in]`` (and its bias to
         ``[out]``): the layout ``F.linear`` consumes, so no call copies it. A bias held in a
         storage format keeps the interpreter's ``[out...]`` (``out_shape``: size codes), whose
-        scale groups run along the last output dim as the interpreter's do. ``outputs``: the
-        layer's outputs at the binding generated for (None: unknown)."""
+        scale groups run along the last output dim as the interpreter's do."""
         attr = self.attrs.fresh(base)
         n_out = len(out_shape)
         w_fmt = self.formats(site, "weight")
@@ -102,8 +100,6 @@ class Members:
         self.init.append(Statement(ASSIGN, f"{'StoredLinear' if stored else 'Linear'}"
                                    f"({in_features}, {out_features}"
                                    f"{'' if bias else ', bias=False'}{stored})", (f"self.{attr}",)))
-        if not stored and outputs is not None:
-            self.linears[f"self.{attr}"] = outputs
         self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out), w_fmt))
         if bias:
             self.items.append(Param(f"{attr}.bias", site, "bias",

@@ -2,8 +2,6 @@
 the liveness of a contraction, a Linear's weight and bias."""
 from __future__ import annotations
 
-import math
-
 from ncdc.ir.datatypes import kind
 from ncdc.ir.errors import SpecError
 
@@ -100,14 +98,9 @@ def linear_module(ctx, in_labels: list, out_labels: list) -> str:
     def flat(labels):
         return " * ".join(ctx.init_size(ctx.axis(lab).size) for lab in labels)
 
-    try:  # the outputs at the binding generated for (codegen/siblings.py fuses narrow ones)
-        outputs = math.prod(ctx.gen.size(ctx.axis(lab).size) for lab in out_labels)
-    except (SpecError, TypeError, ValueError):
-        outputs = None
     return ctx.cb.members.add_linear(_weight_name(op), b, flat(in_labels), flat(out_labels),
                                      bool(op.bias), len(in_labels),
-                                     [ctx.init_size(ctx.axis(lab).size) for lab in out_labels],
-                                     outputs)
+                                     [ctx.init_size(ctx.axis(lab).size) for lab in out_labels])
 
 
 def _weight_name(op) -> str:

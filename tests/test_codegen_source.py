@@ -331,14 +331,13 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     hand = code_lines(HANDWRITTEN.read_text("utf-8"))
     assert hand > 150
     # goal (issue 21): classes <= 1.5x (260) and whole file <= 3x (520). The file holds, beside
-    # the classes, the helpers they call (the routed experts' pairs, affine reads, chunks, the
-    # window's band products: 38 lines for 4-8% of a bfloat16 CPU forward, and ``linears``:
-    # 11 lines, one product for the Mixing Coefficients' three narrow Linears, 2-3% of a
-    # bfloat16 forward and of a decode step; the query's product as torch.matmul, two lines
-    # where the einsum took one, 1-2% of a decode step; issue 26). The loader, decoding and sharding
-    # come only with runtime=... (test_codegen_plain.py). These bounds guard against growth.
-    assert ours <= 259, (ours, hand, round(ours / hand, 2))
-    assert whole <= 552, (whole, hand, round(whole / hand, 2))
+    # the classes, the helpers they call: the routed experts' pairs, affine reads, chunks, and
+    # the window's band products (38 lines for 4-8% of a bfloat16 CPU forward, issue 26). The
+    # query's product as torch.matmul takes two lines where its einsum took one (1-2% of a
+    # decode step, issue 26). The loader, decoding and sharding come only with runtime=...
+    # (test_codegen_plain.py). These bounds guard against growth.
+    assert ours <= 260, (ours, hand, round(ours / hand, 2))
+    assert whole <= 545, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
