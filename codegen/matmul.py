@@ -54,7 +54,7 @@ def matmul_code(terms: list[tuple], out: list) -> str | None:
 def weight_code(terms: list[tuple], out: list) -> str | None:
     """``torch.matmul`` code for ``a [..., *free_a, k]`` times an unbatched ``w [k, *free_w]``
     giving ``out`` (the free axes in any order), or None where the einsum is not that."""
-    (ca, la, _), (cw, lw, _) = [(t[0], list(t[1]), None) for t in terms]
+    (ca, la), (cw, lw) = [(t[0], list(t[1])) for t in terms]
     out = list(out)
     if (len(set(la + lw)) != len(la) + len(lw) - 1 or not la or not lw or la[-1] != lw[0]
             or sorted(out) != sorted(la[:-1] + lw[1:]) or len(set(out)) != len(out)):
