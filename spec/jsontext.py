@@ -97,9 +97,9 @@ _ARTICLE = {"object": "an object", "array": "an array", "string": "a string",
 
 
 def _line_col(text: str, offset: int) -> tuple[int, int]:
-    line = text.count("\n", 0, offset) + 1
-    column = offset - text.rfind("\n", 0, offset)
-    return line, column
+    last = text.rfind("\n", 0, offset)  # (a search from the end: a one-line text costs no count)
+    line = text.count("\n", 0, last) + 2 if last >= 0 else 1
+    return line, offset - last
 
 
 class JsonTextError(Exception):
@@ -437,12 +437,12 @@ class _Walker:
         if c != '"':
             expected = "a key string or '}'" if self.state == _FIRST_KEY else "a key string"
             return self.stop(pos, f"unexpected character {c!r} (expected {expected})", False)
-        try:
-            key, end = _scanstring(text, pos + 1, True)
-        except _JSONDecodeError:
+        body = _end(_STR_BODY, text, pos + 1)
+        if body >= n or text[body] != '"':  # (json's own error would count the text's lines)
             self.cut, self.reason, self.truncated = _string_cut(text, pos)
             self.dangling, self.key_cut = text[pos:self.cut], True
             return _STOP
+        key, end = _scanstring(text, pos + 1, True)
         if key in top.container:
             return self.stop(pos, f"repeated key {key!r} in an object", False)
         top.key, top.key_start, top.key_end = key, pos, end

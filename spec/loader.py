@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 from dataclasses import dataclass, field
 
 from ncdc.ir.axes import Axis
@@ -215,7 +216,10 @@ def _surrogate_free(text: str) -> bool:
     surrogate) and no ``\\ud``/``\\uD`` escape (a surrogate is spelled ``\\uD800`` to
     ``\\uDFFF``). A false "no" (``\\ud`` after an escaped backslash) only costs the full
     search."""
-    return text.isascii() and "\\ud" not in text and "\\uD" not in text
+    return text.isascii() and _SURROGATE_ESCAPE.search(text) is None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD]")
 
 
 def _too_big(source, what: str, limit: int) -> str:
