@@ -84,6 +84,25 @@ def formula_problem(formula) -> str | None:
     return None
 
 
+_JUDGEMENTS: dict = {}
+"""``formula_problem`` of formulas judged before, by the formula (sympy expressions are immutable
+and compare by structure; the judgement depends on nothing else)."""
+
+
+def _judged(formula) -> str | None:
+    """``formula_problem(formula)``, from the memo where it was judged before."""
+    try:
+        return _JUDGEMENTS[formula]
+    except KeyError:
+        pass
+    except TypeError:  # (unhashable: judged every time)
+        return formula_problem(formula)
+    problem = formula_problem(formula)
+    if len(_JUDGEMENTS) < 4096:
+        _JUDGEMENTS[formula] = problem
+    return problem
+
+
 def _formulas(op):
     """The formulas of an operator and of the operator it wraps (a TensorEquation's)."""
     while op is not None:
@@ -97,7 +116,7 @@ def check_constants(ck, sites) -> None:
     """``constant-invalid`` for every Iverson literal outside int64 and every formula constant
     that float64 cannot hold, at each Broadcasted site. (A formula object met again, as
     operators share them, is judged once; kept alive with its judgement, so ids stay
-    unique.)"""
+    unique. Equal formulas share a judgement across calls: ``_judged``.)"""
     judged: dict[int, tuple] = {}
     for s in sites:
         node = s.node
@@ -116,7 +135,7 @@ def check_constants(ck, sites) -> None:
         for inner, formula in _formulas(op):
             hit = judged.get(id(formula))
             if hit is None:
-                hit = judged[id(formula)] = (formula, formula_problem(formula))
+                hit = judged[id(formula)] = (formula, _judged(formula))
             problem = hit[1]
             if problem is not None:
                 ck.error("constant-invalid", f"in the formula of {type(inner).__name__}: "
