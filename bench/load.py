@@ -3,7 +3,7 @@
 The reference is ``json.loads`` of the *repaired prefix*: the text up to the last complete
 value with its open brackets closed (docs/format.md's "repaired copy"), i.e. the cheapest possible
 way to read what the salvaging loader recovers. Both are timed in this one run, interleaved
-over 7 rounds, in CPU time of the process (``time.process_time``: loading is pure Python on one
+over 15 rounds, in CPU time of the process (``time.process_time``: loading is pure Python on one
 thread, and on a shared machine wall times swing with the load); figures are min / median and
 the ratio of the minima (goal: at most 5x). The
 script runs twice, in fresh processes, and prints one table: BLAS/OpenMP pinned to one thread
@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 
+ROUNDS = 15  # a minimum over fewer rounds swung by 10-20% on a shared machine
 THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 if "--threads" in sys.argv and sys.argv[sys.argv.index("--threads") + 1:][:1] == ["1"]:
     for _var in THREAD_VARS:                      # before numpy loads its BLAS
@@ -100,7 +101,7 @@ def measure() -> list[list[str]]:
         load_text(text, path, salvage=True)
 
     load_and_validate()                           # warm imports and caches
-    t_json, t_load, t_all = timed(7, lambda: json.loads(repaired), load_only,
+    t_json, t_load, t_all = timed(ROUNDS, lambda: json.loads(repaired), load_only,
                                   load_and_validate)
 
     def ms(t):
@@ -133,7 +134,7 @@ def main(argv=None) -> None:
     first = cols[names[0]]
     width = max(len(r[0]) for r in first) + 2
     col = max(len(r[1]) for rows in cols.values() for r in rows) + 2
-    print("figures: CPU time, min / median of 7 interleaved rounds; ratios of the minima")
+    print(f"figures: CPU time, min / median of {ROUNDS} interleaved rounds; ratios of the minima")
     print(f"{'':{width}s}" + "".join(f"{n:{col}s}" for n in names))
     for i, (label, _t) in enumerate(first):
         print(f"{label:{width}s}" + "".join(f"{cols[n][i][1]:{col}s}" for n in names))
