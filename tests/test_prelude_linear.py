@@ -3,13 +3,10 @@ a 16-bit CPU product of at most 8 rows and 64 outputs computed in float32 and ro
 Checked against float64 numpy rounded by ml_dtypes, and by the dtypes ``F.linear`` is handed."""
 from __future__ import annotations
 
-import ml_dtypes
 import numpy as np
 import pytest
 
-from tests.lazy import torch
-
-ROUND = {"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}
+from tests.lazy import ml_dtypes, torch
 
 
 def _layer(n_in, n_out, dtype, bias=True):
@@ -22,17 +19,21 @@ def _layer(n_in, n_out, dtype, bias=True):
     return layer.to(getattr(torch, dtype))
 
 
-class _LinearDtypes(torch.overrides.TorchFunctionMode):
-    """Records the dtypes of the operands of every ``F.linear`` call."""
+def _LinearDtypes():
+    """A torch function mode recording the dtype of the input of every ``F.linear`` call (a
+    class built on first use: collecting this module imports no torch)."""
 
-    def __init__(self):
-        super().__init__()
-        self.seen = []
+    class LinearDtypes(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        if func is torch.nn.functional.linear:
-            self.seen.append(args[0].dtype)
-        return func(*args, **(kwargs or {}))
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            if func is torch.nn.functional.linear:
+                self.seen.append(args[0].dtype)
+            return func(*args, **(kwargs or {}))
+
+    return LinearDtypes()
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
@@ -46,7 +47,8 @@ def test_a_small_16_bit_product_is_rounded_once_from_float32(dtype, rows, n_out)
     # float64 from the same 16-bit values, rounded once to the dtype
     w, b = layer.weight.detach().double().numpy(), layer.bias.detach().double().numpy()
     exact = x.double().numpy() @ w.T + b
-    want = exact.astype(ROUND[dtype]).astype(np.float64)
+    want = exact.astype({"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype])
+    want = want.astype(np.float64)
     got = y.double().numpy()
     ulp = np.abs(want) * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
     assert (got == want).mean() > 0.95                 # float32 sums: rarely one step off
