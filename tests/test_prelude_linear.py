@@ -1,6 +1,7 @@
 """The generated files' ``Linear`` (``codegen/prelude/linear.py``): ``F.linear``'s numbers, with
-a 16-bit CPU product of at most 8 rows and 64 outputs computed in float32 and rounded once.
-Checked against float64 numpy rounded by ml_dtypes, and by the dtypes ``F.linear`` is handed."""
+a 16-bit CPU product of at most 8 rows and 64 outputs computed in float32 and rounded once, and
+one of at least 32 rows and 16 outputs as the transposed product. Checked against float64 numpy
+rounded by ml_dtypes, and by the torch functions the layer calls."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,20 +21,43 @@ def _layer(n_in, n_out, dtype, bias=True):
 
 
 def _LinearDtypes():
-    """A torch function mode recording the dtype of the input of every ``F.linear`` call (a
-    class built on first use: collecting this module imports no torch)."""
+    """A torch function mode recording the dtype of the input of every ``F.linear`` call in
+    ``seen``, and every product's function in ``products`` (a class built on first use:
+    collecting this module imports no torch)."""
+    products = {torch.nn.functional.linear: "linear", torch.addmm: "addmm",
+                torch.mm: "mm", torch.matmul: "matmul"}
 
     class LinearDtypes(torch.overrides.TorchFunctionMode):
         def __init__(self):
             super().__init__()
-            self.seen = []
+            self.seen, self.products = [], []
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             if func is torch.nn.functional.linear:
                 self.seen.append(args[0].dtype)
+            if func in products:
+                self.products.append(products[func])
             return func(*args, **(kwargs or {}))
 
     return LinearDtypes()
+
+
+def _check_rounded_once(y, x, layer, dtype):
+    """``y`` is the float64 product of the 16-bit values rounded once to ``dtype``, but for a
+    step of the last place now and then (float32 sums in another order), and within a step of
+    what torch's own 16-bit kernel gives."""
+    w = layer.weight.detach().double().numpy()
+    b = 0 if layer.bias is None else layer.bias.detach().double().numpy()
+    exact = x.double().numpy().reshape(-1, w.shape[1]) @ w.T + b
+    want = exact.astype({"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype])
+    want = want.astype(np.float64)
+    got = y.double().numpy().reshape(want.shape)
+    ulp = np.abs(want) * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
+    assert (got == want).mean() > 0.95
+    assert np.all(np.abs(got - want) <= ulp + 1e-30)
+    with torch.no_grad():
+        direct = torch.nn.functional.linear(x, layer.weight, layer.bias).double().numpy()
+    assert np.all(np.abs(got - direct.reshape(want.shape)) <= 2 * ulp + 1e-30)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
@@ -44,35 +68,42 @@ def test_a_small_16_bit_product_is_rounded_once_from_float32(dtype, rows, n_out)
     with torch.no_grad(), _LinearDtypes() as mode:
         y = layer(x)
     assert mode.seen == [torch.float32] and y.dtype == x.dtype
-    # float64 from the same 16-bit values, rounded once to the dtype
-    w, b = layer.weight.detach().double().numpy(), layer.bias.detach().double().numpy()
-    exact = x.double().numpy() @ w.T + b
-    want = exact.astype({"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype])
-    want = want.astype(np.float64)
-    got = y.double().numpy()
-    ulp = np.abs(want) * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
-    assert (got == want).mean() > 0.95                 # float32 sums: rarely one step off
-    assert np.all(np.abs(got - want) <= ulp + 1e-30)
-    # and what torch's own 16-bit kernel gives, to the same step
-    with torch.no_grad():
-        direct = torch.nn.functional.linear(x, layer.weight, layer.bias).double().numpy()
-    assert np.all(np.abs(got - direct) <= 2 * ulp + 1e-30)
+    _check_rounded_once(y, x, layer, dtype)
 
 
-@pytest.mark.parametrize("rows, n_out, dtype", [(9, 4, "bfloat16"), (1, 65, "bfloat16"),
-                                                (1, 4, "float32"), (1, 4, "float64")])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("lead, n_out, bias", [((32,), 4, True), ((4, 64), 16, False)])
+def test_a_long_16_bit_product_with_few_outputs_is_the_transposed_one(dtype, lead, n_out, bias):
+    layer = _layer(512, n_out, dtype, bias=bias)
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(*lead, 512, generator=gen).to(layer.weight.dtype)
+    with torch.no_grad(), _LinearDtypes() as mode:
+        y = layer(x)
+    assert mode.products == ["addmm" if bias else "mm"]
+    assert y.shape == (*lead, n_out) and y.dtype == x.dtype
+    _check_rounded_once(y, x, layer, dtype)
+
+
+@pytest.mark.parametrize("rows, n_out, dtype", [(9, 4, "bfloat16"), (31, 16, "bfloat16"),
+                                                (1, 65, "bfloat16"), (64, 17, "float16"),
+                                                (1, 4, "float32"), (64, 4, "float64")])
 def test_other_products_are_f_linear_as_given(rows, n_out, dtype):
     layer = _layer(256, n_out, dtype, bias=False)
     x = torch.randn(rows, 256).to(layer.weight.dtype)
     with torch.no_grad(), _LinearDtypes() as mode:
         y = layer(x)
-    assert mode.seen == [layer.weight.dtype]
+    assert mode.seen == [layer.weight.dtype] and mode.products == ["linear"]
     assert torch.equal(y, torch.nn.functional.linear(x, layer.weight))
 
 
-def test_the_float32_path_trains_the_16_bit_weights():
+@pytest.mark.parametrize("rows", [2, 40])
+def test_both_kernels_train_the_16_bit_weights(rows):
     layer = _layer(64, 8, "bfloat16")
-    x = torch.randn(2, 64, dtype=torch.bfloat16, requires_grad=True)
-    layer(x).square().sum().backward()
+    x = torch.randn(rows, 64, dtype=torch.bfloat16, requires_grad=True)
+    layer(x).float().square().sum().backward()
     assert layer.weight.grad.dtype == torch.bfloat16 and x.grad.dtype == torch.bfloat16
-    assert layer.weight.grad.abs().sum() > 0 and layer.bias.grad.abs().sum() > 0
+    # the gradients of F.linear's product, to bfloat16's precision
+    xd, wd = x.detach().double(), layer.weight.detach().double()
+    g = 2 * (xd @ wd.T + layer.bias.detach().double())
+    torch.testing.assert_close(layer.weight.grad.double(), g.T @ xd, rtol=0.05, atol=0.05)
+    torch.testing.assert_close(layer.bias.grad.double(), g.sum(0), rtol=0.05, atol=0.05)
