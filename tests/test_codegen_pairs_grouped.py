@@ -4,11 +4,13 @@ generated mixture at tiny against the routed experts written out in numpy from t
 description, with unrouted experts' weights NaN and (static form) rows with dead pairs."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
 from ncdc import codegen
-from tests.lazy import Deferred, profile, torch
+from tests.lazy import Deferred, FlopCounterMode, profile, torch
 
 LAMBDA = 10.0
 
@@ -190,10 +192,10 @@ def test_gradients_where_a_rank_has_no_pairs_or_no_experts(experts, busy):
     torch.testing.assert_close(rows.grad, want_rows, rtol=0, atol=1e-12)
 
 
-def test_a_few_busy_slots_without_gradients_skip_the_op(monkeypatch):
-    """A decode step's routed experts (a few busy slots of many, eager, no gradient) run the
-    per-slot products directly, not through ``ncdc::grouped_matmul``'s dispatch; with a
-    gradient to compute, or half the slots busy, the op runs. Both give the hand-computed
+def test_eager_products_without_gradients_skip_the_op(monkeypatch):
+    """Eager routed experts that need no gradient (a decode step's few busy slots, a forward's
+    many) run the op's kernel directly, not through ``ncdc::grouped_matmul``'s dispatch; with a
+    gradient to compute, or under a FLOP counter, the op runs. All give the hand-computed
     products."""
     from ncdc.codegen.prelude import pairs
 
@@ -202,15 +204,20 @@ def test_a_few_busy_slots_without_gradients_skip_the_op(monkeypatch):
     calls = []
     op = pairs.grouped_matmul
     monkeypatch.setattr(pairs, "grouped_matmul", lambda *a: calls.append(1) or op(*a))
-    for live_slots, grad, via_op in (([1, 6], False, False), ([1, 6], True, True),
-                                     ([0, 1, 2, 5, 6], False, True)):
+    for live_slots, grad, counted, via_op in (([1, 6], False, False, False),
+                                              ([1, 6], True, False, True),
+                                              ([0, 1, 2, 5, 6], False, False, False),
+                                              ([0, 1, 2, 5, 6], False, True, True)):
         live = torch.zeros(3, 8, dtype=torch.bool)
         live[:, live_slots] = True
         p = pairs.live_pairs(live, (3,))
         x = torch.randn(3, 4, dtype=torch.float64, generator=gen, requires_grad=grad)
         calls.clear()
-        with torch.set_grad_enabled(grad):
+        counter = FlopCounterMode(display=False) if counted else contextlib.nullcontext()
+        with torch.set_grad_enabled(grad), counter:
             got = pairs.pairwise_matmul(pairs.take_rows(x, 1, (3,), p), weight, 1, p)
+        if counted:
+            assert counter.get_total_flops() == 2 * 4 * 5 * len(p[0])
         want = torch.stack([x[r] @ weight[:, s]
                             for r, s in zip(p[0].tolist(), p[1].tolist(), strict=True)])
         torch.testing.assert_close(got, want, rtol=1e-13, atol=0)

@@ -336,10 +336,11 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     # query's product as torch.matmul takes two lines where its einsum took one (1-2% of a
     # decode step, issue 26); the Linear's two kernels for 16-bit CPU products with few
     # outputs take twelve (a bfloat16 decode step 6% faster, the forward at 256 tokens 2%,
-    # issue 26). The loader, decoding and sharding come only with runtime=...
-    # (test_codegen_plain.py). These bounds guard against growth.
+    # issue 26), the eager routed products without the op's dispatch one. The loader, decoding
+    # and sharding come only with runtime=... (test_codegen_plain.py). These bounds guard
+    # against growth.
     assert ours <= 260, (ours, hand, round(ours / hand, 2))
-    assert whole <= 557, (whole, hand, round(whole / hand, 2))
+    assert whole <= 558, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 
