@@ -207,8 +207,8 @@ def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
     body += c.forward
     body.append(Statement(RETURN, ", ".join(c.ret) if c.ret else "()"))
     indent = INDENT * 2
-    return [INDENT + f"def {name}({sig}):"] + print_body(simplify(body, len(indent)), indent,
-                                                          INDENT)
+    body = simplify(body, len(indent), c.members.linears())
+    return [INDENT + f"def {name}({sig}):"] + print_body(body, indent, INDENT)
 
 
 def prologue(c: ClassParts) -> list[Statement]:

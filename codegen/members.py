@@ -106,6 +106,11 @@ class Members:
                                     None if b_fmt is not None else (0, n_out), b_fmt))
         return f"self.{attr}"
 
+    def linears(self) -> frozenset:
+        """The code (``self.name``) of the plain Linear submodules (not a stored one)."""
+        return frozenset(s.targets[0] for s in self.init
+                         if s.expr.startswith("Linear(") and len(s.targets) == 1)
+
     def add_module(self, base: str, site: Broadcasted, role: str, make: str,
                    param: str = "weight") -> str | None:
         """A standard submodule ``make`` (code: ``nn.Embedding(...)``, ``nn.RMSNorm(...)``)

@@ -13,6 +13,7 @@ import ast
 import dataclasses
 from collections import Counter
 
+from .linear_groups import merge_linears
 from .statements import ASSIGN, RETURN, Rounding, Statement, splice, where_reads
 
 LIMIT = 100
@@ -240,6 +241,9 @@ def reuse_names(body: list[Statement]) -> list[Statement]:
     return out
 
 
-def simplify(body: list[Statement], indent: int) -> list[Statement]:
-    """Every pass, in order."""
+def simplify(body: list[Statement], indent: int, linears: frozenset = frozenset()
+             ) -> list[Statement]:
+    """Every pass, in order; ``linears``: the code of the class's Linear submodules
+    (:func:`codegen.linear_groups.merge_linears`)."""
+    body = merge_linears(body, linears) if linears else body
     return reuse_names(return_directly(fold_casts(fold_masks(drop_unused(body), indent))))

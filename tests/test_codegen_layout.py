@@ -59,7 +59,11 @@ def test_layer0_forward_copies_no_parameter(bundled):
         read = {name for _, name in spy.calls}
         assert len(read) == len(spy.names)  # the watch sees every parameter being read
         copies = sorted({(op, name) for op, name in spy.calls if op.startswith(COPYING)})
-        assert not copies, copies
+        # but Linears reading one input, stacked into one product (prelude ``linears``) where
+        # their weights are fewer numbers than the input: the mHC's three coefficient maps
+        stacked = {c for c in copies if c[0] == "aten.cat.default"
+                   and ".mixing_coefficients.h_" in c[1]}
+        assert not set(copies) - stacked, copies
     # the grouped output projection contracts two input axes: stored [out, in] and read as a
     # view, with its PARAM_LAYOUT entry
     name = next(n for n in mod.PARAM_KEYS if n.endswith("grouped_output_projection.w_oa"))

@@ -1,7 +1,8 @@
 """The generated files' ``Linear`` (``codegen/prelude/linear.py``): ``F.linear``'s numbers, with
 a 16-bit CPU product of at most 8 rows and 64 outputs computed in float32 and rounded once, and
-one of at least 32 rows and 16 outputs as the transposed product. Checked against float64 numpy
-rounded by ml_dtypes, and by the torch functions the layer calls."""
+one of at least 32 rows and fewer than 32 outputs as the transposed product; ``linears``, several
+layers on one input as one product. Checked against float64 numpy rounded by ml_dtypes, and by
+the torch functions the layers call."""
 from __future__ import annotations
 
 import numpy as np
@@ -72,7 +73,8 @@ def test_a_small_16_bit_product_is_rounded_once_from_float32(dtype, rows, n_out)
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
-@pytest.mark.parametrize("lead, n_out, bias", [((32,), 4, True), ((4, 64), 16, False)])
+@pytest.mark.parametrize("lead, n_out, bias", [((32,), 4, True), ((4, 64), 16, False),
+                                                ((40,), 31, True)])
 def test_a_long_16_bit_product_with_few_outputs_is_the_transposed_one(dtype, lead, n_out, bias):
     layer = _layer(512, n_out, dtype, bias=bias)
     gen = torch.Generator().manual_seed(2)
@@ -85,7 +87,7 @@ def test_a_long_16_bit_product_with_few_outputs_is_the_transposed_one(dtype, lea
 
 
 @pytest.mark.parametrize("rows, n_out, dtype", [(9, 4, "bfloat16"), (31, 16, "bfloat16"),
-                                                (1, 65, "bfloat16"), (64, 17, "float16"),
+                                                (1, 65, "bfloat16"), (64, 32, "float16"),
                                                 (1, 4, "float32"), (64, 4, "float64")])
 def test_other_products_are_f_linear_as_given(rows, n_out, dtype):
     layer = _layer(256, n_out, dtype, bias=False)
@@ -107,3 +109,79 @@ def test_both_kernels_train_the_16_bit_weights(rows):
     g = 2 * (xd @ wd.T + layer.bias.detach().double())
     torch.testing.assert_close(layer.weight.grad.double(), g.T @ xd, rtol=0.05, atol=0.05)
     torch.testing.assert_close(layer.bias.grad.double(), g.sum(0), rtol=0.05, atol=0.05)
+
+
+def _three(dtype, bias=True):
+    """The mHC's three coefficient maps, 2,048 inputs to 4, 4 and 16 outputs."""
+    return [_layer(2048, n, dtype, bias=bias) for n in (4, 4, 16)]
+
+
+@pytest.mark.parametrize("dtype, rows", [("bfloat16", 256), ("float32", 64)])
+def test_linears_is_one_product_with_each_layers_numbers(dtype, rows):
+    from ncdc.codegen.prelude.linear import linears
+
+    layers = _three(dtype)
+    x = torch.randn(rows, 2048, generator=torch.Generator().manual_seed(3)).to(
+        layers[0].weight.dtype)
+    with torch.no_grad(), _LinearDtypes() as mode:
+        ys = linears(x, *layers)
+    assert len(mode.products) == 1
+    for y, layer in zip(ys, layers, strict=True):
+        assert y.shape == (rows, layer.out_features)
+        if dtype == "bfloat16":
+            _check_rounded_once(y, x, layer, dtype)
+        else:
+            want = x.double() @ layer.weight.double().T + layer.bias.double()
+            torch.testing.assert_close(y.double(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_linears_calls_each_layer_where_stacking_would_not_pay_or_would_hide_a_call():
+    from ncdc.codegen.prelude.linear import Linear, linears
+
+    layers = _three("float32")
+    one = torch.randn(1, 2048)  # one token: the weights outnumber the input
+    many = torch.randn(64, 2048)
+
+    def products(x, *ls):
+        with torch.no_grad(), _LinearDtypes() as mode:
+            ys = linears(x, *ls)
+        for y, layer in zip(ys, ls, strict=True):
+            torch.testing.assert_close(y, torch.nn.functional.linear(x, layer.weight, layer.bias))
+        return len(mode.products)
+
+    assert products(one, *layers) == 3
+    assert products(many, *layers) == 1
+    seen = []
+    handle = layers[1].register_forward_hook(lambda m, a, out: seen.append(out.shape))
+    assert products(many, *layers) == 3 and seen == [(64, 4)]
+    handle.remove()
+    handle = torch.nn.modules.module.register_module_forward_hook(lambda m, a, out: None)
+    try:
+        assert products(many, *layers) == 3
+    finally:
+        handle.remove()
+
+    class Adapted(Linear):  # a wrapper (a LoRA adapter, say) changes what the layer computes
+        def forward(self, x):
+            return super().forward(x) + 1
+
+    adapted = Adapted(2048, 4)
+    with torch.no_grad():
+        ys = linears(many, layers[0], adapted)
+    torch.testing.assert_close(ys[1], torch.nn.functional.linear(many, adapted.weight,
+                                                                 adapted.bias) + 1)
+    assert products(many, layers[0], _layer(2048, 4, "float32", bias=False)) == 2
+
+
+def test_linears_trains_every_layer():
+    from ncdc.codegen.prelude.linear import linears
+
+    layers = _three("float32")
+    x = torch.randn(64, 2048, dtype=torch.float64)
+    for layer in layers:
+        layer.double()
+    sum(y.square().sum() for y in linears(x, *layers)).backward()
+    for layer in layers:
+        g = 2 * (x @ layer.weight.detach().T + layer.bias.detach())
+        torch.testing.assert_close(layer.weight.grad, g.T @ x)
+        torch.testing.assert_close(layer.bias.grad, g.sum(0))
