@@ -23,7 +23,8 @@ from .pairs import lower_on_pairs, wants_pairs
 from .place import fusion_relabel, place
 from .reads import read_operand
 from .rules import RULES
-from .wires import Wire
+from .rules.elementwise import reads_minus_infinity
+from .wires import Wire, zeroed
 
 
 def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted | None = None
@@ -38,12 +39,15 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
     if on_pairs or not keeps:
         wires = [flips.plain(cb.fw, w) for w in wires]
     if on_pairs:
+        wires = [zeroed(cb.fw, w) for w in wires]
         start = len(cb.fw.bound)
         outs = lower_on_pairs(cb, b, wires, then, fn)
         fresh = set(cb.fw.bound[start:])
         return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
     operands = [read_operand(cb, b, k, w, flips=keeps) for k, w in enumerate(wires)]
     operands = flips.settle_operands(cb.fw, b, operands)
+    if not reads_minus_infinity(b.operator):
+        operands = [_zeroed(cb, o) for o in operands]
     for k, w in enumerate(wires):  # a complex value held as real parts: read both alike
         if w.imag is not None:
             operands[k].imag = read_operand(cb, b, k, dataclasses.replace(w, var=w.imag)).expr
@@ -70,6 +74,14 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
     return [_round_parts(cb, b, j, w, fresh, wires) for j, w in enumerate(outs)]
 
 
+def _zeroed(cb, o):
+    """Operand ``o`` with 0 at its dead positions (:func:`codegen.wires.zeroed`)."""
+    if o.dead == "0":
+        return o
+    expr = cb.fw.bind("zeroed", f"torch.where({o.live}, {o.expr}, 0)")
+    return dataclasses.replace(o, expr=expr, dead="0")
+
+
 def _round_parts(cb, b: Broadcasted, j: int, w: Wire, fresh: set, inputs: list[Wire]) -> Wire:
     """``round_output`` of a value, of both parts of one held as real parts."""
     if w.imag is None:
@@ -89,6 +101,7 @@ def round_output(cb, b: Broadcasted, j: int, w: Wire, fresh: bool,
     enc = storage_encoding(dt).value
     if kind(dt) == "natural" and enc == "INT64":
         return w
+    w = zeroed(cb.fw, w)
     scale = block_scale(dt)
     if scale is not None and w.pairs is not None and w.rank < 2:
         escape(w.origins, "block-scaled rounding along the sparse axis")

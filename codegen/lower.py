@@ -57,7 +57,7 @@ from .pairs import Selection, is_selection_mask
 from .scan import lower_coupled_scan, lower_scan
 from .sizes import SizeCodes
 from .statements import IF, Rounding
-from .wires import Wire
+from .wires import Wire, zeroed
 
 
 class ClassBuilder:
@@ -153,7 +153,7 @@ class ClassBuilder:
         if self.iface.selection is not None:
             self.iface.pairs_size = self.axis_size(self.iface.selection.axis)
             self.lead()
-        outs = [flips.plain(self.fw, w) for w in outs]
+        outs = [zeroed(self.fw, flips.plain(self.fw, w)) for w in outs]
         info.output_names = tuple(w.var for w in outs)
         for w in outs:
             if w.pairs is not None and w.pairs is not self.iface.selection:
@@ -236,6 +236,8 @@ class ClassBuilder:
         if rule is None:
             raise SpecError(f"cannot generate code for a {type(m).__name__}",
                             getattr(m, "path", ""))
+        if not isinstance(m, (Broadcasted, Rearrangement, Composed, ProductOfMorphisms)):
+            wires = [zeroed(self.fw, w) for w in wires]  # a Broadcasted zeroes its operands
         return rule(self, m, wires)
 
     def _rearrange(self, m: Rearrangement, wires: list[Wire]) -> list[Wire]:
@@ -365,7 +367,7 @@ class ClassBuilder:
         return tape.tape_read(self, slot, array, bind)
 
     def tape_write(self, slot: TapeSlot, wire: Wire) -> None:
-        tape.tape_write(self, slot, wire)
+        tape.tape_write(self, slot, zeroed(self.fw, wire))
 
 
 __all__ = ["ClassBuilder", "ClassInfo", "Param", "Sub", "TapeEntry"]

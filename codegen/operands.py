@@ -21,6 +21,7 @@ class Operand:
     datatype: object
     flipped: frozenset = frozenset()  # labels of dims held in reverse order (codegen/flips.py)
     imag: str | None = None  # the imaginary part of a complex value held as real parts
+    dead: str = "0"  # what dead positions hold (codegen.wires.Wire.dead)
 
 
 @dataclass
@@ -32,3 +33,4 @@ class OpResult:
     full: bool | None = None
     slot: int | None = None  # the value is this tape slot's, unchanged
     imag: str | None = None  # the imaginary part of a complex value held as real parts
+    dead: str = "0"  # what dead positions hold (codegen.wires.Wire.dead)

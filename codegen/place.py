@@ -64,7 +64,8 @@ def place(ctx: Ctx, b: Broadcasted, results: list[OpResult], deg_tag: str = "d")
             code = cb.fw.bind(base, code, "[" + ", ".join(
                 comment_text(a.label, 20) for a in array.shape) + "]")
         out.append(Wire(code, array, live, static, full,
-                        slot=res.slot if code == res.expr else None))
+                        slot=res.slot if code == res.expr else None,
+                        dead=res.dead if live is not None else "0"))
     return out
 
 

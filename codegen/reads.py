@@ -22,7 +22,7 @@ from .emit import align_code, atom
 from .flips import plain
 from .names import comment_text, identifier
 from .operands import Operand
-from .wires import Wire
+from .wires import Wire, zeroed
 
 
 def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) -> Operand:
@@ -62,6 +62,8 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) ->
     if wire.flipped and (not flips or any(tiled[j] in wire.flipped for j in general)
                          or len(set(labels)) != len(labels)):
         wire = plain(cb.fw, wire)
+    if general or amap.constraints:  # reads outside the source give 0
+        wire = zeroed(cb.fw, wire)
     flipped = frozenset(labels[p] for p in wire.flipped)
     expr, live, full = wire.var, wire.live, wire.full
     static = None
@@ -73,7 +75,7 @@ def read_operand(cb, b: Broadcasted, k: int, wire: Wire, flips: bool = False) ->
         flipped |= more
     if amap.constraints:
         expr, labels, live, static = _constrained(cb, b, amap, expr, labels, live, static)
-    return Operand(expr, labels, live, static, full, weave.datatype, flipped)
+    return Operand(expr, labels, live, static, full, weave.datatype, flipped, dead=wire.dead)
 
 
 def _constrained(cb, b, amap, expr, labels, live, static):

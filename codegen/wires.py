@@ -1,6 +1,7 @@
 """What the generator knows about a value while it writes code for it."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ncdc.ir.arrays import Array
@@ -30,7 +31,11 @@ class Wire:
     ``codegen/flips.py``); ``live`` and ``static`` are laid out like the tensor.
 
     ``imag`` names the imaginary part of a complex value held as two real tensors (``var`` the
-    real part; ``codegen/complex_parts.py``)."""
+    real part; ``codegen/complex_parts.py``).
+
+    ``dead`` is the code of what dead positions hold where not 0: ``-math.inf`` for the scores
+    a softmax shift leaves to a pointwise map that takes -inf to 0 (``e^x``; see
+    :func:`zeroed`), which then needs no re-zeroing ``where``."""
 
     var: str
     array: Array
@@ -42,7 +47,18 @@ class Wire:
     origins: frozenset = field(default=frozenset(), compare=False)
     flipped: tuple = ()
     imag: str | None = field(default=None, compare=False)  # codegen/complex_parts.py
+    dead: str = "0"
 
     @property
     def rank(self) -> int:
         return len(self.array.shape)
+
+
+def zeroed(fw, w: Wire) -> Wire:
+    """``w`` with 0 at its dead positions: every consumer but a map taking ``w.dead`` to 0
+    reads a wire so (``codegen.broadcast``, ``codegen.lower``)."""
+    if w.dead == "0" or w.live is None:
+        return w if w.dead == "0" else dataclasses.replace(w, dead="0")
+    var = fw.bind(w.var if w.var.isidentifier() else "value",
+                  f"torch.where({w.live}, {w.var}, 0)")
+    return dataclasses.replace(w, var=var, dead="0", slot=None)

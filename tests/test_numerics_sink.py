@@ -207,6 +207,18 @@ def test_dead_slots_never_enter_the_maximum(core, env, generated):
     assert np.max(np.abs(mine - want)) <= 1e-14 * np.max(np.abs(want))
 
 
+def test_dead_scores_hold_minus_infinity_for_the_exponential_alone(core, env):
+    """The shift leaves -inf at the dead slots: one ``where`` puts it there, the exponential
+    reads it with no re-zeroing of its own (e^-inf = 0), and nothing else reads the shifted
+    scores; emulate mode, which rounds them, zeroes them first."""
+    source = generate(core, env).source
+    body = source[source.index("def forward"):]
+    assert body.count("-math.inf)") == 1 and "torch.where" not in body.split("torch.exp(")[1]
+    assert "= torch.exp(shifted)" in body
+    emulated = generate(core, env, quant="emulate").source
+    assert "torch.where(contraction_live, shifted, 0)" in emulated
+
+
 def test_emulate_stays_bit_identical(core, env):
     from ncdc.verify.check import check_morphism
 

@@ -75,7 +75,21 @@ def arithmetic(ctx):
     except Exception:  # noqa: BLE001 - undecidable: re-zero
         keeps_zero = False
     name = formula_name(ctx.op.formula, FREE_INPUT) or ctx.label_name or "value"
+    if o.dead != "0":  # dead entries hold -inf, which the formula takes to 0
+        return [OpResult(ctx.bind(name, code, labels), labels, o.live, o.static)]
     return _pointwise(ctx, code, name, labels, keeps_zero)
+
+
+def reads_minus_infinity(op) -> bool:
+    """Whether ``op`` may read dead entries holding -inf (``codegen.wires.Wire.dead``): a
+    formula of one input that takes -inf to 0, such as ``e^x``; every other operator reads 0
+    there."""
+    if not isinstance(op, Arithmetic) or FREE_INPUT not in op.formula.free_symbols:
+        return False
+    try:
+        return bool(stable(op.formula).subs(FREE_INPUT, -sympy.oo).is_zero)
+    except Exception:  # noqa: BLE001 - undecidable: read 0
+        return False
 
 
 def _arithmetic_on_parts(ctx, o, labels) -> list[OpResult]:

@@ -100,7 +100,9 @@ def modulo(ctx):
 @rule(SinkShift)
 def sink_shift(ctx):
     """``(x - M, s - M)`` with ``M`` the larger of the live row maximum and ``s``
-    (``ir/rewrites.py``): the softmax with a sink then exponentiates nothing above 0."""
+    (``ir/rewrites.py``): the softmax with a sink then exponentiates nothing above 0. Dead
+    entries of ``x - M`` hold -inf (``Wire.dead``): the exponential that reads them gives 0
+    there without a ``where`` of its own."""
     o = ctx.ops[0]
     tl = [lab for lab in o.labels if lab[0] == "t"]
     if len(tl) != 1 or len(ctx.ops) != 2:
@@ -108,17 +110,18 @@ def sink_shift(ctx):
     rows = list(ctx.deg_labels)
     src = ctx.aligned(0, rows + tl)
     live = ctx.aligned_live(0, rows + tl)
-    cand = src if live is None else ctx.where_live(live, src, "-math.inf")
+    cand = src if live is None else ctx.bind("candidates",
+                                             ctx.where_live(live, src, "-math.inf"))
     sink = ctx.aligned(1, rows)
     row_max = ctx.bind("row_max", f"{cand}.amax(dim=-1)", rows)
     shift = ctx.bind("shift", f"torch.maximum({row_max}, {sink})", rows)
     out = rows + [("o", 0, 0)]
-    code = f"{src} - {shift}[..., None]"
+    shifted = ctx.bind("shifted", f"{cand} - {shift}[..., None]", out)
     if live is None:
-        first = OpResult(ctx.bind("shifted", code, out), out)
+        first = OpResult(shifted, out)
     else:
-        shifted = ctx.bind("shifted", ctx.where_live(live, code), out)
         first = OpResult(shifted, out, live, (liveness.align(o.static[0], o.labels, rows + tl),
-                                              liveness.align(o.static[1], o.labels, rows + tl)))
+                                              liveness.align(o.static[1], o.labels, rows + tl)),
+                         dead="-math.inf")
     sink_shifted = ctx.bind("sink_shifted", f"{sink} - {shift}", rows)
     return [first, OpResult(sink_shifted, rows)]
