@@ -38,16 +38,15 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
     on_pairs = wants_pairs(cb, b, wires)
     if on_pairs or not keeps:
         wires = [flips.plain(cb.fw, w) for w in wires]
-    if on_pairs:
+    if on_pairs or not reads_minus_infinity(b.operator):
         wires = [zeroed(cb.fw, w) for w in wires]
+    if on_pairs:
         start = len(cb.fw.bound)
         outs = lower_on_pairs(cb, b, wires, then, fn)
         fresh = set(cb.fw.bound[start:])
         return [round_output(cb, b, j, w, w.var in fresh, wires) for j, w in enumerate(outs)]
     operands = [read_operand(cb, b, k, w, flips=keeps) for k, w in enumerate(wires)]
     operands = flips.settle_operands(cb.fw, b, operands)
-    if not reads_minus_infinity(b.operator):
-        operands = [_zeroed(cb, o) for o in operands]
     for k, w in enumerate(wires):  # a complex value held as real parts: read both alike
         if w.imag is not None:
             operands[k].imag = read_operand(cb, b, k, dataclasses.replace(w, var=w.imag)).expr
@@ -72,14 +71,6 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
         outs = place(ctx, then, fn(ctx), deg_tag="v")
     fresh = set(cb.fw.bound[start:])
     return [_round_parts(cb, b, j, w, fresh, wires) for j, w in enumerate(outs)]
-
-
-def _zeroed(cb, o):
-    """Operand ``o`` with 0 at its dead positions (:func:`codegen.wires.zeroed`)."""
-    if o.dead == "0":
-        return o
-    expr = cb.fw.bind("zeroed", f"torch.where({o.live}, {o.expr}, 0)")
-    return dataclasses.replace(o, expr=expr, dead="0")
 
 
 def _round_parts(cb, b: Broadcasted, j: int, w: Wire, fresh: set, inputs: list[Wire]) -> Wire:

@@ -207,7 +207,7 @@ def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
     body += c.forward
     body.append(Statement(RETURN, ", ".join(c.ret) if c.ret else "()"))
     indent = INDENT * 2
-    body = simplify(body, len(indent), c.members.linears())
+    body = simplify(body, len(indent), frozenset(c.members.linears))
     return [INDENT + f"def {name}({sig}):"] + print_body(body, indent, INDENT)
 
 

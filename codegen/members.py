@@ -48,6 +48,7 @@ class Members:
         self.items: list = []  # Param and Sub, in order
         self._unit: str | None = None
         self.token_sites: set[str] = set()  # keys of token_read's caches (codegen/decoder.py)
+        self.linears: set[str] = set()  # the plain Linear submodules (self.name; none stored)
 
     def unit(self) -> str:
         """A float scalar 1 buffer (follows the module's dtype and device), made once."""
@@ -100,16 +101,13 @@ class Members:
         self.init.append(Statement(ASSIGN, f"{'StoredLinear' if stored else 'Linear'}"
                                    f"({in_features}, {out_features}"
                                    f"{'' if bias else ', bias=False'}{stored})", (f"self.{attr}",)))
+        if not stored:
+            self.linears.add(f"self.{attr}")
         self.items.append(Param(f"{attr}.weight", site, "weight", (n_in, n_out), w_fmt))
         if bias:
             self.items.append(Param(f"{attr}.bias", site, "bias",
                                     None if b_fmt is not None else (0, n_out), b_fmt))
         return f"self.{attr}"
-
-    def linears(self) -> frozenset:
-        """The code (``self.name``) of the plain Linear submodules (not a stored one)."""
-        return frozenset(s.targets[0] for s in self.init
-                         if s.expr.startswith("Linear(") and len(s.targets) == 1)
 
     def add_module(self, base: str, site: Broadcasted, role: str, make: str,
                    param: str = "weight") -> str | None:
