@@ -185,3 +185,52 @@ def test_linears_trains_every_layer():
         g = 2 * (x @ layer.weight.detach().T + layer.bias.detach())
         torch.testing.assert_close(layer.weight.grad, g.T @ x)
         torch.testing.assert_close(layer.bias.grad, g.sum(0))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_matmuls_is_one_product_of_the_lefts_stacked(dtype):
+    """The mHC's collapse (one row) and combine (four rows) of one token's four streams, 256
+    tokens: one product, each output the float64 product rounded once by ml_dtypes."""
+    from ncdc.codegen.prelude.linear import matmuls
+
+    gen = torch.Generator().manual_seed(5)
+    t = getattr(torch, dtype)
+    h = torch.randn(256, 4, 512, generator=gen).to(t)
+    s, c = torch.rand(256, 1, 4, generator=gen).to(t), torch.rand(256, 4, 4, generator=gen).to(t)
+    with torch.no_grad(), _LinearDtypes() as mode:
+        got = matmuls(h, s, c)
+    assert mode.products == ["matmul"]
+    for y, a in zip(got, (s, c), strict=True):
+        assert y.shape == (256, a.shape[1], 512) and y.dtype == t
+        exact = np.matmul(a.double().numpy(), h.double().numpy())
+        want = exact.astype({"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype])
+        want = want.astype(np.float64)
+        ulp = np.abs(want) * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
+        assert (y.double().numpy() == want).mean() > 0.99
+        # (a step of the last place, or the float32 sums' order near 0 after cancelling)
+        assert np.all(np.abs(y.double().numpy() - want) <= ulp + 1e-6)
+
+
+def test_matmuls_is_each_product_elsewhere():
+    from ncdc.codegen.prelude.linear import matmuls
+
+    h = torch.randn(8, 4, 32)
+    for lefts in ([torch.rand(8, 1, 4), torch.rand(8, 4, 4)],  # float32
+                  [torch.rand(8, 1, 4).bfloat16(), torch.rand(1, 4, 4).bfloat16()]):  # batches
+        hh = h.to(lefts[0].dtype)
+        with torch.no_grad(), _LinearDtypes() as mode:
+            got = matmuls(hh, *lefts)
+        assert mode.products == ["matmul"] * 2
+        for y, a in zip(got, lefts, strict=True):
+            assert torch.equal(y, torch.matmul(a, hh))
+    a = torch.rand(8, 1, 4, dtype=torch.bfloat16, requires_grad=True)
+    b = torch.rand(8, 2, 4, dtype=torch.bfloat16, requires_grad=True)
+    h = torch.randn(8, 4, 16, dtype=torch.bfloat16, requires_grad=True)
+    ya, yb = matmuls(h, a, b)
+    (ya.float().sum() + 2 * yb.float().sum()).backward()
+    ones = torch.ones(8, 1, 16)
+    torch.testing.assert_close(a.grad.float(), ones @ h.detach().float().transpose(-1, -2),
+                               rtol=0.02, atol=0.05)
+    torch.testing.assert_close(h.grad.float(), a.detach().float().transpose(-1, -2) @ ones
+                               + b.detach().float().transpose(-1, -2) @ (2 * ones.expand(8, 2, 16)),
+                               rtol=0.02, atol=0.05)
