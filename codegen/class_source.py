@@ -208,8 +208,6 @@ def forward_lines(c: ClassParts, name: str = "forward") -> list[str]:
     body.append(Statement(RETURN, ", ".join(c.ret) if c.ret else "()"))
     indent = INDENT * 2
     body = simplify(body, len(indent), frozenset(c.members.linears))
-    if any(s.expr.startswith("matmuls(") for s in body):
-        c.gen.prelude.add("linear")  # codegen/shared_inputs.py
     return [INDENT + f"def {name}({sig}):"] + print_body(body, indent, INDENT)
 
 

@@ -133,7 +133,7 @@ def _prelude(name: str) -> tuple[list[str], str]:
 
 
 PRELUDE_TITLES = {
-    "linear": "Linear layers, products sharing an input",
+    "linear": "the spec's Linear layers as nn.Linear",
     "storage": "weights held in storage formats, dequantized at use",
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",

@@ -13,7 +13,7 @@ import ast
 import dataclasses
 from collections import Counter
 
-from .shared_inputs import merge_products
+from .linear_groups import merge_linears
 from .statements import ASSIGN, RETURN, Rounding, Statement, splice, where_reads
 
 LIMIT = 100
@@ -243,7 +243,7 @@ def reuse_names(body: list[Statement]) -> list[Statement]:
 
 def simplify(body: list[Statement], indent: int, linears: frozenset = frozenset()
              ) -> list[Statement]:
-    """Every pass, in order; ``linears``: the code of the class's plain Linear submodules
-    (:func:`codegen.shared_inputs.merge_products`)."""
-    body = merge_products(body, linears)
+    """Every pass, in order; ``linears``: the code of the class's Linear submodules
+    (:func:`codegen.linear_groups.merge_linears`)."""
+    body = merge_linears(body, linears) if linears else body
     return reuse_names(return_directly(fold_casts(fold_masks(drop_unused(body), indent))))

@@ -10,8 +10,7 @@ rows and fewer than 32 outputs, it is the transposed product ``W x^T`` (203 agai
 rows). Each gives the numbers of ``F.linear`` up to the order of the float32 sums.
 
 Several Linears reading one input (the mHC's three coefficient maps) are one product,
-``linears(x, *layers)``: the input is read once and the kernel called once. So are 16-bit CPU
-matrix products with one right operand, ``matmuls(h, *lefts)`` (``codegen/shared_inputs.py``)."""
+``linears(x, *layers)``: the input is read once and the kernel called once."""
 
 import torch
 import torch.nn.functional as F
@@ -77,19 +76,3 @@ def linears(x, *layers):
     weight = torch.cat([m.weight for m in layers])
     bias = None if layers[0].bias is None else torch.cat([m.bias for m in layers])
     return linear(x, weight, bias).split([m.out_features for m in layers], dim=-1)
-
-
-def matmuls(h, *lefts):
-    """``tuple(torch.matmul(a, h) for a in lefts)``. For 16-bit CPU operands whose lefts differ
-    only in their number of rows, one product over the lefts stacked: the CPU's batched 16-bit
-    kernel costs about as much for a few rows as for one (the mHC's collapse and combine of
-    one token's four streams, one row and four: 500 against 290 us at 256 tokens); the same
-    float32 sums, each rounded once."""
-    a0 = lefts[0]
-    if (h.dtype in (torch.bfloat16, torch.float16) and h.device.type == "cpu"
-            and not torch.compiler.is_compiling()
-            and all(a.dtype == h.dtype and a.dim() == a0.dim() >= 2
-                    and a.shape[:-2] == a0.shape[:-2] and a.shape[-1] == a0.shape[-1]
-                    for a in lefts)):
-        return torch.matmul(torch.cat(lefts, dim=-2), h).split([a.shape[-2] for a in lefts], -2)
-    return tuple(torch.matmul(a, h) for a in lefts)
