@@ -237,7 +237,7 @@ class Ctx:
         (batch) dims of batched terms broadcast via ``...``; one batched matrix product is
         ``torch.matmul`` (:mod:`codegen.matmul`), unless it reads a window as a band."""
         band = self._band(terms, out)
-        product = matmul_code(terms, out) if band is None else None
+        product = matmul_code(terms, out, self.use) if band is None else None
         if product is not None:
             return product
         order = [lab for t in terms for lab in t[1]] + list(out)

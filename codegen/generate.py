@@ -133,7 +133,7 @@ def _prelude(name: str) -> tuple[list[str], str]:
 
 
 PRELUDE_TITLES = {
-    "linear": "the spec's Linear layers as nn.Linear",
+    "linear": "the spec's Linear layers, small 16-bit CPU products",
     "storage": "weights held in storage formats, dequantized at use",
     "quant": "rounding to storage formats (emulate mode)",
     "views": "affine reads and writes of trailing dims",

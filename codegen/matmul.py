@@ -5,8 +5,9 @@ own (``'...xnm,...xna->...xam'`` came back as a permuted ``[x, m, a]``, which ma
 elementwise op strided); ``torch.matmul`` of the operands, transposed where their last two axes
 are the other way round, gives the result in the einsum's order and memory order, the product
 HF writes for the mHC's combine (``comb.transpose(-1, -2) @ streams``). A vector times a matrix
-(the mHC's collapse ``'...xn,...xnm->...xm'``) is the same product with a row or column of one,
-``torch.matmul(s.unsqueeze(-2), h).squeeze(-2)``: one dispatch, without einsum's planning. A
+(the mHC's collapse ``'...xn,...xnm->...xm'``) is the same product with a row or column of one:
+the prelude's ``vecmat(s, h)``, ``torch.matmul(s.unsqueeze(-2), h).squeeze(-2)`` but where the
+16-bit batched kernel is slow, or ``torch.matmul(h, s.unsqueeze(-1)).squeeze(-1)``. A
 batched operand times a weight that holds the summed axis first (a query's ``'...xq,qhc->...hxc'``)
 is a product with the weight's other axes flattened, ``torch.matmul(q, w.flatten(1))``, unflattened
 and moved to the output's order."""
@@ -15,7 +16,7 @@ from __future__ import annotations
 from .emit import atom
 
 
-def matmul_code(terms: list[tuple], out: list) -> str | None:
+def matmul_code(terms: list[tuple], out: list, use=lambda prelude: None) -> str | None:
     """``torch.matmul`` code for the einsum over ``terms`` (``(code, labels[, batched])``) giving
     ``out``, or None where it is not one: two batched operands sharing their leading axes (in the
     output's order, leading it too), one summed axis, and at most one free axis each, as the
@@ -42,7 +43,8 @@ def matmul_code(terms: list[tuple], out: list) -> str | None:
     if not (free_a and free_b):  # a vector times a matrix, in the matrix's own layout
         (cv, _), (cm, lm) = sorted(((ca, la), (cb, lb)), key=lambda t: len(t[1]))
         if lm[n:] == [k, out[n]]:
-            return f"torch.matmul({atom(cv)}.unsqueeze(-2), {cm}).squeeze(-2)"
+            use("linear")
+            return f"vecmat({cv}, {cm})"
         return f"torch.matmul({cm}, {atom(cv)}.unsqueeze(-1)).squeeze(-1)"
     if out[n] == free_b[0]:  # b's free axis comes first: b is the left factor
         (ca, la, free_a), (cb, lb, free_b) = (cb, lb, free_b), (ca, la, free_a)

@@ -8,7 +8,9 @@ from tests.lazy import torch
 
 
 def _run(code, **arrays):
-    return eval(code, {"torch": torch}, arrays)  # noqa: S307 - generated code under test
+    from ncdc.codegen.prelude.linear import vecmat
+
+    return eval(code, {"torch": torch, "vecmat": vecmat}, arrays)  # noqa: S307 - code under test
 
 
 @pytest.mark.parametrize("a_labels,b_labels,out,spec", [
@@ -28,7 +30,7 @@ def test_matmul_equals_einsum(a_labels, b_labels, out, spec):
     a = torch.randn(2, *[sizes[c] for c in a_labels], generator=g, dtype=torch.float64)
     b = torch.randn(2, *[sizes[c] for c in b_labels], generator=g, dtype=torch.float64)
     code = matmul_code([("a", list(a_labels)), ("b", list(b_labels))], list(out))
-    assert code is not None and code.startswith("torch.matmul(")
+    assert code is not None and code.startswith(("torch.matmul(", "vecmat("))
     got = _run(code, a=a, b=b)
     want = torch.einsum(spec, a, b)
     assert got.shape == want.shape and got.is_contiguous()
@@ -36,8 +38,9 @@ def test_matmul_equals_einsum(a_labels, b_labels, out, spec):
 
 
 def test_a_vector_keeps_the_matrix_layout():
-    code = matmul_code([("s", ["x", "n"]), ("h", ["x", "n", "m"])], ["x", "m"])
-    assert code == "torch.matmul(s.unsqueeze(-2), h).squeeze(-2)"
+    used = []
+    code = matmul_code([("s", ["x", "n"]), ("h", ["x", "n", "m"])], ["x", "m"], used.append)
+    assert code == "vecmat(s, h)" and used == ["linear"]  # the prelude's product
     code = matmul_code([("h", ["x", "m", "n"]), ("s", ["x", "n"])], ["x", "m"])
     assert code == "torch.matmul(h, s.unsqueeze(-1)).squeeze(-1)"
 

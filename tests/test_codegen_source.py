@@ -338,11 +338,12 @@ def test_layer0_reads_like_the_handwritten_one(bundled):
     # outputs take twelve (a bfloat16 decode step 6% faster, the forward at 256 tokens 2%,
     # issue 26), the eager routed products without the op's dispatch one; Linears reading one
     # input as one product (``linears``: the mHC's three maps, the forward at 256 bfloat16
-    # tokens 3-5% faster, issue 26) fifteen. The loader, decoding
+    # tokens 3-5% faster, issue 26) fifteen, the mHC's collapse summed row by row in float32
+    # (``vecmat``: 1-1.5%) twelve. The loader, decoding
     # and sharding come only with runtime=... (test_codegen_plain.py). These bounds guard
     # against growth.
     assert ours <= 260, (ours, hand, round(ours / hand, 2))
-    assert whole <= 574, (whole, hand, round(whole / hand, 2))
+    assert whole <= 586, (whole, hand, round(whole / hand, 2))
     assert "if self.emulate" not in emulated and "self.held(" in emulated
     assert "self.held(" not in source
 

@@ -185,3 +185,53 @@ def test_linears_trains_every_layer():
         g = 2 * (x @ layer.weight.detach().T + layer.bias.detach())
         torch.testing.assert_close(layer.weight.grad, g.T @ x)
         torch.testing.assert_close(layer.bias.grad, g.sum(0))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_vecmat_sums_few_rows_in_float32_rounded_once(dtype):
+    """The mHC's collapse, 256 tokens of four streams: float64 numpy rounded once by ml_dtypes,
+    and the batched 16-bit kernel (``torch.matmul``) left out."""
+    from ncdc.codegen.prelude.linear import vecmat
+
+    gen = torch.Generator().manual_seed(4)
+    t = getattr(torch, dtype)
+    v, m = torch.rand(256, 4, generator=gen).to(t), torch.randn(256, 4, 512, generator=gen).to(t)
+    with torch.no_grad(), _LinearDtypes() as mode:
+        y = vecmat(v, m)
+    assert "matmul" not in mode.products and y.dtype == t and y.shape == (256, 512)
+    exact = np.einsum("xn,xnm->xm", v.double().numpy(), m.double().numpy())
+    want = exact.astype({"bfloat16": ml_dtypes.bfloat16, "float16": np.float16}[dtype])
+    want = want.astype(np.float64)
+    got = y.double().numpy()
+    ulp = np.abs(want) * (2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -10)
+    assert (got == want).mean() > 0.99
+    # (a step of the last place, or the float32 sums' order near 0 after cancelling)
+    assert np.all(np.abs(got - want) <= ulp + 1e-6)
+
+
+@pytest.mark.parametrize("shape_v, shape_m, dtype", [((1, 4), (1, 4, 512), "bfloat16"),
+                                                     ((256, 9), (256, 9, 64), "bfloat16"),
+                                                     ((256, 4), (256, 4, 64), "float32")])
+def test_vecmat_is_matmul_elsewhere(shape_v, shape_m, dtype):
+    from ncdc.codegen.prelude.linear import vecmat
+
+    t = getattr(torch, dtype)
+    v, m = torch.rand(*shape_v).to(t), torch.randn(*shape_m).to(t)
+    with torch.no_grad(), _LinearDtypes() as mode:
+        y = vecmat(v, m)
+    assert mode.products == ["matmul"]
+    assert torch.equal(y, torch.matmul(v.unsqueeze(-2), m).squeeze(-2))
+
+
+def test_vecmat_broadcasts_and_trains():
+    from ncdc.codegen.prelude.linear import vecmat
+
+    v = torch.rand(64, 4, dtype=torch.bfloat16, requires_grad=True)
+    m = torch.randn(2, 64, 4, 32, dtype=torch.bfloat16, requires_grad=True)
+    y = vecmat(v, m)
+    assert y.shape == (2, 64, 32)
+    y.float().sum().backward()
+    torch.testing.assert_close(v.grad.float(), m.detach().float().sum((0, -1)),
+                               rtol=0.02, atol=0.05)
+    torch.testing.assert_close(m.grad.float(), v.detach().float()[None, :, :, None].expand(
+        2, 64, 4, 32), rtol=0, atol=0)
