@@ -38,7 +38,7 @@ def lower_broadcasted(cb, b: Broadcasted, wires: list[Wire], then: Broadcasted |
     on_pairs = wants_pairs(cb, b, wires)
     if on_pairs or not keeps:
         wires = [flips.plain(cb.fw, w) for w in wires]
-    if on_pairs or not reads_minus_infinity(b.operator):
+    if any(w.dead != "0" for w in wires) and (on_pairs or not reads_minus_infinity(b.operator)):
         wires = [zeroed(cb.fw, w) for w in wires]
     if on_pairs:
         start = len(cb.fw.bound)
